@@ -1,0 +1,29 @@
+# headlab: attention-head experiments for Transformer NMT.
+#
+#   snakemake --profile profiles/local --configfile config/config.yaml --cores all
+#
+# The config says which studies, corpora, pairs, sizes, layer counts and head specs to run;
+# the rules below are generic (fetch, prepare, preprocess, bpe, vocab, train, translate,
+# score, table) and never copied per paper.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "config/schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/tables.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

@@ -1,0 +1,127 @@
+# Data: fetch (mirror first, sha256-verified) -> prepare (pair/split, validated, subsampled)
+# -> Moses tokenise -> truecase -> joint BPE -> shared vocabulary (paper A §4.1).
+
+
+rule fetch:
+    output:
+        touch(f"{DATA}/raw/{{dataset}}/.verified"),
+    params:
+        flags=mirror_args(),
+    log:
+        f"{LOGS}/fetch/{{dataset}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab fetch --dataset {wildcards.dataset} --dest {DATA}/raw/{wildcards.dataset} "
+        "{params.flags} 2> {log}"
+
+
+def _prepare_size_args(w):
+    c = corpus(w.corpus)
+    if w.split != c["train"] or w.size == "full":
+        return ""
+    return f"--size {w.size} --seed {c.get('subsample_seed', 1)}"
+
+
+rule prepare:
+    input:
+        lambda w: f"{DATA}/raw/{corpus(w.corpus)['dataset']}/.verified",
+    output:
+        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.src",
+        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+    params:
+        dataset=lambda w: corpus(w.corpus)["dataset"],
+        size=_prepare_size_args,
+    log:
+        f"{LOGS}/prepare/{{corpus}}/{{pair}}/{{size}}/{{split}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab prepare --dataset {params.dataset} --pair {wildcards.pair} --split {wildcards.split} "
+        "--raw {DATA}/raw/{params.dataset} --out-src {output.src} --out-tgt {output.tgt} {params.size} 2> {log}"
+
+
+rule tokenize:
+    input:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.{{side}}",
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tok/{{split}}.{{side}}",
+    params:
+        lang=lambda w: lang(w.pair, w.side),
+    log:
+        f"{LOGS}/tokenize/{{corpus}}/{{pair}}/{{size}}/{{split}}.{{side}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab preprocess tokenize --lang {params.lang} --in {input} --out {output} 2> {log}"
+
+
+rule truecase_train:
+    input:
+        lambda w: f"{DATA}/{w.corpus}/{w.pair}/{w.size}/tok/{corpus(w.corpus)['train']}.{w.side}",
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/truecase.{{side}}",
+    log:
+        f"{LOGS}/truecase/{{corpus}}/{{pair}}/{{size}}/{{side}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab preprocess truecase-train --in {input} --model {output} 2> {log}"
+
+
+rule truecase:
+    input:
+        text=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tok/{{split}}.{{side}}",
+        model=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/truecase.{{side}}",
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tc/{{split}}.{{side}}",
+    log:
+        f"{LOGS}/truecase/{{corpus}}/{{pair}}/{{size}}/{{split}}.{{side}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab preprocess truecase --model {input.model} --in {input.text} --out {output} 2> {log}"
+
+
+rule bpe_learn:
+    input:
+        lambda w: expand(f"{DATA}/{w.corpus}/{w.pair}/{w.size}/tc/{corpus(w.corpus)['train']}.{{side}}",
+                         side=["src", "tgt"]),
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe.codes",
+    params:
+        merges=lambda w: corpus(w.corpus)["bpe_merges"],
+    log:
+        f"{LOGS}/bpe/{{corpus}}/{{pair}}/{{size}}/learn.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab preprocess bpe-learn --merges {params.merges} --in {input} --codes {output} 2> {log}"
+
+
+rule bpe_apply:
+    input:
+        text=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tc/{{split}}.{{side}}",
+        codes=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe.codes",
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.{{side}}",
+    log:
+        f"{LOGS}/bpe/{{corpus}}/{{pair}}/{{size}}/{{split}}.{{side}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab preprocess bpe-apply --codes {input.codes} --in {input.text} --out {output} 2> {log}"
+
+
+rule vocab:
+    input:
+        lambda w: expand(f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{corpus(w.corpus)['train']}.{{side}}",
+                         side=["src", "tgt"]),
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.txt",
+    log:
+        f"{LOGS}/vocab/{{corpus}}/{{pair}}/{{size}}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab vocab --train {input} --out {output} 2> {log}"

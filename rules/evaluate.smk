@@ -1,0 +1,62 @@
+# Evaluation: beam search on every configured test set (optionally with an encoder head
+# disabled, paper A §4.3), un-BPE + detruecase + detokenise, then sacreBLEU.
+
+
+def _ablation_args(w):
+    return "" if w.ablation == "full" else f"-disable_enc_heads {w.ablation[len('no-h'):]}"
+
+
+rule translate:
+    input:
+        model=f"{MODELS}/{MODEL}/model.pt",
+        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.src",
+    output:
+        f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.bpe",
+    params:
+        ablation=_ablation_args,
+        gpu="-gpu 0" if config.get("training", {}).get("device") == "gpu" else "",
+        beam=config["translation"].get("beam_size", 5),
+        batch=config["translation"].get("batch_size", 3000),
+        batch_type=config["translation"].get("batch_type", "tokens"),
+    log:
+        f"{LOGS}/translate/{MODEL}/{{split}}.{{ablation}}.log",
+    benchmark:
+        f"{LOGS}/translate/{MODEL}/{{split}}.{{ablation}}.benchmark.tsv"
+    threads: config["translation"].get("threads", 1)
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "OMP_NUM_THREADS={threads} headlab translate -model {input.model} -src {input.src} "
+        "-output {output} -beam_size {params.beam} -batch_size {params.batch} "
+        "-batch_type {params.batch_type} {params.gpu} {params.ablation} > {log} 2>&1"
+
+
+rule postprocess:
+    input:
+        f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.bpe",
+    output:
+        f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.txt",
+    params:
+        lang=lambda w: lang(w.pair, "tgt"),
+    log:
+        f"{LOGS}/postprocess/{MODEL}/{{split}}.{{ablation}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab preprocess postprocess --lang {params.lang} --in {input} --out {output} 2> {log}"
+
+
+rule bleu:
+    input:
+        hyp=f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.txt",
+        ref=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+    output:
+        f"{SCORES}/{MODEL}/{{split}}.{{ablation}}.json",
+    params:
+        pair=lambda w: w.pair,
+    log:
+        f"{LOGS}/bleu/{MODEL}/{{split}}.{{ablation}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab bleu --hyp {input.hyp} --ref {input.ref} --lang-pair {params.pair} --out {output} 2> {log}"

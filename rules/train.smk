@@ -1,0 +1,49 @@
+# Training: one OpenNMT-py config per model of the grid, generated from a named preset
+# (src/headlab/presets.yaml) and validated, then `headlab train` (resumes after a crash).
+
+
+def _data(w, split, side, kind="bpe"):
+    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/{kind}/{split}.{side}"
+
+
+rule onmt_config:
+    input:
+        train=lambda w: [_data(w, corpus(w.corpus)["train"], s) for s in ("src", "tgt")],
+        valid=lambda w: [_data(w, corpus(w.corpus)["valid"], s) for s in ("src", "tgt")],
+        vocab=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.txt",
+    output:
+        f"{MODELS}/{MODEL}/onmt.yaml",
+    params:
+        sets=lambda w: " ".join(
+            f"--set {k}={json.dumps(v)!r}" for k, v in study_overrides(w).items()
+        ),
+        gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
+        save_dir=model_dir,
+    log:
+        f"{LOGS}/onmt_config/{MODEL}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab onmt-config --preset {wildcards.preset} --layers '{wildcards.layers}' "
+        "--heads '{wildcards.heads}' --seed {wildcards.seed} --train {input.train} "
+        "--valid {input.valid} --vocab {input.vocab} --save-dir {params.save_dir} "
+        "{params.sets} {params.gpu} --out {output} 2> {log}"
+
+
+rule train:
+    input:
+        f"{MODELS}/{MODEL}/onmt.yaml",
+    output:
+        f"{MODELS}/{MODEL}/model.pt",
+    log:
+        f"{MODELS}/{MODEL}/train.log",
+    benchmark:
+        f"{MODELS}/{MODEL}/train.benchmark.tsv"
+    threads: config.get("training", {}).get("threads", 2)
+    resources:
+        gpu=1 if config.get("training", {}).get("device") == "gpu" else 0,
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
+        "headlab train -config {input} >> {log} 2>&1"

@@ -1,0 +1,61 @@
+"""The ``headlab`` command: one entry point, lazily imported subcommands.
+
+Every subcommand lives in its own module as ``main(argv) -> int``; this file only maps
+names to modules so that ``headlab --help`` stays fast (no torch import).
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "fetch": ("headlab.data.fetch", "fetch a registered dataset (mirror first, then upstream), verify sha256"),
+    "prepare": ("headlab.data.prepare", "extract a language pair/split, validate, subsample"),
+    "preprocess": ("headlab.data.preprocess", "Moses tokenise/truecase, BPE, detokenise"),
+    "build-vocab": ("headlab.onmt_run", "onmt_build_vocab with the plugin loaded"),
+    "vocab": ("headlab.onmt_run", "shared vocabulary of a BPE'd training corpus"),
+    "train": ("headlab.onmt_run", "onmt_train with the plugin loaded (validated options, resume)"),
+    "translate": ("headlab.onmt_run", "onmt_translate with the plugin loaded (head ablation)"),
+    "onmt-config": ("headlab.onmt_config", "write an OpenNMT-py YAML from a model preset"),
+    "params": ("headlab.heads.params", "count model parameters for a preset, layers and head spec"),
+    "export-attention": ("headlab.heads.export", "dump per-layer, per-head encoder attention to npz"),
+    "score": ("headlab.eval.forced", "forced-decoding log-probabilities of given targets"),
+    "bleu": ("headlab.eval.bleu", "sacreBLEU/chrF of a hypothesis file, signature kept"),
+    "compare": ("headlab.eval.compare", "paired bootstrap and length bins via compare-mt"),
+    "contrastive": ("headlab.eval.contrastive", "contrastive suites (DistilLingEval, MuCoW, ContraWSD, LingEval97)"),
+    "study-table": ("headlab.studies", "build one study's table from the workflow's score files"),
+    "table": ("headlab.report.tables", "render result CSVs as CSV/Markdown/LaTeX tables"),
+    "figure": ("headlab.report.figures", "render result CSVs as PNG/PDF figures"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: headlab COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"headlab: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    from headlab.errors import HeadlabError
+
+    module = importlib.import_module(COMMANDS[name][0])
+    entry = getattr(module, "main_" + name.replace("-", "_"), None) or module.main
+    try:
+        return int(entry(rest) or 0)
+    except HeadlabError as err:  # the user's input is wrong: one line, no traceback
+        print(f"headlab {name}: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

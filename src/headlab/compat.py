@@ -1,0 +1,147 @@
+"""Every change headlab makes to OpenNMT-py 3.5.1 and torch, in one place.
+
+Applied once by :func:`apply` (``import headlab.plugin`` calls it). Each patch says what
+upstream does, why it breaks here, and what we do instead; nothing else in headlab
+monkeypatches OpenNMT-py.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+_APPLIED = False
+
+
+def _silence_import_warnings() -> None:
+    # onmt/modules/{sparse_*,sru}.py use the deprecated torch.cuda.amp.custom_fwd/bwd
+    # decorators; torch>=2.4 warns at import. Harmless, but it drowns real messages.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"onmt\..*")
+    warnings.filterwarnings("ignore", message=r".*torch\.cuda\.amp\.custom_(fwd|bwd).*")
+
+
+def _patch_checkpoint_loading() -> None:
+    """torch>=2.6 defaults ``torch.load(weights_only=True)``; OpenNMT-py checkpoints hold an
+    argparse Namespace and vocab objects, so loading fails. We load them as before (they
+    are our own files) by passing ``weights_only=False``."""
+    import torch
+    import onmt.model_builder
+    import onmt.models.model_saver as saver
+    import onmt.train_single
+
+    original = saver.load_checkpoint
+
+    @functools.wraps(original)
+    def load_checkpoint(ckpt_path):
+        if not ckpt_path:
+            return None
+        from onmt.utils.logging import logger
+        logger.info("Loading checkpoint from %s", ckpt_path)
+        return torch.load(ckpt_path, map_location=torch.device("cpu"), weights_only=False)
+
+    # `from onmt.models.model_saver import load_checkpoint` bound the name in these modules
+    for module in (saver, onmt.model_builder, onmt.train_single):
+        module.load_checkpoint = load_checkpoint
+
+
+def _patch_with_score() -> None:
+    """OpenNMT-py 3.5.1 ``-with_score`` calls ``score.item()`` but the beam search now
+    stores plain floats in ``Translation.pred_scores``: AttributeError. We make the
+    scores 0-d tensors again right where translations are built."""
+    import torch
+    from onmt.translate.translation import TranslationBuilder
+
+    original = TranslationBuilder.from_batch
+
+    @functools.wraps(original)
+    def from_batch(self, translation_batch):
+        translations = original(self, translation_batch)
+        for trans in translations:
+            trans.pred_scores = [s if torch.is_tensor(s) else torch.tensor(float(s))
+                                 for s in trans.pred_scores]
+        return translations
+
+    TranslationBuilder.from_batch = from_batch
+
+
+def _patch_options() -> None:
+    """Add headlab's options to OpenNMT-py's own parsers, so that stock ``onmt_train`` /
+    ``onmt_translate`` accept them after the plugin is imported, and checkpoints keep them.
+    ``train_opts`` looks ``model_opts`` up at call time, so patching the module is enough;
+    ``onmt.bin.translate`` imported ``translate_opts`` by name, so it is patched too."""
+    import onmt.opts
+    from headlab import opts as ours
+
+    def extend(original, extra):
+        @functools.wraps(original)
+        def wrapped(parser, *args, **kwargs):
+            original(parser, *args, **kwargs)
+            extra(parser)
+        return wrapped
+
+    onmt.opts.model_opts = extend(onmt.opts.model_opts, ours.model_opts)
+    onmt.opts.translate_opts = extend(onmt.opts.translate_opts, ours.translate_opts)
+    # translate_opts does not include model_opts: our model options must still parse
+    # from a translate config (they are ignored there; the checkpoint's values win).
+    import onmt.bin.translate
+    onmt.bin.translate.translate_opts = onmt.opts.translate_opts
+
+
+def _patch_model_building() -> None:
+    """After OpenNMT-py builds a model (training, ``train_from`` and translation alike),
+    give the encoder the source vocabulary: word-based fixed heads need to know which
+    pieces end in ``@@``. The vocabulary comes from the checkpoint, so this needs no
+    files beside it."""
+    import onmt.model_builder as builder
+
+    original = builder.build_base_model
+
+    @functools.wraps(original)
+    def build_base_model(model_opt, vocabs):
+        model = original(model_opt, vocabs)
+        encoder = getattr(model, "encoder", None)
+        if hasattr(encoder, "set_src_vocab"):
+            encoder.set_src_vocab(vocabs["src"])
+        return model
+
+    builder.build_base_model = build_base_model
+
+
+def _patch_test_model_loading() -> None:
+    """Test-time head ablation (paper A §4.3): the translate option ``-disable_enc_heads``
+    reaches the encoder loaded from the checkpoint."""
+    import onmt.model_builder as builder
+    import onmt.translate.translator as translator
+
+    original = builder.load_test_model
+
+    @functools.wraps(original)
+    def load_test_model(opt, device_id=0, model_path=None):
+        vocabs, model, model_opt = original(opt, device_id, model_path)
+        disabled = list(getattr(opt, "disable_enc_heads", None) or [])
+        encoder = getattr(model, "encoder", None)
+        if disabled:
+            if not hasattr(encoder, "disable_heads"):
+                from headlab.errors import ConfigError
+                raise ConfigError("-disable_enc_heads needs a model trained with "
+                                  "-encoder_type headlab", key="disable_enc_heads")
+            encoder.disable_heads(disabled)
+        return vocabs, model, model_opt
+
+    builder.load_test_model = load_test_model
+    # build_translator looks it up as onmt.model_builder.load_test_model at call time,
+    # onmt.utils.loss imported the name.
+    import onmt.utils.loss
+    onmt.utils.loss.load_test_model = load_test_model
+
+
+def apply() -> None:
+    global _APPLIED
+    if _APPLIED:
+        return
+    _silence_import_warnings()
+    _patch_checkpoint_loading()
+    _patch_with_score()
+    _patch_options()
+    _patch_model_building()
+    _patch_test_model_loading()
+    _APPLIED = True

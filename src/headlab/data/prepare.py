@@ -1,0 +1,199 @@
+"""Extract one (language pair, split) of a registered corpus into two plain UTF-8 text files.
+
+    headlab prepare --dataset multi30k --pair de-en --split train --raw DIR
+                    --out-src F --out-tgt F [--size N --seed S] [--keep-empty]
+
+``--raw`` is the dataset's local folder as ``headlab fetch --dest`` fills it (or the data
+mirror's ``<mirror>/<dataset>``, the default). The output has one sentence a line and the
+two files are line-aligned.
+
+Checks (each a single :class:`DataError` naming the file/line; no output is written then):
+source and target line counts differ; empty corpus; invalid UTF-8; XML segment ids that
+differ between the sides.
+
+Decisions:
+
+* Empty lines. In training splits (``train``) pairs with an empty (blank) side are dropped,
+  as usual for NMT training, and the number dropped is reported; ``--keep-empty`` keeps them.
+  In every other split (dev/test) nothing is ever dropped: the references must stay aligned
+  with the official set; one-sided empty lines are only reported.
+* Characters that other tools treat as line breaks (\\r, \\v, \\f, U+0085, U+2028, U+2029,
+  U+001C-U+001E) are replaced by a space, so that one line stays one sentence everywhere.
+* Subsampling (``--size N --seed S``) picks the N pairs whose sha256("S:index") are smallest
+  and keeps them in corpus order: deterministic on every platform and Python version, and
+  nested (for one seed, the N=1000 sample is contained in the N=2000 sample), which suits
+  data-size sweeps. It applies after empty pairs are dropped. N larger than the corpus is
+  an error (a sweep asking for more data than exists would silently mislabel its points);
+  N equal to the corpus size returns the whole corpus.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import io
+import os
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+from headlab.data import registry
+from headlab.data._cli import run
+from headlab.data.iwslt import read_segments, read_train_tags
+from headlab.data.registry import Part
+from headlab.errors import DataError
+from headlab.io import atomic_write, read_lines
+
+_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _decode(raw_lines, where: str) -> list[str]:
+    lines = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8").rstrip("\r\n"))
+        except UnicodeDecodeError as err:
+            raise DataError(f"invalid UTF-8 at byte {err.start} ({raw[err.start:err.start + 4]!r})",
+                            path=where, line=number) from None
+    return lines
+
+
+def _read_member(archive: Path, member: str) -> list[str]:
+    where = f"{archive}!{member}"
+    try:
+        with tarfile.open(archive) as tar:
+            handle = tar.extractfile(member)
+            if handle is None:
+                raise KeyError(member)
+            data = handle.read()
+    except KeyError:
+        raise DataError(f"no member {member!r} in the archive", path=str(archive)) from None
+    except tarfile.TarError as err:
+        raise DataError(f"unreadable archive: {err}", path=str(archive)) from None
+    return _decode(io.BytesIO(data), where)
+
+
+def read_part(raw_dir: str | os.PathLike, part: Part, dataset: str = "?") -> tuple[list[str], list | None]:
+    """The sentences of one part, and its (docid, segid) list for XML parts (else None)."""
+    path = Path(raw_dir) / part.rel
+    if not path.is_file():
+        raise DataError(f"missing; get it with: headlab fetch --dataset {dataset} --file {part.rel} "
+                        f"--dest {raw_dir}", path=str(path))
+    where = f"{path}!{part.member}" if part.member else str(path)
+    lines = _read_member(path, part.member) if part.member else read_lines(path)
+    ids = None
+    if part.fmt == "xml":
+        segments = list(read_segments(lines, where))
+        lines, ids = [s.text for s in segments], [(s.docid, s.segid) for s in segments]
+    elif part.fmt == "tags":
+        lines = list(read_train_tags(lines, where))
+    elif part.fmt != "text":
+        raise DataError(f"unknown format {part.fmt!r}", path=where)
+    if part.unescape:
+        lines = [html.unescape(line) for line in lines]
+    if part.select == "every23":  # fairseq prepare-iwslt14.sh: NR % 23 == 0 -> valid
+        lines = [line for number, line in enumerate(lines, start=1) if number % 23 == 0]
+    elif part.select == "not23":
+        lines = [line for number, line in enumerate(lines, start=1) if number % 23 != 0]
+    return [_LINE_BREAKS.sub(" ", line) for line in lines], ids
+
+
+def read_side(raw_dir, parts: tuple[Part, ...], dataset: str) -> tuple[list[str], list | None, str]:
+    """The concatenated sentences of one side, its XML ids (if all parts are XML) and a label."""
+    lines, ids = [], []
+    for part in parts:
+        part_lines, part_ids = read_part(raw_dir, part, dataset)
+        lines += part_lines
+        ids = ids + part_ids if ids is not None and part_ids is not None else None
+    label = " + ".join(str(Path(raw_dir) / p.rel) + (f"!{p.member}" if p.member else "") for p in parts)
+    return lines, ids, label
+
+
+def subsample_indices(total: int, size: int, seed: int) -> list[int]:
+    """Indices of ``size`` of ``total`` items, chosen by seed, in increasing order (see module doc)."""
+    if size <= 0:
+        raise DataError(f"subsample size must be positive, got {size}", key="size")
+    if size > total:
+        raise DataError(f"cannot subsample {size} pairs from a corpus of {total}", key="size")
+    rank = sorted(range(total), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).digest())
+    return sorted(rank[:size])
+
+
+def extract(dataset: str, pair: str, split: str, raw_dir: str | os.PathLike, *, size: int | None = None,
+            seed: int = 0, keep_empty: bool = False, log=sys.stderr) -> tuple[list[str], list[str]]:
+    """The validated (and optionally subsampled) source and target sentences of a pair/split."""
+    data = registry.get(dataset)
+    src_parts, tgt_parts = data.pair_parts(pair, split)
+    src, src_ids, src_label = read_side(raw_dir, src_parts, dataset)
+    tgt, tgt_ids, tgt_label = read_side(raw_dir, tgt_parts, dataset)
+    if len(src) != len(tgt):
+        raise DataError(f"source and target differ in length: {src_label} has {len(src)} lines, "
+                        f"{tgt_label} has {len(tgt)}", key=f"{dataset}/{pair}/{split}")
+    if not src:
+        raise DataError(f"empty corpus: {src_label} and {tgt_label} have no lines",
+                        key=f"{dataset}/{pair}/{split}")
+    if src_ids is not None and tgt_ids is not None and src_ids != tgt_ids:
+        first = next(i for i, (a, b) in enumerate(zip(src_ids, tgt_ids)) if a != b)
+        raise DataError(f"segment {first + 1} is doc {src_ids[first][0]} seg {src_ids[first][1]} in "
+                        f"{src_label} but doc {tgt_ids[first][0]} seg {tgt_ids[first][1]} in {tgt_label}",
+                        key=f"{dataset}/{pair}/{split}")
+    one_sided = [i for i, (s, t) in enumerate(zip(src, tgt)) if (not s.strip()) != (not t.strip())]
+    both = [i for i, (s, t) in enumerate(zip(src, tgt)) if not s.strip() and not t.strip()]
+    if split in data.train_splits and not keep_empty:
+        drop = set(one_sided) | set(both)
+        if drop:
+            print(f"headlab prepare: dropped {len(drop)} of {len(src)} pairs with an empty side",
+                  file=log)
+            src = [s for i, s in enumerate(src) if i not in drop]
+            tgt = [t for i, t in enumerate(tgt) if i not in drop]
+        if not src:
+            raise DataError(f"empty corpus after dropping empty pairs: {src_label}, {tgt_label}",
+                            key=f"{dataset}/{pair}/{split}")
+    elif one_sided:
+        print(f"headlab prepare: warning: {len(one_sided)} pairs have one empty side (kept; first at "
+              f"line {one_sided[0] + 1})", file=log)
+    if size is not None:
+        keep = subsample_indices(len(src), size, seed)
+        src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+    return src, tgt
+
+
+def write_pair(src: list[str], tgt: list[str], out_src, out_tgt) -> None:
+    """Write both sides atomically: on any failure neither output file appears."""
+    with atomic_write(out_src) as a, atomic_write(out_tgt) as b:
+        for line in src:
+            a.write(line + "\n")
+        for line in tgt:
+            b.write(line + "\n")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headlab prepare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", required=True, help=f"one of: {', '.join(registry.DATASETS)}")
+    parser.add_argument("--pair", required=True, help="SRC-TGT, e.g. de-en")
+    parser.add_argument("--split", required=True, help="e.g. train, val, test_2016_flickr, test")
+    parser.add_argument("--raw", help="the dataset's local folder (default: <data mirror>/<dataset>)")
+    parser.add_argument("--out-src", required=True)
+    parser.add_argument("--out-tgt", required=True)
+    parser.add_argument("--size", type=int, help="subsample to N pairs (data-size sweeps)")
+    parser.add_argument("--seed", type=int, default=0, help="subsampling seed (default 0)")
+    parser.add_argument("--keep-empty", action="store_true",
+                        help="keep training pairs with an empty side (dev/test never drop)")
+    args = parser.parse_args(argv)
+
+    def go() -> int:
+        raw = args.raw
+        if raw is None:
+            from headlab.data.fetch import default_mirror
+            mirror = default_mirror()
+            if mirror is None:
+                raise DataError("no --raw given and no data mirror found", key="raw")
+            raw = mirror / args.dataset
+        src, tgt = extract(args.dataset, args.pair, args.split, raw, size=args.size, seed=args.seed,
+                           keep_empty=args.keep_empty)
+        write_pair(src, tgt, args.out_src, args.out_tgt)
+        print(f"headlab prepare: {len(src)} pairs -> {args.out_src}, {args.out_tgt}", file=sys.stderr)
+        return 0
+
+    return run(go)

@@ -1,0 +1,240 @@
+"""Paper A §4.1 preprocessing, and its reverse for scoring.
+
+Forward (training and input text): Moses tokenisation (sacremoses, ``escape=False`` so that
+``&`` stays ``&``; aggressive dash splitting off unless asked), Moses truecasing (a
+:class:`sacremoses.MosesTruecaser` model trained on the tokenised training corpus), joint
+BPE (subword-nmt, learnt on the concatenated tokenised+truecased training source and
+target, applied with ``@@ `` continuation markers).
+
+Reverse (system output before sacreBLEU): remove BPE (``@@ ``), detruecase, Moses
+detokenise (``unescape=False``, the inverse of ``escape=False``).
+
+    headlab preprocess tokenize       --lang L --in F --out F [--jobs N] [--aggressive-dash-splits]
+    headlab preprocess truecase-train --in F [F ...] --model M
+    headlab preprocess truecase       --model M --in F --out F
+    headlab preprocess bpe-learn      --merges N --in F [F ...] --codes C [--min-frequency 2]
+    headlab preprocess bpe-apply      --codes C --in F --out F
+    headlab preprocess postprocess    --lang L --in F --out F [--no-detruecase]
+
+Inputs are read as strict UTF-8 (.gz allowed; an invalid byte is reported as file:line),
+line by line; every output is written to a temporary file and renamed into place when
+complete, so a failed step leaves no partial file. Line count is preserved by every step.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+from multiprocessing import Pool
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from headlab.data._cli import run
+from headlab.errors import DataError
+from headlab.io import atomic_write, open_maybe_gz
+
+BPE_SEPARATOR = "@@"
+_UNBPE = re.compile(r"(@@ )|(@@ ?$)")
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[str]:
+    """Stream a text file (.gz ok) as strict UTF-8 lines without their newline."""
+    with open_maybe_gz(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise DataError(f"invalid UTF-8 at byte {err.start} ({raw[err.start:err.start + 4]!r})",
+                                path=str(path), line=number) from None
+
+
+def _require(path: str | os.PathLike) -> None:
+    if not Path(path).is_file():
+        raise DataError("input file not found", path=str(path))
+
+
+def map_lines(fn: Callable[[str], str], src: str | os.PathLike, out: str | os.PathLike) -> int:
+    """Write ``fn(line)`` for every line of ``src`` to ``out`` (atomically); the line count."""
+    _require(src)
+    count = 0
+    with atomic_write(out) as handle:
+        for line in iter_lines(src):
+            handle.write(fn(line) + "\n")
+            count += 1
+    return count
+
+
+# --- Moses tokenisation ---------------------------------------------------------------
+
+_tokenizer = None
+_tokenizer_args: tuple = ()
+
+
+def _init_tokenizer(lang: str, aggressive: bool) -> None:
+    global _tokenizer, _tokenizer_args
+    from sacremoses import MosesTokenizer
+    _tokenizer, _tokenizer_args = MosesTokenizer(lang=lang), (aggressive,)
+
+
+def _tokenize_line(line: str) -> str:
+    return _tokenizer.tokenize(line, aggressive_dash_splits=_tokenizer_args[0], return_str=True,
+                               escape=False)
+
+
+def tokenize_lines(lines: Iterable[str], lang: str, aggressive_dash_splits: bool = False) -> Iterator[str]:
+    _init_tokenizer(lang, aggressive_dash_splits)
+    return map(_tokenize_line, lines)
+
+
+def tokenize_file(lang: str, src, out, *, jobs: int = 1, aggressive_dash_splits: bool = False) -> int:
+    """Moses-tokenise ``src`` into ``out``; ``jobs`` > 1 uses a process pool (order kept)."""
+    _require(src)
+    count = 0
+    with atomic_write(out) as handle:
+        if jobs > 1:
+            with Pool(jobs, _init_tokenizer, (lang, aggressive_dash_splits)) as pool:
+                for line in pool.imap(_tokenize_line, iter_lines(src), chunksize=256):
+                    handle.write(line + "\n")
+                    count += 1
+        else:
+            for line in tokenize_lines(iter_lines(src), lang, aggressive_dash_splits):
+                handle.write(line + "\n")
+                count += 1
+    return count
+
+
+def detokenize_line(line: str, lang: str) -> str:
+    from sacremoses import MosesDetokenizer
+    return MosesDetokenizer(lang=lang).detokenize(line.split(), return_str=True, unescape=False)
+
+
+# --- truecasing -----------------------------------------------------------------------
+
+def truecase_train(inputs: list, model: str | os.PathLike) -> None:
+    """Train a Moses truecaser on tokenised text and save it (atomically) at ``model``."""
+    from sacremoses import MosesTruecaser
+    for path in inputs:
+        _require(path)
+    documents = [line.split() for line in itertools.chain.from_iterable(map(iter_lines, inputs))]
+    if not any(documents):
+        raise DataError("cannot train a truecaser on empty input", path=", ".join(map(str, inputs)))
+    truecaser = MosesTruecaser()
+    truecaser.train(documents)
+    with atomic_write(model) as handle:  # save_model opens the file itself: give it the temp name
+        tmp = handle.name
+        handle.close()
+        truecaser.save_model(tmp)
+
+
+def load_truecaser(model: str | os.PathLike):
+    from sacremoses import MosesTruecaser
+    _require(model)
+    return MosesTruecaser(load_from=str(model))
+
+
+def truecase_file(model, src, out) -> int:
+    truecaser = load_truecaser(model)
+    # use_known=True is Moses truecase.perl's behaviour: a word seen in this casing in training
+    # is kept; only sentence-initial and unknown-cased words get their most frequent casing.
+    # (sacremoses' default recases every word, e.g. "zwei junge" -> "zwei Junge".)
+    return map_lines(lambda line: truecaser.truecase(line, return_str=True, use_known=True), src, out)
+
+
+# --- BPE (subword-nmt) ----------------------------------------------------------------
+
+def bpe_learn(inputs: list, codes: str | os.PathLike, merges: int, min_frequency: int = 2) -> None:
+    """Learn ``merges`` joint BPE merge operations on the concatenation of ``inputs``."""
+    from subword_nmt import learn_bpe as module
+    from subword_nmt.learn_bpe import learn_bpe
+    module.tqdm = lambda iterable, *args, **kwargs: iterable  # no progress bar in workflow logs
+    if merges <= 0:
+        raise DataError(f"--merges must be positive, got {merges}", key="merges")
+    for path in inputs:
+        _require(path)
+    lines = (line + "\n" for line in itertools.chain.from_iterable(map(iter_lines, inputs)))
+    with atomic_write(codes) as handle:
+        learn_bpe(lines, handle, merges, min_frequency=min_frequency)
+
+
+def load_bpe(codes: str | os.PathLike):
+    from subword_nmt.apply_bpe import BPE
+    _require(codes)
+    with open(codes, encoding="utf-8") as handle:
+        return BPE(handle, separator=BPE_SEPARATOR)
+
+
+def bpe_apply_file(codes, src, out) -> int:
+    bpe = load_bpe(codes)
+    return map_lines(bpe.process_line, src, out)
+
+
+def remove_bpe(line: str) -> str:
+    return _UNBPE.sub("", line)
+
+
+# --- the reverse, for scoring ---------------------------------------------------------
+
+def postprocessor(lang: str, detruecase: bool = True) -> Callable[[str], str]:
+    """un-BPE, detruecase, detokenise: system output -> plain text for sacreBLEU."""
+    from sacremoses import MosesDetokenizer, MosesDetruecaser
+    detok, detrue = MosesDetokenizer(lang=lang), MosesDetruecaser()
+
+    def post(line: str) -> str:
+        text = remove_bpe(line)
+        if detruecase:
+            text = detrue.detruecase(text, return_str=True)
+        return detok.detokenize(text.split(), return_str=True, unescape=False)
+
+    return post
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headlab preprocess", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("tokenize", help="Moses-tokenise (escape=False)")
+    p.add_argument("--lang", required=True)
+    p.add_argument("--in", dest="inp", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--aggressive-dash-splits", action="store_true")
+    p = sub.add_parser("truecase-train", help="train a Moses truecaser on tokenised text")
+    p.add_argument("--in", dest="inp", nargs="+", required=True)
+    p.add_argument("--model", required=True)
+    p = sub.add_parser("truecase", help="apply a truecaser model")
+    p.add_argument("--model", required=True)
+    p.add_argument("--in", dest="inp", required=True)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("bpe-learn", help="learn joint BPE on the concatenated inputs")
+    p.add_argument("--merges", type=int, required=True)
+    p.add_argument("--in", dest="inp", nargs="+", required=True)
+    p.add_argument("--codes", required=True)
+    p.add_argument("--min-frequency", type=int, default=2)
+    p = sub.add_parser("bpe-apply", help="apply BPE codes with '@@ ' markers")
+    p.add_argument("--codes", required=True)
+    p.add_argument("--in", dest="inp", required=True)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("postprocess", help="remove BPE, detruecase, detokenise")
+    p.add_argument("--lang", required=True)
+    p.add_argument("--in", dest="inp", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--no-detruecase", action="store_true")
+    args = parser.parse_args(argv)
+
+    def go() -> int:
+        if args.step == "tokenize":
+            tokenize_file(args.lang, args.inp, args.out, jobs=args.jobs,
+                          aggressive_dash_splits=args.aggressive_dash_splits)
+        elif args.step == "truecase-train":
+            truecase_train(args.inp, args.model)
+        elif args.step == "truecase":
+            truecase_file(args.model, args.inp, args.out)
+        elif args.step == "bpe-learn":
+            bpe_learn(args.inp, args.codes, args.merges, args.min_frequency)
+        elif args.step == "bpe-apply":
+            bpe_apply_file(args.codes, args.inp, args.out)
+        elif args.step == "postprocess":
+            map_lines(postprocessor(args.lang, not args.no_detruecase), args.inp, args.out)
+        return 0
+
+    return run(go)

@@ -1,0 +1,180 @@
+"""OpenNMT-py training configs generated from named presets (``presets.yaml``).
+
+A run is described by: preset, layers (``"6+6"`` = encoder+decoder), encoder head spec,
+data files, vocabulary, output directory, seed and user overrides. Every key that ends up
+in the YAML is checked against OpenNMT-py's own parser (with headlab's options added), so
+a misspelled option is an error naming the key and the file it came from, never silently
+ignored as ``onmt_train`` would do.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from headlab.errors import ConfigError
+from headlab.io import atomic_write
+
+# keys that are not OpenNMT options but structure of the onmt YAML
+_STRUCTURAL = {"data", "transforms_configs"}
+
+
+@functools.lru_cache(maxsize=None)
+def load_presets() -> dict[str, dict[str, Any]]:
+    text = resources.files("headlab").joinpath("presets.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def resolve_preset(name: str, presets: Mapping[str, Mapping] | None = None) -> dict[str, Any]:
+    """The preset's options with its ``extends`` chain applied (child keys win)."""
+    presets = dict(load_presets() if presets is None else presets)
+    chain, seen = [], set()
+    while name is not None:
+        if name not in presets:
+            close = difflib.get_close_matches(name, presets, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown model preset {name!r}{hint}; known: {', '.join(sorted(presets))}",
+                              key="preset")
+        if name in seen:
+            raise ConfigError(f"preset {name!r} extends itself", key="preset")
+        seen.add(name)
+        chain.append(dict(presets[name]))
+        name = chain[-1].pop("extends", None)
+    merged: dict[str, Any] = {}
+    for layer in reversed(chain):
+        merged.update(layer)
+    return merged
+
+
+def parse_layers(layers: str) -> tuple[int, int]:
+    """``"6+1"`` -> (6, 1): encoder and decoder depth, as paper A Table 1 names them."""
+    match = re.fullmatch(r"\s*(\d+)\s*\+\s*(\d+)\s*", str(layers))
+    if not match or 0 in (int(match[1]), int(match[2])):
+        raise ConfigError(f"layers must look like '6+6' (encoder+decoder, both >= 1), got {layers!r}",
+                          key="layers")
+    return int(match[1]), int(match[2])
+
+
+@functools.lru_cache(maxsize=None)
+def _known_options(kind: str) -> dict[str, argparse.Action]:
+    """dest -> action of every option OpenNMT-py's train/translate parser accepts."""
+    import headlab.plugin  # noqa: F401  (adds headlab's options to the parsers)
+    import onmt.opts
+    from onmt.utils.parse import ArgumentParser
+
+    if kind == "build_vocab":  # it reads training configs: their options are fine too
+        parser = ArgumentParser()
+        onmt.opts.data_prepare_opts(parser, build_vocab_only=True)
+        known = {a.dest: a for a in parser._actions if a.dest != "help"}
+        return {**_known_options("train"), **known}
+    parser = ArgumentParser()
+    {"train": onmt.opts.train_opts, "translate": onmt.opts.translate_opts}[kind](parser)
+    return {action.dest: action for action in parser._actions if action.dest != "help"}
+
+
+def validate_options(options: Mapping[str, Any], *, kind: str = "train",
+                     source: str = "<config>", lines: Mapping[str, int] | None = None) -> None:
+    """Raise ConfigError for the first key OpenNMT-py does not know (with a suggestion)."""
+    known = _known_options(kind)
+    for key in options:
+        if key in _STRUCTURAL or key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        line = (lines or {}).get(key)
+        raise ConfigError(f"unknown OpenNMT-py {kind} option {key!r}{hint}", path=source, line=line, key=key)
+
+
+def yaml_key_lines(path: str | Path) -> dict[str, int]:
+    """1-based line of every top-level key of a YAML file (for error messages)."""
+    node = yaml.compose(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: k.start_mark.line + 1 for k, _ in node.value}
+
+
+def validate_yaml_file(path: str | Path, kind: str = "train") -> dict[str, Any]:
+    path = Path(path)
+    try:
+        options = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"not valid YAML: {err}", path=str(path)) from None
+    if not isinstance(options, dict):
+        raise ConfigError("an OpenNMT-py config must be a mapping of option: value", path=str(path))
+    validate_options(options, kind=kind, source=str(path), lines=yaml_key_lines(path))
+    return options
+
+
+def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_tgt: str,
+                 valid_src: str, valid_tgt: str, vocab: str, save_dir: str, seed: int = 1,
+                 overrides: Mapping[str, Any] | None = None,
+                 presets: Mapping[str, Mapping] | None = None) -> dict[str, Any]:
+    """The full OpenNMT-py training config for one model of the experiment grid."""
+    enc_layers, dec_layers = parse_layers(layers)
+    options = resolve_preset(preset, presets)
+    options.update({
+        "enc_layers": enc_layers,
+        "dec_layers": dec_layers,
+        "seed": seed,
+        "data": {
+            "corpus_1": {"path_src": train_src, "path_tgt": train_tgt},
+            "valid": {"path_src": valid_src, "path_tgt": valid_tgt},
+        },
+        "src_vocab": vocab,
+        "tgt_vocab": vocab,
+        "share_vocab": True,
+        "save_model": f"{save_dir}/model",
+        "save_data": save_dir,
+        "overwrite": True,
+        "world_size": 1,
+    })
+    options.setdefault("gpu_ranks", [])
+    if options.get("encoder_type") == "headlab":
+        options["enc_heads"] = heads
+    elif heads != "8L":
+        raise ConfigError(f"head spec {heads!r} needs encoder_type 'headlab'", key="heads")
+    options.update(overrides or {})
+    validate_options(options, kind="train", source=f"preset {preset!r} + overrides")
+    return options
+
+
+def write_yaml(options: Mapping[str, Any], path: str | Path) -> None:
+    with atomic_write(path) as handle:
+        yaml.safe_dump(dict(options), handle, sort_keys=False)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headlab onmt-config", description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", required=True)
+    parser.add_argument("--layers", required=True, help="encoder+decoder layers, e.g. 6+6")
+    parser.add_argument("--heads", default="8L", help="encoder head spec, e.g. 7Ftoken+1L")
+    parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"))
+    parser.add_argument("--valid", nargs=2, required=True, metavar=("SRC", "TGT"))
+    parser.add_argument("--vocab", required=True)
+    parser.add_argument("--save-dir", required=True)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
+                        help="override an option (repeatable), value parsed as YAML")
+    parser.add_argument("--gpu", action="store_true", help="train on GPU 0")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    if args.gpu:
+        overrides.setdefault("gpu_ranks", [0])
+    options = train_config(preset=args.preset, layers=args.layers, heads=args.heads,
+                           train_src=args.train[0], train_tgt=args.train[1],
+                           valid_src=args.valid[0], valid_tgt=args.valid[1], vocab=args.vocab,
+                           save_dir=args.save_dir, seed=args.seed, overrides=overrides)
+    write_yaml(options, args.out)
+    return 0

@@ -1,0 +1,177 @@
+"""``headlab build-vocab | train | translate``: OpenNMT-py's own tools with the plugin loaded.
+
+What the wrapper adds to the stock commands:
+- headlab's encoder and compat fixes are in place (``import headlab.plugin``);
+- unknown options, on the command line or in the ``-config`` YAML, are errors naming the
+  key (``onmt_train`` silently ignores them);
+- ``train`` resumes an interrupted run from its newest readable checkpoint, and on success
+  publishes ``<save_model>.pt`` (the final model) atomically;
+- ``translate`` writes ``-output`` atomically (no partial hypothesis files).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from headlab.errors import ConfigError, HeadlabError
+
+
+_STEP = re.compile(r"_step_(\d+)\.pt$")
+
+
+def _parse(parser, argv: list[str], kind: str):
+    """Parse like OpenNMT-py, but reject unknown options. A ``-config`` YAML is checked key
+    by key first, so the error names its file and line. build_vocab reads the training
+    config (model options included), so training options are accepted there."""
+    from headlab.onmt_config import validate_yaml_file
+
+    for flag in ("-config", "--config"):
+        if flag in argv[:-1]:
+            validate_yaml_file(argv[argv.index(flag) + 1], kind=kind)
+    opt, unknown = parser.parse_known_args(argv)
+    if unknown and kind != "build_vocab":
+        import difflib
+        known = [s for a in parser._actions for s in a.option_strings]
+        bad = unknown[0].split("=")[0]
+        close = difflib.get_close_matches(bad, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown OpenNMT-py {kind} option {bad!r}{hint}", key=bad.lstrip("-"))
+    return opt
+
+
+def checkpoints(save_model: str) -> list[tuple[int, Path]]:
+    """(step, path) of ``<save_model>_step_N.pt`` files, oldest first."""
+    prefix = Path(save_model)
+    found = []
+    for path in prefix.parent.glob(prefix.name + "_step_*.pt"):
+        match = _STEP.search(path.name)
+        if match:
+            found.append((int(match[1]), path))
+    return sorted(found)
+
+
+def _readable(path: Path) -> bool:
+    import torch
+    try:
+        torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        return True
+    except Exception:  # a checkpoint cut short by kill -9 while it was being written
+        return False
+
+
+def resume_point(save_model: str, newer_than: float = 0.0) -> Path | None:
+    """The newest checkpoint that loads; unreadable newer ones are moved aside.
+
+    Checkpoints older than ``newer_than`` (the mtime of the training config) belong to an
+    earlier configuration and are never resumed from."""
+    from onmt.utils.logging import logger
+    for step, path in reversed(checkpoints(save_model)):
+        if path.stat().st_mtime < newer_than:
+            logger.info("headlab: removing %s: written under an older training config", path)
+            path.unlink()
+            continue
+        if _readable(path):
+            return path
+        logger.warning("checkpoint %s is unreadable (interrupted write?): moved to %s.broken", path, path)
+        os.replace(path, str(path) + ".broken")
+    return None
+
+
+def train(argv: list[str]) -> int:
+    import headlab.plugin  # noqa: F401
+    from onmt.bin.train import _get_parser, train as onmt_train
+    from onmt.utils.logging import init_logger, logger
+
+    opt = _parse(_get_parser(), argv, "train")
+    init_logger(opt.log_file)
+    if not opt.train_from:
+        config = getattr(opt, "config", None)
+        last = resume_point(opt.save_model, os.path.getmtime(config) if config else 0.0)
+        if last is not None:
+            logger.info("headlab: resuming interrupted training from checkpoint %s", last)
+            opt.train_from = str(last)
+    onmt_train(opt)
+    done = checkpoints(opt.save_model)
+    if not done or done[-1][0] < opt.train_steps:
+        raise HeadlabError(f"training stopped before step {opt.train_steps} "
+                           f"(last checkpoint: {done[-1][1] if done else 'none'})")
+    final = Path(opt.save_model + ".pt")
+    tmp = final.with_suffix(".pt.tmp")
+    shutil.copyfile(done[-1][1], tmp)
+    os.replace(tmp, final)
+    logger.info("headlab: final model %s (step %d)", final, done[-1][0])
+    return 0
+
+
+def translate(argv: list[str]) -> int:
+    import headlab.plugin  # noqa: F401
+    from onmt.bin.translate import _get_parser, translate as onmt_translate
+    from onmt.utils.parse import ArgumentParser
+
+    opt = _parse(_get_parser(), argv, "translate")
+    ArgumentParser.validate_translate_opts(opt)
+    final = Path(opt.output)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    opt.output = str(final.with_name(f".{final.name}.tmp"))
+    try:
+        onmt_translate(opt)
+        os.replace(opt.output, final)
+    finally:
+        if os.path.exists(opt.output):
+            os.unlink(opt.output)
+    return 0
+
+
+def build_vocab(argv: list[str]) -> int:
+    import headlab.plugin  # noqa: F401
+    from onmt.bin.build_vocab import _get_parser, build_vocab_main
+
+    opt = _parse(_get_parser(), argv, "build_vocab")
+    build_vocab_main(opt)
+    return 0
+
+
+def main_train(argv: list[str]) -> int:
+    return train(argv)
+
+
+def main_translate(argv: list[str]) -> int:
+    return translate(argv)
+
+
+def main_build_vocab(argv: list[str]) -> int:
+    return build_vocab(argv)
+
+
+main = main_train
+
+
+def vocab(argv: list[str]) -> int:
+    """``headlab vocab --train SRC TGT --out VOCAB``: one shared vocabulary (joint BPE) built
+    by OpenNMT-py's build_vocab over the whole training corpus, written atomically."""
+    import argparse
+    import tempfile
+
+    import yaml
+
+    parser = argparse.ArgumentParser(prog="headlab vocab")
+    parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"))
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".vocab.") as tmp:
+        config = Path(tmp) / "build_vocab.yaml"
+        config.write_text(yaml.safe_dump({
+            "data": {"corpus_1": {"path_src": args.train[0], "path_tgt": args.train[1]}},
+            "save_data": tmp, "src_vocab": f"{tmp}/vocab", "share_vocab": True,
+            "n_sample": -1, "overwrite": True, "num_threads": 1,
+        }))
+        build_vocab(["-config", str(config)])
+        os.replace(f"{tmp}/vocab", out)
+    return 0
+
+
+main_vocab = vocab

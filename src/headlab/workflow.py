@@ -1,0 +1,32 @@
+"""The experiment grid, shared by the Snakefile and the table builders.
+
+A *model* is identified by corpus/pair/size/preset/layers/heads/seed (``MODEL``); a study
+of the config names a grid of them. Keeping the expansion here (not in the Snakefile)
+lets table builders find their inputs exactly as the workflow produced them.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+MODEL = "{corpus}/{pair}/{size}/{preset}/{layers}/{heads}/seed{seed}"
+MODEL_KEYS = ("corpus", "pair", "size", "preset", "layers", "heads", "seed")
+
+
+def study_models(study: Mapping[str, Any]) -> Iterator[dict[str, str]]:
+    """Every model (a dict of wildcard values) of a study's grid, in config order."""
+    for pair in study["pairs"]:
+        for size in study.get("sizes", ["full"]):
+            for layers in study["layers"]:
+                for heads in study["heads"]:
+                    for seed in study.get("seeds", [1]):
+                        yield dict(corpus=study["corpus"], pair=pair, size=str(size),
+                                   preset=study["preset"], layers=layers, heads=heads,
+                                   seed=str(seed))
+
+
+def model_path(model: Mapping[str, str]) -> str:
+    return MODEL.format(**{k: model[k] for k in MODEL_KEYS})
+
+
+def score_path(scores_root: str, model: Mapping[str, str], test: str, ablation: str = "full") -> str:
+    return f"{scores_root}/{model_path(model)}/{test}.{ablation}.json"

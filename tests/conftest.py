@@ -1,0 +1,23 @@
+"""Shared test fixtures."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    """The offline data mirror (../shared/data beside the checkout, or $HEADLAB_DATA_MIRROR)."""
+    path = Path(os.environ.get("HEADLAB_DATA_MIRROR", ROOT.parent / "shared" / "data"))
+    if not (path / "MANIFEST.tsv").exists():
+        pytest.skip(f"data mirror not found at {path}")
+    return path

@@ -1,0 +1,78 @@
+"""The dataset registry: names, files, splits, and agreement with the data mirror's MANIFEST."""
+from __future__ import annotations
+
+import pytest
+
+from headlab.data import registry
+from headlab.data.fetch import read_manifest
+from headlab.errors import DataError
+
+MIRRORED = ("multi30k", "iwslt14-de-en", "iwslt15-en-vi", "mucow", "distil-lingeval", "ud", "ptb-sample")
+
+
+def test_dataset_names():
+    assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en"}
+    with pytest.raises(DataError, match="unknown dataset 'nope'.*multi30k"):
+        registry.get("nope")
+
+
+def test_multi30k_pairs_and_splits():
+    data = registry.get("multi30k")
+    for pair in ("de-en", "en-de", "fr-en", "en-fr", "cs-en", "en-cs", "de-fr", "cs-de"):
+        src, tgt = data.pair_parts(pair, "val")
+        assert src[0].rel == f"val.{pair[:2]}.gz" and tgt[0].rel == f"val.{pair[3:]}.gz"
+    assert set(data.splits) == {"train", "val", "test_2016_flickr", "test_2017_flickr",
+                                "test_2018_flickr", "test_2017_mscoco"}
+    data.pair_parts("cs-en", "test_2018_flickr")
+    for split in ("test_2017_flickr", "test_2017_mscoco"):
+        with pytest.raises(DataError, match=f"no 'cs' side for split '{split}'"):
+            data.pair_parts("en-cs", split)
+    with pytest.raises(DataError, match="no split 'dev'"):
+        data.pair_parts("de-en", "dev")
+    with pytest.raises(DataError, match="no language 'vi'"):
+        data.pair_parts("vi-en", "val")
+    for bad in ("deen", "de-", "de-de", "de-en-fr"):
+        with pytest.raises(DataError, match="bad language pair"):
+            data.pair_parts(bad, "val")
+    url = data.file("train.de.gz").url
+    assert url == ("https://raw.githubusercontent.com/multi30k/dataset/"
+                   "a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/train.de.gz")
+
+
+def test_iwslt_entries():
+    iwslt14 = registry.get("iwslt14-de-en")
+    tgz = iwslt14.file("de-en.tgz")
+    assert tgz.url.endswith("/fairseq/data/iwslt14/de-en.tgz") and tgz.sha256 is None
+    assert not tgz.verifiable_download
+    test_de = [p.rel for p in iwslt14.parts("de", "test")]
+    assert test_de == [f"raw/IWSLT16.{s}.de-en.de.xml" for s in
+                       ("TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012")]
+    assert iwslt14.parts("en", "train")[0].select == "not23"
+    assert iwslt14.parts("en", "valid")[0].select == "every23"
+    iwslt15 = registry.get("iwslt15-en-vi")
+    assert iwslt15.parts("vi", "dev")[0].rel == "IWSLT15.TED.tst2012.en-vi.vi.xml"
+    assert iwslt15.parts("en", "test")[0].rel == "IWSLT15.TED.tst2013.en-vi.en.xml"
+    assert iwslt15.file("stanford/train.vi").url == \
+        "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/train.vi"
+    wmt = registry.get("wmt19-de-en")
+    assert wmt.file("sacrebleu/wmt14-test-full.tgz").md5 == "a8cd784e006feb32ac6f3d9ec7eb389a"
+    assert set(wmt.splits) == {"dev", "test"}
+
+
+def test_other_suites_by_name():
+    key = registry.get("mucow").file("translation/de-en.key.txt")
+    assert key.sha256 == "3e38685af3ab02b09300e4d8bbc97b6fa225e41ff29885c80afb3570a75758e8"
+    assert "translation%20test%20suite/txt/de-en.key.txt" in key.url
+    svo = registry.get("distil-lingeval").file("subj_verb_agreement.mt/src.en.gz")
+    assert svo.gzip_after_download and svo.url.endswith("/data/subj_verb_agreement.mt/src.en")
+    assert registry.get("ud").file("en_ewt-ud-train.conllu.gz").url is None  # rebuilt by the mirror
+    assert registry.get("ptb-sample").file("treebank.zip").url.endswith("/packages/corpora/treebank.zip")
+    with pytest.raises(DataError, match="no file 'nope.txt' in dataset 'mucow'"):
+        registry.get("mucow").file("nope.txt")
+
+
+def test_registry_matches_the_mirror_manifest(mirror):
+    manifest = read_manifest(mirror)
+    registered = {f"{name}/{rel}": rf.sha256 for name in MIRRORED
+                  for rel, rf in registry.get(name).files.items() if rf.sha256}
+    assert {path: sha for path, sha in manifest.items()} == registered
