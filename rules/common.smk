@@ -1,5 +1,7 @@
 # Shared helpers: paths, the experiment grid, and the list of final outputs.
 import json
+
+import headlab.workflow
 import os
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ TABLES = f"{RESULTS}/tables"
 LOGS = f"{RESULTS}/logs"
 
 # one model of the grid: corpus/pair/size/preset/layers/heads/seedN
-MODEL = "{corpus}/{pair}/{size}/{preset}/{layers}/{heads}/seed{seed}"
+MODEL = headlab.workflow.MODEL
 
 wildcard_constraints:
     corpus=r"[A-Za-z0-9_.-]+",
@@ -66,16 +68,7 @@ def model_dir(w):
 
 def study_models(name):
     """Every model (as a dict of wildcards) the study's grid names."""
-    study = config["studies"][name]
-    return [
-        dict(corpus=study["corpus"], pair=pair, size=str(size), preset=study["preset"],
-             layers=layers, heads=heads, seed=str(seed))
-        for pair in study["pairs"]
-        for size in study.get("sizes", ["full"])
-        for layers in study["layers"]
-        for heads in study["heads"]
-        for seed in study.get("seeds", [1])
-    ]
+    return list(headlab.workflow.study_models(config["studies"][name]))
 
 
 def study_overrides(w):
@@ -93,10 +86,6 @@ def study_overrides(w):
     if found:
         overrides.update(found[0][1])
     return overrides
-
-
-def score_file(m, test, ablation="full"):
-    return f"{SCORES}/" + MODEL.format(**m) + f"/{test}.{ablation}.json"
 
 
 def final_outputs():

@@ -17,10 +17,15 @@ rule fetch:
 
 
 def _prepare_size_args(w):
+    """Training data is subsampled to the size wildcard; test sets only where the corpus
+    sets test_limit (smoke tests: a random subset, same for every model)."""
     c = corpus(w.corpus)
-    if w.split != c["train"] or w.size == "full":
-        return ""
-    return f"--size {w.size} --seed {c.get('subsample_seed', 1)}"
+    seed = c.get("subsample_seed", 1)
+    if w.split == c["train"]:
+        return "" if w.size == "full" else f"--size {w.size} --seed {seed}"
+    if c.get("test_limit"):
+        return f"--size {c['test_limit']} --seed {seed}"
+    return ""
 
 
 rule prepare:

@@ -18,6 +18,7 @@ rule translate:
         beam=config["translation"].get("beam_size", 5),
         batch=config["translation"].get("batch_size", 3000),
         batch_type=config["translation"].get("batch_type", "tokens"),
+        max_length=config["translation"].get("max_length", 250),
     log:
         f"{LOGS}/translate/{MODEL}/{{split}}.{{ablation}}.log",
     benchmark:
@@ -28,7 +29,7 @@ rule translate:
     shell:
         "OMP_NUM_THREADS={threads} headlab translate -model {input.model} -src {input.src} "
         "-output {output} -beam_size {params.beam} -batch_size {params.batch} "
-        "-batch_type {params.batch_type} {params.gpu} {params.ablation} > {log} 2>&1"
+        "-batch_type {params.batch_type} -max_length {params.max_length} {params.gpu} {params.ablation} > {log} 2>&1"
 
 
 rule postprocess:

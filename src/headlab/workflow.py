@@ -13,15 +13,18 @@ MODEL_KEYS = ("corpus", "pair", "size", "preset", "layers", "heads", "seed")
 
 
 def study_models(study: Mapping[str, Any]) -> Iterator[dict[str, str]]:
-    """Every model (a dict of wildcard values) of a study's grid, in config order."""
-    for pair in study["pairs"]:
-        for size in study.get("sizes", ["full"]):
-            for layers in study["layers"]:
-                for heads in study["heads"]:
-                    for seed in study.get("seeds", [1]):
-                        yield dict(corpus=study["corpus"], pair=pair, size=str(size),
-                                   preset=study["preset"], layers=layers, heads=heads,
-                                   seed=str(seed))
+    """Every model (a dict of wildcard values) of a study's grid, in config order.
+
+    ``study["data"]`` maps corpus -> language pairs; the other grid axes are lists."""
+    for corpus, pairs in study["data"].items():
+        for pair in pairs:
+            for size in study.get("sizes", ["full"]):
+                for layers in study["layers"]:
+                    for heads in study["heads"]:
+                        for seed in study.get("seeds", [1]):
+                            yield dict(corpus=corpus, pair=pair, size=str(size),
+                                       preset=study["preset"], layers=layers, heads=heads,
+                                       seed=str(seed))
 
 
 def model_path(model: Mapping[str, str]) -> str:

@@ -1,0 +1,192 @@
+"""Benchmarks (not tests): ``python -m headlab.bench --out results/bench``.
+
+Attention (``attention.csv``, columns ``impl,spec,n,batch,fwd_bwd_ms,peak_mb``): one
+encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on, batch
+16, n in {32, 128, 512, 2048}, forward + backward of ``out.sum()``, training mode:
+
+* ``onmt``: stock OpenNMT-py 3.5.1 ``MultiHeadedAttention`` (spec ``8L``). On CPU it
+  always takes its explicit matmul + softmax path (the SDPA branch is GPU-only).
+* ``headlab``: :class:`headlab.heads.attention.HeadlabSelfAttention` for ``8L`` (learned
+  heads through torch SDPA), ``7Ftoken+1L`` and ``7Fword+1L`` (word boundaries: random,
+  ~30% of pieces continue into the next).
+
+Lengths are random in [n/2, n] (one sentence of length n), the same for every impl.
+attention_dropout is 0 for all (with dropout, CPU SDPA falls back to its n x n math
+kernel; stock always materialises n x n).
+
+CPU threads: ``--threads`` (default 1). On a shared 2-core machine with other jobs
+running, 2 OpenMP threads make every op wait for a descheduled thread (~5 ms per op,
+measured: a 1 MB flip took 7 ms), which swamps the comparison; 1 thread gives stable,
+comparable numbers. Use more threads on a dedicated machine.
+
+Method: every configuration runs in a **fresh subprocess** (no allocator or cache reuse
+between configurations). ``fwd_bwd_ms`` is the median over repeats after one warm-up
+step (10 repeats for n <= 128, 3 at 512, 1 at 2048). ``peak_mb`` on CPU is the growth of
+the process's peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``)
+during the warm-up step, measured after the module and inputs exist: the extra memory one
+training step of the layer needs (activations, gradients, temporaries). On CUDA it is
+``torch.cuda.max_memory_allocated`` growth over the same step. Configurations whose
+n x n score tensors alone would exceed ``--mem-limit-gb`` are skipped (row with empty
+values) rather than risk the OOM killer on a shared machine.
+
+Training throughput: :func:`bench_train` (TODO, the lead adds it).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L")]
+COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "peak_mb"]
+
+
+def _repeats(n: int) -> int:
+    return 10 if n <= 128 else 3 if n <= 512 else 1
+
+
+def _dense_bytes(impl: str, spec: str, n: int, batch: int) -> float:
+    """Rough bytes of n x n tensors a step keeps alive (scores, probs, grads: ~6 copies)."""
+    dense_heads = 8 if impl == "onmt" else 0      # headlab learned heads use SDPA (O(n) memory)
+    return 6 * 4 * batch * dense_heads * n * n
+
+
+def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
+            d: int = 512, heads: int = 8) -> dict:
+    """Time one configuration in this process (called in a fresh subprocess)."""
+    import resource
+
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(n)
+    lengths = torch.randint(n // 2, n + 1, (batch,), generator=gen)
+    lengths[0] = n
+    pad = torch.arange(n).unsqueeze(0) >= lengths.unsqueeze(1)
+    x = torch.randn(batch, n, d, generator=gen).to(device).requires_grad_()
+    if impl == "onmt":
+        from onmt.modules import MultiHeadedAttention
+        module = MultiHeadedAttention(heads, d, dropout=0.0, is_decoder=False, attn_type="self",
+                                      add_qkvbias=True)
+        for param in module.parameters():          # skip_init leaves them uninitialised
+            torch.nn.init.normal_(param, std=0.02)
+        mask = pad.to(device).view(batch, 1, 1, n).expand(-1, -1, n, -1)
+
+        def step():
+            out, _ = module(x, x, x, mask=mask)
+            out.sum().backward()
+    else:
+        from headlab.heads.attention import HeadlabSelfAttention
+        from headlab.heads.base import HeadContext
+        from headlab.heads.spec import parse_spec
+        module = HeadlabSelfAttention(parse_spec(spec)[0], d, d // heads, add_qkvbias=True)
+        starts = torch.rand(batch, n, generator=gen) > 0.3
+        starts[:, 0] = True
+        ctx = HeadContext(pad.to(device), lengths.to(device),
+                          word_ids=(torch.cumsum(starts.long(), 1) - 1).to(device))
+
+        def step():
+            module(x, ctx).sum().backward()
+    module.to(device).train()
+    cuda = device.startswith("cuda")
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.max_memory_allocated()
+    else:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss        # KiB on Linux
+    step()                                                              # warm-up = memory probe
+    sync()
+    if cuda:
+        peak_mb = (torch.cuda.max_memory_allocated() - before) / 2**20
+    else:
+        peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    times = []
+    for _ in range(_repeats(n)):
+        x.grad = None
+        module.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append((time.perf_counter() - start) * 1000)
+    return {"fwd_bwd_ms": round(statistics.median(times), 2), "peak_mb": round(peak_mb, 1)}
+
+
+def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, devices=None,
+                    mem_limit_gb: float = 6.0, timeout: int = 300, threads: int = 1) -> list[dict]:
+    from headlab.io import atomic_write
+
+    if devices is None:
+        import torch
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    rows = []
+    for device in devices:
+        for n in sizes:
+            for impl, spec in CONFIGS:
+                name = impl if device == "cpu" else f"{impl}@{device}"
+                row = {"impl": name, "spec": spec, "n": n, "batch": batch, "fwd_bwd_ms": "", "peak_mb": ""}
+                if device == "cpu" and _dense_bytes(impl, spec, n, batch) > mem_limit_gb * 2**30:
+                    print(f"skip {name} {spec} n={n}: n x n tensors exceed {mem_limit_gb} GB", flush=True)
+                    rows.append(row)
+                    continue
+                cmd = [sys.executable, "-m", "headlab.bench", "--one", impl, spec, str(n),
+                       str(batch), device, str(threads)]
+                try:
+                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                    result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+                    if proc.returncode:
+                        print(proc.stderr[-2000:], file=sys.stderr)
+                except subprocess.TimeoutExpired:
+                    result = {}
+                row.update(result)
+                rows.append(row)
+                print(",".join(str(row[c]) for c in COLUMNS), flush=True)
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_write(os.path.join(out_dir, "attention.csv")) as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def bench_train(out_dir: str, *args, **kwargs):
+    """TODO(lead): training tokens/s of full models (8L vs 7Ftoken+1L vs 7Fword+1L) through
+    onmt_train, written to ``train.csv``."""
+    raise NotImplementedError("bench_train: training throughput is not written yet")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m headlab.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--sizes", default="32,128,512,2048")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--devices", default=None, help="comma list, default cpu (+cuda if available)")
+    parser.add_argument("--mem-limit-gb", type=float, default=6.0)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
+    parser.add_argument("--one", nargs=6, metavar=("IMPL", "SPEC", "N", "BATCH", "DEVICE", "THREADS"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        impl, spec, n, batch, device, threads = args.one
+        print(json.dumps(run_one(impl, spec, int(n), int(batch), device, int(threads))))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    devices = args.devices.split(",") if args.devices else None
+    bench_attention(args.out, sizes, args.batch, devices, args.mem_limit_gb, threads=args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    import warnings
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    sys.exit(main())

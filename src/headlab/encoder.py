@@ -1,0 +1,210 @@
+"""``-encoder_type headlab``: OpenNMT-py's Transformer encoder with head-spec self-attention.
+
+Same layer as stock ``TransformerEncoderLayer`` (pre-norm, residual, position-wise FFN,
+final LayerNorm), same state-dict names except that learned query/key projections sit in
+their head group (``self_attn.heads.0.linear_query`` for ``8L``; see
+:func:`headlab.heads.attention.stock_key_map`). With ``-enc_heads 8L`` the parameter count
+equals stock's and, given the same weights, so do the outputs (tests/test_encoder.py).
+
+Public methods: ``from_opt``, ``forward(src, src_len)``, ``set_src_vocab(vocab)``,
+``disable_heads([k, ...])`` / ``enable_heads()`` / ``disabled_heads``,
+``attention(src, src_len)`` (dense per-layer, per-head matrices for export),
+``aux_loss()``, ``update_dropout``, ``load_stock_state_dict``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from onmt.encoders import register_encoder
+from onmt.encoders.encoder import EncoderBase
+from onmt.modules.position_ffn import ActivationFunction, PositionwiseFeedForward
+from onmt.utils.misc import sequence_mask
+
+from headlab.errors import ConfigError
+from headlab.heads.attention import HeadlabSelfAttention, stock_key_map
+from headlab.heads.base import HeadContext
+from headlab.heads.patterns import word_ids_from_continuation
+from headlab.heads.spec import LayerSpec, parse_spec
+from headlab.opts import ENCODER_NAME
+
+
+class HeadlabEncoderLayer(nn.Module):
+    """Stock TransformerEncoderLayer with HeadlabSelfAttention (same forward order)."""
+
+    def __init__(self, layer: LayerSpec, d_model, heads, d_ff, dropout, attention_dropout, *,
+                 pos_ffn_activation_fn=ActivationFunction.relu, add_qkvbias=False,
+                 add_ffnbias=True, parallel_residual=False, layer_norm="standard",
+                 norm_eps=1e-6, use_ckpting=()):
+        super().__init__()
+        self.self_attn = HeadlabSelfAttention(layer, d_model, d_model // heads,
+                                              add_qkvbias=add_qkvbias,
+                                              attention_dropout=attention_dropout)
+        self.feed_forward = PositionwiseFeedForward(
+            d_model, d_ff, dropout, pos_ffn_activation_fn, add_ffnbias, parallel_residual,
+            layer_norm, norm_eps, use_ckpting=list(use_ckpting))
+        self.parallel_residual = parallel_residual
+        if layer_norm == "standard":
+            self.layer_norm = nn.LayerNorm(d_model, eps=norm_eps)
+        else:
+            from onmt.modules.rmsnorm import RMSNorm
+            self.layer_norm = RMSNorm(d_model, eps=norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, layer_in: Tensor, ctx: HeadContext) -> Tensor:
+        norm_layer_in = self.layer_norm(layer_in)
+        context = self.dropout(self.self_attn(norm_layer_in, ctx))
+        if self.parallel_residual:
+            return self.feed_forward(norm_layer_in) - norm_layer_in + layer_in + context
+        return self.feed_forward(context + layer_in)
+
+    def update_dropout(self, dropout, attention_dropout):
+        self.self_attn.update_dropout(attention_dropout)
+        self.feed_forward.update_dropout(dropout)
+        self.dropout.p = dropout
+
+
+@register_encoder(ENCODER_NAME)
+class HeadlabEncoder(EncoderBase):
+    def __init__(self, num_layers, d_model, heads, d_ff, dropout, attention_dropout,
+                 embeddings, enc_heads="8L", **layer_kwargs):
+        super().__init__()
+        if d_model % heads:
+            raise ConfigError(f"hidden size {d_model} is not divisible by heads={heads}", key="heads")
+        self.spec = enc_heads
+        self.layer_specs = parse_spec(enc_heads, num_layers)
+        self.embeddings = embeddings
+        self.transformer = nn.ModuleList(
+            HeadlabEncoderLayer(spec, d_model, heads, d_ff, dropout, attention_dropout, **layer_kwargs)
+            for spec in self.layer_specs)
+        if layer_kwargs.get("layer_norm", "standard") == "standard":
+            self.layer_norm = nn.LayerNorm(d_model, eps=layer_kwargs.get("norm_eps", 1e-6))
+        else:
+            from onmt.modules.rmsnorm import RMSNorm
+            self.layer_norm = RMSNorm(d_model, eps=layer_kwargs.get("norm_eps", 1e-6))
+        self.needs_words = any(layer.self_attn.needs_words for layer in self.transformer)
+        # continuation[vocab_id] = token ends with "@@"; set by set_src_vocab. A plain
+        # attribute, not a buffer: it stays out of checkpoints, and OpenNMT-py's strict
+        # Model.load_state_dict rejects any buffer (even non-persistent) missing from one.
+        self.continuation = torch.zeros(0, dtype=torch.bool, device="cpu")
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_opt(cls, opt, embeddings):
+        """Read the options stock ``TransformerEncoder.from_opt`` reads, plus ``enc_heads``."""
+        def first(value):
+            return value[0] if isinstance(value, list) else value
+
+        unsupported = {
+            "max_relative_positions": getattr(opt, "max_relative_positions", 0) != 0,
+            "relative_positions_buckets": getattr(opt, "relative_positions_buckets", 0) != 0,
+            "num_kv": getattr(opt, "num_kv", 0) != 0,
+            "parallel_mode": (getattr(opt, "parallel_mode", "data_parallel") == "tensor_parallel"
+                              and getattr(opt, "world_size", 1) > 1),
+            "use_ckpting": "mha" in (getattr(opt, "use_ckpting", None) or []),
+        }
+        for key, bad in unsupported.items():
+            if bad:
+                raise ConfigError(f"-encoder_type {ENCODER_NAME} does not support "
+                                  f"{key}={getattr(opt, key)!r} yet (no head kind for it); "
+                                  f"use the stock transformer encoder", key=key)
+        return cls(
+            opt.enc_layers, opt.enc_hid_size, opt.heads, opt.transformer_ff,
+            first(opt.dropout), first(opt.attention_dropout), embeddings,
+            enc_heads=getattr(opt, "enc_heads", None) or "8L",
+            pos_ffn_activation_fn=getattr(opt, "pos_ffn_activation_fn", ActivationFunction.relu),
+            add_qkvbias=getattr(opt, "add_qkvbias", False),
+            add_ffnbias=getattr(opt, "add_ffnbias", True),
+            parallel_residual=getattr(opt, "parallel_residual", False),
+            layer_norm=getattr(opt, "layer_norm", "standard"),
+            norm_eps=getattr(opt, "norm_eps", 1e-6),
+            use_ckpting=getattr(opt, "use_ckpting", None) or [],
+        )
+
+    def set_src_vocab(self, vocab) -> None:
+        """Mark source pieces ending in ``@@`` (pyonmttok.Vocab, or a list of tokens)."""
+        tokens = getattr(vocab, "ids_to_tokens", vocab)
+        flags = torch.tensor([str(t).endswith("@@") for t in tokens], dtype=torch.bool, device="cpu")
+        self.continuation = flags
+
+    @staticmethod
+    def load_stock_state_dict(state_dict: dict) -> dict:
+        """Rename a stock TransformerEncoder state dict for a headlab ``8L`` encoder."""
+        return {stock_key_map(k): v for k, v in state_dict.items()}
+
+    # -- forward ------------------------------------------------------------------------
+    def context(self, src: Tensor, src_len: Tensor, word_ids: Tensor | None = None) -> HeadContext:
+        token_ids = src[:, :, 0] if src.dim() == 3 else src
+        pad_mask = sequence_mask(src_len, token_ids.size(1))
+        if word_ids is None and self.needs_words and self.continuation.numel():
+            if self.continuation.device != token_ids.device:    # moved lazily, once
+                self.continuation = self.continuation.to(token_ids.device)
+            word_ids = word_ids_from_continuation(self.continuation, token_ids)
+        return HeadContext(pad_mask, src_len, token_ids, word_ids)
+
+    def forward(self, src: Tensor, src_len: Tensor | None = None, word_ids: Tensor | None = None):
+        """src: (B, N, nfeats+1) ids, src_len: (B,) -> (enc_out, None, src_len) like stock."""
+        if src_len is None:
+            src_len = torch.full((src.size(0),), src.size(1), dtype=torch.long, device=src.device)
+        enc_out = self.embeddings(src)
+        ctx = self.context(src, src_len, word_ids)
+        for layer in self.transformer:
+            enc_out = layer(enc_out, ctx)
+        return self.layer_norm(enc_out), None, src_len
+
+    @torch.no_grad()
+    def attention(self, src: Tensor, src_len: Tensor, word_ids: Tensor | None = None) -> list[Tensor]:
+        """Per layer, the (B, heads, N, N) attention of every head (fixed heads densified)."""
+        enc_out = self.embeddings(src)
+        ctx = self.context(src, src_len, word_ids)
+        maps = []
+        for layer in self.transformer:
+            maps.append(layer.self_attn.attention(layer.layer_norm(enc_out), ctx))
+            enc_out = layer(enc_out, ctx)
+        return maps
+
+    # -- heads --------------------------------------------------------------------------
+    @property
+    def num_heads(self) -> int:
+        return self.transformer[0].self_attn.num_heads if len(self.transformer) else 0
+
+    def disable_heads(self, heads) -> None:
+        """Zero the output of heads ``heads`` (1-based) in every encoder layer (paper A §4.3).
+
+        Heads are numbered in spec order; indices beyond a layer's head count are an error.
+        """
+        heads = list(heads)
+        for layer_no, layer in enumerate(self.transformer, 1):
+            attn = layer.self_attn
+            for k in heads:
+                if not 1 <= int(k) <= attn.num_heads:
+                    raise ConfigError(f"cannot disable head {k}: encoder layer {layer_no} has "
+                                      f"heads 1..{attn.num_heads} ({self.layer_specs[layer_no - 1]})",
+                                      key="disable_enc_heads")
+            attn.head_scale.fill_(1.0)
+            for k in heads:
+                attn.head_scale[int(k) - 1] = 0.0
+
+    def enable_heads(self) -> None:
+        for layer in self.transformer:
+            layer.self_attn.head_scale.fill_(1.0)
+
+    @property
+    def disabled_heads(self) -> list[int]:
+        if not len(self.transformer):
+            return []
+        scale = self.transformer[0].self_attn.head_scale
+        return [k + 1 for k in range(scale.numel()) if scale[k] == 0]
+
+    def aux_loss(self) -> Tensor:
+        """Sum of the auxiliary losses of all head kinds and mixers (0 if none)."""
+        losses = [layer.self_attn.aux_loss() for layer in self.transformer]
+        losses = [loss for loss in losses if loss is not None]
+        if not losses:
+            return self.layer_norm.weight.new_zeros(())
+        return sum(losses)
+
+    def update_dropout(self, dropout, attention_dropout):
+        self.embeddings.update_dropout(dropout)
+        for layer in self.transformer:
+            layer.update_dropout(dropout, attention_dropout)

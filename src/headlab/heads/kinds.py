@@ -1,0 +1,137 @@
+"""Built-in head kinds: learned dot-product heads and paper A's fixed patterns.
+
+=========  ===============================================================================
+kind       heads
+=========  ===============================================================================
+``L``      learned scaled-dot-product heads of width d_model/heads, as stock OpenNMT-py;
+           own query/key projections (d_model -> count*d_head), values from the layer's
+           shared value projection. ``1L`` (paper A) is the learned head of
+           ``7Ftoken+1L`` alone: d_head = d/8, so the layer's value/output projections
+           shrink to d x d/8.
+``Lwide``  learned heads of full width d_head = d_model: ``1Lwide`` is one head with the
+           parameter count of a standard 8-head layer.
+``Ftoken`` paper A's fixed patterns 1..count (§3.2; 8 = last token, §4.4), token-based;
+           no query/key projections, no attention dropout (a fixed pattern is not a
+           random variable; dropout on its rows would break the O(n) algorithm).
+``Fword``  the same patterns, word-based (pieces joined at ``@@``).
+=========  ===============================================================================
+
+A new kind is one subclass of :class:`headlab.heads.base.HeadGroup` plus one
+``@register_head_kind("name")``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from headlab.heads.base import HeadContext, HeadGroup
+from headlab.heads.patterns import PATTERNS, apply_patterns, dense_patterns
+from headlab.heads.spec import register_head_kind
+
+
+@register_head_kind("L")
+class LearnedHeads(HeadGroup):
+    """Scaled dot-product heads (Vaswani 2017), computed with torch's fused SDPA."""
+
+    def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0):
+        super().__init__(count, d_model, d_head)
+        # same names as OpenNMT-py's MultiHeadedAttention, so stock weights map 1:1
+        self.linear_query = nn.Linear(d_model, count * d_head, bias=add_qkvbias)
+        self.linear_keys = nn.Linear(d_model, count * d_head, bias=add_qkvbias)
+        self.dropout_p = attention_dropout
+
+    def update_dropout(self, attention_dropout: float) -> None:
+        self.dropout_p = attention_dropout
+
+    def _qk(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        B, N, _ = x.shape
+        q = self.linear_query(x).view(B, N, self.count, self.d_head).transpose(1, 2)
+        k = self.linear_keys(x).view(B, N, self.count, self.d_head).transpose(1, 2)
+        return q, k
+
+    def score_bias(self, ctx: HeadContext) -> Tensor | None:
+        """Additive (B, count or 1, N, N) bias on the scores, -inf to mask; None = none.
+
+        The hook for later kinds: localness (Yang 2018 Gaussian bias), DEA dependency
+        masks and LPEA phrase biases (paper C) read ``ctx.side`` here.
+        """
+        return None
+
+    def _mask(self, ctx: HeadContext, dtype) -> Tensor:
+        bias = self.score_bias(ctx)
+        if bias is None:
+            return ctx.key_mask
+        return bias.to(dtype).masked_fill(~ctx.key_mask, float("-inf"))
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
+        q, k = self._qk(x)
+        out = F.scaled_dot_product_attention(
+            q, k, values.transpose(1, 2), attn_mask=self._mask(ctx, q.dtype),
+            dropout_p=self.dropout_p if self.training else 0.0)
+        return out.transpose(1, 2)
+
+    def attention(self, x: Tensor, ctx: HeadContext) -> Tensor:
+        q, k = self._qk(x)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
+        mask = self._mask(ctx, scores.dtype)
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask
+        return scores.float().softmax(-1)
+
+
+@register_head_kind("Lwide")
+class WideLearnedHeads(LearnedHeads):
+    """Learned heads of full model width (paper A's ``1Lwide``)."""
+
+    @classmethod
+    def head_width(cls, d_model: int, default: int) -> int:
+        return d_model
+
+
+class _FixedHeads(HeadGroup):
+    """Heads 1..count are paper A's patterns 1..count; see headlab.heads.patterns."""
+
+    @classmethod
+    def check_count(cls, count, bad):
+        if count > len(PATTERNS):
+            raise bad(f"paper A defines {len(PATTERNS)} fixed patterns "
+                      f"({', '.join(PATTERNS)}), not {count}")
+
+    def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0):
+        super().__init__(count, d_model, d_head)
+        self.patterns = PATTERNS[:count]
+
+    def _word_ids(self, ctx: HeadContext) -> Tensor | None:
+        return None
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
+        out = apply_patterns(self.patterns, values, ctx.lengths, self._word_ids(ctx))
+        return out.to(values.dtype)
+
+    def attention(self, x: Tensor, ctx: HeadContext) -> Tensor:
+        return dense_patterns(self.patterns, ctx.lengths, x.size(1), self._word_ids(ctx))
+
+
+@register_head_kind("Ftoken")
+class FixedTokenHeads(_FixedHeads):
+    """Fixed token-based patterns (paper A §3.2, Fig. 1 upper row)."""
+
+
+@register_head_kind("Fword")
+class FixedWordHeads(_FixedHeads):
+    """Fixed word-based patterns (paper A §3.2, Fig. 1 lower row)."""
+
+    needs_words = True
+
+    def _word_ids(self, ctx: HeadContext) -> Tensor:
+        if ctx.word_ids is None:
+            from headlab.errors import ConfigError
+            raise ConfigError("word-based fixed heads (Fword) need word boundaries: call "
+                              "encoder.set_src_vocab(vocab) (done automatically when "
+                              "headlab.plugin is imported) or pass word_ids", key="enc_heads")
+        return ctx.word_ids

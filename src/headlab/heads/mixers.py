@@ -1,0 +1,47 @@
+"""Layer-level head mixers: act on the stacked head outputs before the output projection.
+
+``gate``: hard-concrete gates (Louizos 2018, as used by Voita et al. 2019 for head
+pruning; paper D): one gate per head, temperature 0.33, stretch (-0.1, 1.1). In training
+the gate is sampled; in eval it is the deterministic clamp(sigmoid(log_alpha)(r-l)+l).
+Auxiliary loss: the expected L0 norm sum_h sigmoid(log_alpha_h - T log(-l/r)); the
+training loop multiplies it by its own coefficient (lambda).
+
+Planned: ``dhicm`` (paper B): second-level attention over the head outputs plus a KL
+term, implemented as another HeadMixer subclass returning its KL term from aux_loss().
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from headlab.heads.base import HeadContext, HeadMixer, scale_heads
+from headlab.heads.spec import register_head_mixer
+
+
+@register_head_mixer("gate")
+class HardConcreteGate(HeadMixer):
+    temperature = 0.33
+    stretch = (-0.1, 1.1)
+
+    def __init__(self, num_heads: int, d_model: int, init_log_alpha: float = 3.0):
+        super().__init__(num_heads, d_model)
+        # gates start almost open (sigmoid(3)*1.2-0.1 ~ 1.04 -> clamped to 1)
+        self.log_alpha = nn.Parameter(torch.full((num_heads,), float(init_log_alpha)))
+
+    def gates(self) -> Tensor:
+        low, high = self.stretch
+        if self.training:
+            u = torch.rand_like(self.log_alpha).clamp(1e-6, 1 - 1e-6)
+            s = torch.sigmoid((u.log() - (1 - u).log() + self.log_alpha) / self.temperature)
+        else:
+            s = torch.sigmoid(self.log_alpha)
+        return (s * (high - low) + low).clamp(0.0, 1.0)
+
+    def forward(self, heads: list[Tensor], ctx: HeadContext) -> list[Tensor]:
+        return scale_heads(heads, self.gates())
+
+    def aux_loss(self) -> Tensor:
+        low, high = self.stretch
+        return torch.sigmoid(self.log_alpha - self.temperature * math.log(-low / high)).sum()

@@ -1,0 +1,1 @@
+"""Reporting: tables (CSV + Markdown + LaTeX) and figures (PNG + PDF) from tidy result CSVs."""

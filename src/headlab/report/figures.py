@@ -1,0 +1,110 @@
+"""Figures from tidy result CSVs with seaborn: PNG + PDF, written atomically.
+
+    headlab figure --in bins.csv --x bucket --y bleu --hue system --out-prefix results/figures/fig2
+        [--kind line|bar] [--where "by == 'distance'"] [--style COL] [--col COL]
+        [--xlabel ..] [--ylabel ..] [--title ..] [--ylim LO:HI] [--x-order a,b,c]
+
+x values keep the order in which they first appear in the CSV (compare-mt's bucket
+order ``<10, [10,20) ...``; distance bins ``1 .. 15, >15``), unless ``--x-order``.
+Paper A Figure 2 = ``headlab compare --length-out`` (x bucket, y bleu, hue system);
+Figure 3 = ``headlab contrastive distil`` rows with ``by == 'distance'`` (x bucket,
+y accuracy, hue system).
+"""
+from __future__ import annotations
+
+import argparse
+
+from headlab.errors import DataError
+from headlab.io import atomic_write
+from headlab.report.tables import read_tidy
+
+FORMATS = ("png", "pdf")
+
+
+def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", style: str | None = None,
+         col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None):
+    """Return a matplotlib Figure (Agg backend, nothing shown)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import seaborn as sns
+
+    for name in [x, y] + [c for c in (hue, style, col) if c]:
+        if name not in tidy.columns:
+            raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")
+    tidy = tidy.copy()
+    tidy[x] = tidy[x].astype(str)
+    order = list(x_order) if x_order else list(dict.fromkeys(tidy[x]))
+    missing = set(tidy[x]) - set(order)
+    if missing:
+        raise DataError(f"--x-order lacks {sorted(missing)}")
+    sns.set_theme(style="whitegrid", context="paper")
+    if kind == "line":
+        # categorical x kept in order: map to positions, label the ticks
+        tidy["_pos"] = tidy[x].map({v: i for i, v in enumerate(order)})
+        grid = sns.relplot(data=tidy, x="_pos", y=y, hue=hue, style=style or hue, col=col, kind="line",
+                           markers=True, dashes=False, height=3.2, aspect=1.4)
+        for ax in grid.axes.flat:
+            ax.set_xticks(range(len(order)))
+            ax.set_xticklabels(order)
+    elif kind == "bar":
+        grid = sns.catplot(data=tidy, x=x, y=y, hue=hue, col=col, kind="bar", order=order,
+                           height=3.2, aspect=1.4)
+    else:
+        raise DataError(f"unknown figure kind {kind!r} (line or bar)")
+    grid.set_axis_labels(xlabel or x, ylabel or y)
+    if ylim:
+        grid.set(ylim=ylim)
+    if title:
+        grid.figure.suptitle(title)
+    grid.figure.tight_layout()
+    return grid.figure
+
+
+def save(figure, prefix: str) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    paths = []
+    try:
+        for fmt in FORMATS:
+            path = f"{prefix}.{fmt}"
+            with atomic_write(path, "wb") as handle:
+                # fixed metadata: the same data gives the same PDF bytes
+                figure.savefig(handle, format=fmt, dpi=200, bbox_inches="tight",
+                               metadata={"CreationDate": None} if fmt == "pdf" else None)
+            paths.append(path)
+    finally:
+        plt.close(figure)
+    return paths
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headlab figure", description=__doc__.splitlines()[0])
+    parser.add_argument("--in", dest="inputs", action="append", required=True, help="tidy CSV (repeatable)")
+    parser.add_argument("--x", required=True)
+    parser.add_argument("--y", required=True)
+    parser.add_argument("--hue", default=None)
+    parser.add_argument("--style", default=None)
+    parser.add_argument("--col", default=None, help="one panel per value of this column")
+    parser.add_argument("--kind", default="line", choices=["line", "bar"])
+    parser.add_argument("--where", default=None, help="pandas query to select rows")
+    parser.add_argument("--x-order", default=None, help="comma-separated x values")
+    parser.add_argument("--xlabel", default=None)
+    parser.add_argument("--ylabel", default=None)
+    parser.add_argument("--title", default=None)
+    parser.add_argument("--ylim", default=None, help="LO:HI")
+    parser.add_argument("--out-prefix", required=True, help="writes PREFIX.png and PREFIX.pdf")
+    args = parser.parse_args(argv)
+    ylim = None
+    if args.ylim:
+        try:
+            lo, hi = (float(v) for v in args.ylim.split(":"))
+        except ValueError:
+            raise DataError(f"--ylim must be LO:HI, got {args.ylim!r}") from None
+        ylim = (lo, hi)
+    tidy = read_tidy(args.inputs, args.where)
+    figure = plot(tidy, x=args.x, y=args.y, hue=args.hue, kind=args.kind, style=args.style, col=args.col,
+                  x_order=args.x_order.split(",") if args.x_order else None, xlabel=args.xlabel,
+                  ylabel=args.ylabel, title=args.title, ylim=ylim)
+    for path in save(figure, args.out_prefix):
+        print(path)
+    return 0

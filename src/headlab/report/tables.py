@@ -1,0 +1,288 @@
+"""Tables from tidy result CSVs: CSV + Markdown + LaTeX (booktabs), written atomically.
+
+A :class:`Table` is a grid of numbers (rows x columns, pandas) with optional
+significance marks per cell (paper A Table 1: ``*`` = significantly lower than the 8L
+baseline at p < 0.05) and the best value per column in bold (paper A Table 6).
+:func:`beside` puts a reproduction next to a paper's published numbers: each column
+becomes two, ``ours`` and ``paper``.
+
+    headlab table --in results.csv [--in more.csv] --index system --columns config --values bleu
+        [--where "suite == 'x'"] [--mark significantly_lower] [--best max|min|none]
+        [--decimals 2] [--paper paper.csv] [--row-order A,B] [--col-order X,Y]
+        [--caption TEXT] [--label tab:x] --out-prefix results/tables/table1
+
+writes ``table1.csv``, ``table1.md`` and ``table1.tex``. Inputs may be CSVs or JSON
+files (``headlab bleu`` outputs, one row each). ``--mark COL``: a boolean
+column of the tidy CSV; true cells get ``--mark-symbol`` (default ``*``). ``--paper``:
+a tidy CSV with the same index/columns/values (and mark) columns.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+
+from headlab.errors import DataError
+from headlab.io import atomic_write
+
+OURS, PAPER = "ours", "paper"
+
+
+@dataclass
+class Table:
+    values: "pd.DataFrame"             # noqa: F821  numbers, NaN = empty; index = row labels
+    marks: "pd.DataFrame | None" = None  # noqa: F821  same shape, "" or a symbol
+    decimals: int = 2
+    best: str | None = "max"           # bold the max/min of each column, or None
+    index_name: str = ""
+    caption: str | None = None
+    label: str | None = None
+    #: for beside(): column -> (group, sub) so that LaTeX can print a two-row header
+    groups: list[tuple[str, str]] = field(default_factory=list)
+
+    def mark(self, row, col) -> str:
+        if self.marks is None:
+            return ""
+        value = self.marks.loc[row, col]
+        return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = None,
+          mark_symbol: str = "*", row_order=None, col_order=None, **kwargs) -> Table:
+    """Tidy rows -> :class:`Table`; duplicate (index, column) pairs are an error."""
+    import pandas as pd
+
+    for col in [index, columns, values] + ([mark] if mark else []):
+        if col not in tidy.columns:
+            raise DataError(f"no column {col!r} in the results (have {list(tidy.columns)})")
+    dup = tidy.duplicated([index, columns])
+    if dup.any():
+        first = tidy[dup].iloc[0]
+        raise DataError(f"two values for ({first[index]!r}, {first[columns]!r}): filter the rows first")
+    rows = list(row_order) if row_order else list(dict.fromkeys(tidy[index]))
+    cols = list(col_order) if col_order else list(dict.fromkeys(tidy[columns]))
+    grid = tidy.pivot(index=index, columns=columns, values=values).reindex(index=rows, columns=cols)
+    grid = grid.apply(pd.to_numeric, errors="coerce")
+    marks = None
+    if mark:
+        flags = tidy.assign(_m=tidy[mark].map(lambda v: mark_symbol if _truthy(v) else ""))
+        marks = flags.pivot(index=index, columns=columns, values="_m").reindex(index=rows, columns=cols).fillna("")
+    grid.index.name = grid.columns.name = None
+    if marks is not None:
+        marks.index.name = marks.columns.name = None
+    return Table(grid, marks, index_name=index, **kwargs)
+
+
+def _truthy(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes", "*")
+    return bool(v) and not (isinstance(v, float) and math.isnan(v))
+
+
+def beside(ours: Table, paper: Table) -> Table:
+    """Each column ``c`` becomes ``c ours`` and ``c paper``; rows are the union (ours first)."""
+    import pandas as pd
+
+    rows = list(dict.fromkeys(list(ours.values.index) + list(paper.values.index)))
+    cols = list(dict.fromkeys(list(ours.values.columns) + list(paper.values.columns)))
+    values, marks, groups = {}, {}, []
+    for c in cols:
+        for sub, t in ((OURS, ours), (PAPER, paper)):
+            name = f"{c} {sub}"
+            groups.append((str(c), sub))
+            values[name] = t.values[c].reindex(rows) if c in t.values.columns else pd.Series(float("nan"), index=rows)
+            if t.marks is not None and c in t.marks.columns:
+                marks[name] = t.marks[c].reindex(rows).fillna("")
+            else:
+                marks[name] = pd.Series("", index=rows)
+    return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
+                 best=ours.best, index_name=ours.index_name, caption=ours.caption, label=ours.label,
+                 groups=groups)
+
+
+def _best_cells(table: Table) -> set[tuple]:
+    if table.best not in ("max", "min"):
+        return set()
+    out = set()
+    for col in table.values.columns:
+        # compare the printed values, so that ties on screen are both bold
+        column = table.values[col].dropna().round(table.decimals)
+        if column.empty:
+            continue
+        target = column.max() if table.best == "max" else column.min()
+        out.update((row, col) for row, v in column.items() if v == target)
+    return out
+
+
+def _number(table: Table, row, col) -> str | None:
+    v = table.values.loc[row, col]
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return f"{v:.{table.decimals}f}"
+
+
+def to_markdown(table: Table) -> str:
+    best = _best_cells(table)
+    head = [table.index_name] + [str(c) for c in table.values.columns]
+    lines = ["| " + " | ".join(head) + " |", "|:--|" + "--:|" * len(table.values.columns)]
+    for row in table.values.index:
+        cells = [str(row)]
+        for col in table.values.columns:
+            text = _number(table, row, col)
+            if text is None:
+                cells.append("")
+                continue
+            if (row, col) in best:
+                text = f"**{text}**"
+            mark = table.mark(row, col)
+            cells.append(text + "".join("\\" + ch if ch in "*_" else ch for ch in mark))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def latex_escape(text) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def to_latex(table: Table) -> str:
+    best = _best_cells(table)
+    cols = list(table.values.columns)
+    lines = [r"\begin{tabular}{l" + "r" * len(cols) + "}", r"\toprule"]
+    if table.groups:
+        top, rules, start = [latex_escape(table.index_name)], [], 2
+        i = 0
+        while i < len(cols):
+            group = table.groups[i][0]
+            end = next((k for k in range(i, len(cols)) if table.groups[k][0] != group), len(cols))
+            span = end - i
+            top.append(rf"\multicolumn{{{span}}}{{c}}{{{latex_escape(group)}}}")
+            rules.append(rf"\cmidrule(lr){{{start + i}-{start + i + span - 1}}}")
+            i += span
+        lines.append(" & ".join(top) + r" \\")
+        lines.append(" ".join(rules))
+        lines.append(" & ".join([""] + [latex_escape(sub) for _, sub in table.groups]) + r" \\")
+    else:
+        lines.append(" & ".join([latex_escape(table.index_name)] + [latex_escape(c) for c in cols]) + r" \\")
+    lines.append(r"\midrule")
+    for row in table.values.index:
+        cells = [latex_escape(row)]
+        for col in cols:
+            text = _number(table, row, col)
+            if text is None:
+                cells.append("")
+                continue
+            if (row, col) in best:
+                text = rf"\textbf{{{text}}}"
+            mark = table.mark(row, col)
+            cells.append(text + (rf"$^{{{mark}}}$" if mark else ""))
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    body = "\n".join(lines)
+    if table.caption or table.label:
+        wrapped = [r"\begin{table}[t]", r"\centering", body]
+        if table.caption:
+            wrapped.append(rf"\caption{{{latex_escape(table.caption)}}}")
+        if table.label:
+            wrapped.append(rf"\label{{{table.label}}}")
+        wrapped.append(r"\end{table}")
+        body = "\n".join(wrapped)
+    return body + "\n"
+
+
+def to_csv(table: Table) -> str:
+    """Numbers rounded to the table's decimals; a ``<column> mark`` column where any cell is marked."""
+    frame = table.values.round(table.decimals).copy()
+    if table.marks is not None:
+        for col in list(table.values.columns):
+            if (table.marks[col] != "").any():
+                frame.insert(frame.columns.get_loc(col) + 1, f"{col} mark", table.marks[col])
+    frame.index.name = table.index_name or "row"
+    return frame.to_csv(lineterminator="\n")
+
+
+def write_table(table: Table, prefix: str) -> list[str]:
+    """Write ``prefix.csv``, ``prefix.md`` and ``prefix.tex`` (all rendered before any write)."""
+    rendered = {".csv": to_csv(table), ".md": to_markdown(table), ".tex": to_latex(table)}
+    paths = []
+    for suffix, text in rendered.items():
+        with atomic_write(prefix + suffix) as handle:
+            handle.write(text)
+        paths.append(prefix + suffix)
+    return paths
+
+
+def read_tidy(paths: list[str], where: str | None = None):
+    """Concatenate tidy CSVs (or JSON files: an object is one row, a list of objects rows,
+    e.g. ``headlab bleu`` outputs), optionally filtered with a pandas query."""
+    import json
+    import pandas as pd
+
+    frames = []
+    for path in paths:
+        try:
+            if str(path).endswith(".json"):
+                with open(path, encoding="utf-8") as handle:
+                    data = json.load(handle)
+                frames.append(pd.DataFrame([data] if isinstance(data, dict) else data))
+            else:
+                frames.append(pd.read_csv(path))
+        except (OSError, ValueError) as err:
+            raise DataError(f"cannot read results: {err}", path=str(path)) from None
+    frame = pd.concat(frames, ignore_index=True)
+    if where:
+        try:
+            frame = frame.query(where)
+        except Exception as err:  # pandas raises many kinds for a bad expression
+            raise DataError(f"bad --where {where!r}: {err}") from None
+    if frame.empty:
+        raise DataError(f"no rows left in {', '.join(map(str, paths))}" + (f" after --where {where!r}" if where else ""))
+    return frame
+
+
+def _order(text: str | None):
+    return [x for x in text.split(",")] if text else None
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headlab table", description=__doc__.splitlines()[0])
+    parser.add_argument("--in", dest="inputs", action="append", required=True, help="tidy CSV (repeatable)")
+    parser.add_argument("--index", required=True, help="column giving the table rows")
+    parser.add_argument("--columns", required=True, help="column giving the table columns")
+    parser.add_argument("--values", required=True, help="column with the numbers")
+    parser.add_argument("--where", default=None, help="pandas query to select rows")
+    parser.add_argument("--mark", default=None, help="boolean column: marked cells get --mark-symbol")
+    parser.add_argument("--mark-symbol", default="*")
+    parser.add_argument("--best", default="max", choices=["max", "min", "none"])
+    parser.add_argument("--decimals", type=int, default=2)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply values (e.g. 100 for %%)")
+    parser.add_argument("--paper", default=None, help="tidy CSV of the paper's numbers, same columns")
+    parser.add_argument("--row-order", default=None, help="comma-separated row labels")
+    parser.add_argument("--col-order", default=None, help="comma-separated column labels")
+    parser.add_argument("--caption", default=None)
+    parser.add_argument("--label", default=None)
+    parser.add_argument("--out-prefix", required=True, help="writes PREFIX.csv, PREFIX.md, PREFIX.tex")
+    args = parser.parse_args(argv)
+
+    def build(paths, where):
+        tidy = read_tidy(paths, where)
+        tidy[args.columns] = tidy[args.columns].astype(str)
+        tidy[args.index] = tidy[args.index].astype(str)
+        if args.scale != 1.0:
+            tidy[args.values] = tidy[args.values] * args.scale
+        return pivot(tidy, index=args.index, columns=args.columns, values=args.values,
+                     mark=args.mark if (args.mark and args.mark in tidy.columns) else None,
+                     mark_symbol=args.mark_symbol, row_order=_order(args.row_order),
+                     col_order=_order(args.col_order), decimals=args.decimals,
+                     best=None if args.best == "none" else args.best,
+                     caption=args.caption, label=args.label)
+
+    table = build(args.inputs, args.where)
+    if args.paper:
+        table = beside(table, build([args.paper], None))
+    for path in write_table(table, args.out_prefix):
+        print(path)
+    return 0

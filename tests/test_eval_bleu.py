@@ -1,0 +1,58 @@
+"""Corpus BLEU/chrF with signature; bad inputs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headlab.errors import DataError
+from headlab.eval.bleu import corpus_scores, main
+
+
+def test_identical_is_100_and_signature_kept():
+    refs = ["The cat sat on the mat.", "A dog barked loudly at night."]
+    result = corpus_scores(refs, refs, lang_pair="de-en")
+    assert result["bleu"] == pytest.approx(100.0)
+    assert result["chrf"] == pytest.approx(100.0)
+    assert result["n"] == 2
+    assert result["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+
+
+def test_matches_sacrebleu_directly():
+    import sacrebleu
+
+    hyps = ["The cat is on the mat.", "A dog barked at night."]
+    refs = ["The cat sat on the mat.", "A dog barked loudly at night."]
+    assert corpus_scores(hyps, refs)["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-4)
+
+
+def test_cli_writes_json(tmp_path):
+    (tmp_path / "hyp").write_text("a b c d\ne f g h\n")
+    (tmp_path / "ref").write_text("a b c d\ne f g x\n")
+    out = tmp_path / "s.json"
+    assert main(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--out", str(out),
+                 "--system", "8L", "--tag", "config=6+1"]) == 0
+    data = json.loads(out.read_text())
+    assert set(data) >= {"bleu", "chrf", "signature", "n"} and data["n"] == 2 and 0 < data["bleu"] < 100
+    assert data["system"] == "8L" and data["config"] == "6+1"
+    with pytest.raises(DataError, match="KEY=VALUE"):
+        main(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--out", str(out), "--tag", "x"])
+
+
+def test_line_count_mismatch_names_both_files(tmp_path):
+    hyp, ref = tmp_path / "system.out", tmp_path / "newstest.ref"
+    hyp.write_text("a\nb\nc\n")
+    ref.write_text("a\nb\n")
+    out = tmp_path / "s.json"
+    with pytest.raises(DataError) as err:
+        main(["--hyp", str(hyp), "--ref", str(ref), "--out", str(out)])
+    assert str(hyp) in str(err.value) and str(ref) in str(err.value)
+    assert "3" in str(err.value) and "2" in str(err.value)
+    assert not out.exists()
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    (tmp_path / "hyp").write_bytes(b"ok\n\xff bad\n")
+    (tmp_path / "ref").write_text("ok\nfine\n")
+    with pytest.raises(DataError, match=r"hyp:2:"):
+        main(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--out", str(tmp_path / "o")])

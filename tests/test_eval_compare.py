@@ -1,0 +1,94 @@
+"""Paired bootstrap (compare-mt) and BLEU by reference length."""
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+
+from headlab.errors import DataError
+from headlab.eval.compare import length_buckets, main, paired_bootstrap
+
+WORDS = "the a cat dog sat ran on under mat house big small red green quickly slowly".split()
+
+
+def _corpus(n=60, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 15))) for _ in range(n)]
+
+
+def test_known_winner():
+    ref = _corpus()
+    garbage = [" ".join(reversed(s.split()))[:7] for s in ref]
+    r = paired_bootstrap(ref, ref, garbage, system_name="A", baseline_name="B", samples=200)
+    assert r.win_system == 1.0 and r.win_baseline == 0.0
+    assert r.significantly_higher and not r.significantly_lower
+    assert r.p_value == 0.0 and r.score == pytest.approx(100.0)
+    # and the other way round: B is significantly lower than A
+    r2 = paired_bootstrap(ref, garbage, ref, system_name="B", baseline_name="A", samples=200)
+    assert r2.significantly_lower and not r2.significantly_higher
+
+
+def test_tie_is_not_significant():
+    ref = _corpus()
+    hyp = _corpus(seed=1)
+    r = paired_bootstrap(ref, hyp, list(hyp), samples=100)
+    assert (r.win_system, r.win_baseline, r.ties) == (0.0, 0.0, 1.0)
+    assert not r.significantly_higher and not r.significantly_lower
+    assert r.p_value == 1.0
+
+
+def test_seeded_and_restores_global_rng():
+    import numpy as np
+
+    ref, a, b = _corpus(), _corpus(seed=1), _corpus(seed=2)
+    np.random.seed(7)
+    before = np.random.rand()
+    np.random.seed(7)
+    r1 = paired_bootstrap(ref, a, b, samples=100, seed=3)
+    assert np.random.rand() == before
+    r2 = paired_bootstrap(ref, a, b, samples=100, seed=3)
+    assert r1 == r2
+    assert r1.win_system + r1.win_baseline + r1.ties == pytest.approx(1.0)
+
+
+def test_length_buckets_hand_counts():
+    # reference lengths (whitespace tokens): 3, 9, 10, 19, 25, 61 -> <10: 2, [10,20): 2, [20,30): 1, >=60: 1
+    ref = [" ".join(["w"] * n) for n in (3, 9, 10, 19, 25, 61)]
+    frame = length_buckets(ref, {"sys": ref})
+    assert list(frame.columns) == ["system", "bucket", "bleu", "count"]
+    assert list(frame.bucket) == ["<10", "[10,20)", "[20,30)", "[30,40)", "[40,50)", "[50,60)", ">=60"]
+    assert list(frame["count"]) == [2, 2, 1, 0, 0, 0, 1]
+    assert frame.bleu[frame["count"] > 0].tolist() == pytest.approx([100.0] * 4)
+    assert frame.bleu[frame["count"] == 0].isna().all()
+    custom = length_buckets(ref, {"sys": ref}, cutoffs=(10, 20))
+    assert list(custom.bucket) == ["<10", "[10,20)", ">=20"] and list(custom["count"]) == [2, 2, 2]
+
+
+def test_cli(tmp_path):
+    ref = _corpus()
+    (tmp_path / "ref").write_text("\n".join(ref) + "\n")
+    (tmp_path / "a").write_text("\n".join(ref) + "\n")
+    (tmp_path / "b").write_text("\n".join(_corpus(seed=5)) + "\n")
+    boot, bins = tmp_path / "sig.csv", tmp_path / "bins.csv"
+    assert main(["--ref", str(tmp_path / "ref"), "--sys", f"8L={tmp_path / 'a'}", "--sys", f"1L={tmp_path / 'b'}",
+                 "--baseline", "8L", "--bootstrap-out", str(boot), "--length-out", str(bins),
+                 "--samples", "100", "--tag", "config=6+1"]) == 0
+    sig = pd.read_csv(boot)
+    assert list(sig.system) == ["8L", "1L"] and list(sig.config) == ["6+1", "6+1"]
+    assert list(sig.significantly_lower) == [False, True] and sig.win_system.isna()[0]
+    assert sig.score[0] == pytest.approx(100.0)
+    frame = pd.read_csv(bins)
+    assert set(frame.system) == {"8L", "1L"} and list(frame.columns) == ["config", "system", "bucket", "bleu", "count"]
+
+
+def test_cli_errors(tmp_path):
+    (tmp_path / "ref").write_text("a\nb\n")
+    (tmp_path / "a").write_text("a\n")
+    with pytest.raises(DataError, match="ref.*a|a.*ref"):
+        main(["--ref", str(tmp_path / "ref"), "--sys", f"x={tmp_path / 'a'}", "--length-out", str(tmp_path / "o")])
+    (tmp_path / "a").write_text("a\nb\n")
+    with pytest.raises(DataError, match="baseline"):
+        main(["--ref", str(tmp_path / "ref"), "--sys", f"x={tmp_path / 'a'}", "--baseline", "y",
+              "--bootstrap-out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,60 @@
+"""Head spec grammar and registry."""
+import pytest
+
+from headlab.errors import ConfigError
+from headlab.heads import HEAD_KINDS, parse_spec, register_head_kind
+from headlab.heads.base import HeadGroup
+from headlab.heads.spec import LayerSpec, Term
+
+
+@pytest.mark.parametrize("spec,terms", [
+    ("8L", [(8, "L")]),
+    ("7Ftoken+1L", [(7, "Ftoken"), (1, "L")]),
+    ("7Fword+1L", [(7, "Fword"), (1, "L")]),
+    ("1L", [(1, "L")]),
+    ("1Lwide", [(1, "Lwide")]),
+    ("8Ftoken", [(8, "Ftoken")]),
+    ("8Fword", [(8, "Fword")]),
+    (" 7Ftoken + L ", [(7, "Ftoken"), (1, "L")]),
+])
+def test_paper_a_names(spec, terms):
+    layers = parse_spec(spec, 6)
+    assert len(layers) == 6
+    assert all(layer == LayerSpec(tuple(Term(c, k) for c, k in terms)) for layer in layers)
+
+
+def test_per_layer_forms():
+    layers = parse_spec("8L,8L,4*(7Ftoken+1L)", 6)
+    assert [str(layer) for layer in layers] == ["8L", "8L"] + ["7Ftoken+1L"] * 4
+    assert [str(layer) for layer in parse_spec("6*(7Ftoken+1L|gate)", 6)] == ["7Ftoken+1L|gate"] * 6
+    assert parse_spec("2*8L,3Ftoken+5L", 3)[2].num_heads == 8
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("7Ftokn+1L", r"term '7Ftokn'.*did you mean 'Ftoken'"),
+    ("8l", r"term '8l'.*did you mean 'L'"),
+    ("9Ftoken", r"term '9Ftoken'.*8 fixed patterns"),
+    ("7F+1L", r"term '7F'.*unknown head kind 'F'"),
+    ("7Ftoken+", r"term ''.*expected \[COUNT\]KIND"),
+    ("0L", r"term '0L'.*at least 1"),
+    ("8L|gat", r"term '\|gat'.*did you mean 'gate'"),
+    ("8L,8L", r"describes 2 layers but the encoder has 6"),
+    ("2*(8L", r"unbalanced"),
+    ("", r"empty head spec"),
+])
+def test_bad_specs_name_spec_and_term(spec, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        parse_spec(spec, 6)
+    assert "enc_heads" in str(err.value)
+
+
+def test_register_new_kind():
+    @register_head_kind("Ttest")
+    class TestHeads(HeadGroup):
+        pass
+    try:
+        assert parse_spec("2Ttest+6L")[0].terms[0] == Term(2, "Ttest")
+        with pytest.raises(ValueError, match="already registered"):
+            register_head_kind("Ttest")(type("Other", (HeadGroup,), {}))
+    finally:
+        del HEAD_KINDS["Ttest"]

@@ -1,0 +1,118 @@
+"""The OpenNMT-py wrappers: option validation, resume after interruption, atomic outputs,
+and the compat fixes (torch>=2.6 checkpoint loading, -with_score), on a toy corpus."""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from headlab.onmt_config import train_config, write_yaml
+
+HEADLAB = [sys.executable, "-m", "headlab.cli"]
+
+
+def run(args, **kwargs):
+    return subprocess.run(args, capture_output=True, text=True, **kwargs)
+
+
+def toy_corpus(folder: Path, n: int = 60) -> tuple[Path, Path]:
+    rng = random.Random(0)
+    words = "a b c d e f g h@@ i j k l".split()
+    src = [" ".join(rng.choice(words) for _ in range(rng.randint(2, 7))) for _ in range(n)]
+    tgt = [" ".join(reversed(s.split())) for s in src]
+    (folder / "train.src").write_text("\n".join(src) + "\n")
+    (folder / "train.tgt").write_text("\n".join(tgt) + "\n")
+    return folder / "train.src", folder / "train.tgt"
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A toy corpus, its vocabulary and a 6-step training config (checkpoints every 3)."""
+    folder = tmp_path_factory.mktemp("toy")
+    src, tgt = toy_corpus(folder)
+    result = run(HEADLAB + ["vocab", "--train", str(src), str(tgt), "--out", str(folder / "vocab.txt")])
+    assert result.returncode == 0, result.stderr
+    options = train_config(
+        preset="tiny", layers="1+1", heads="7Ftoken+1L", train_src=str(src), train_tgt=str(tgt),
+        valid_src=str(src), valid_tgt=str(tgt), vocab=str(folder / "vocab.txt"),
+        save_dir=str(folder / "model"),
+        overrides=dict(hidden_size=16, word_vec_size=16, transformer_ff=32, train_steps=6,
+                       save_checkpoint_steps=3, warmup_steps=2, batch_size=64, bucket_size=64))
+    write_yaml(options, folder / "train.yaml")
+    return folder
+
+
+def test_vocab_is_shared_and_counted(toy):
+    lines = (toy / "vocab.txt").read_text().splitlines()
+    tokens = dict(line.split("\t") for line in lines)
+    assert {"a", "h@@", "l"} <= set(tokens)
+    assert all(int(c) > 0 for c in tokens.values())
+
+
+def test_unknown_cli_option_is_an_error(toy):
+    result = run(HEADLAB + ["train", "-config", str(toy / "train.yaml"), "-lerning_rate", "1"])
+    assert result.returncode == 1
+    assert "unknown OpenNMT-py train option '-lerning_rate'" in result.stderr
+    assert "did you mean '-learning_rate'" in result.stderr
+    assert not (toy / "model").exists() or not list((toy / "model").glob("*.pt"))
+
+
+def test_interrupted_training_resumes_from_last_readable_checkpoint(toy):
+    config = str(toy / "train.yaml")
+    # "interrupted" at step 3: the same config stopped early (deterministic stand-in for kill -9)
+    first = run(HEADLAB + ["train", "-config", config, "-train_steps", "3"])
+    assert first.returncode == 0, first.stderr[-2000:]
+    model_dir = toy / "model"
+    assert (model_dir / "model_step_3.pt").exists()
+    (model_dir / "model.pt").unlink()
+    # a newer checkpoint cut short while being written
+    (model_dir / "model_step_4.pt").write_bytes((model_dir / "model_step_3.pt").read_bytes()[:200])
+
+    second = run(HEADLAB + ["train", "-config", config])
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "model_step_4.pt is unreadable" in second.stderr
+    assert "resuming interrupted training from checkpoint" in second.stderr
+    assert "model_step_3.pt" in second.stderr
+    final = torch.load(model_dir / "model.pt", map_location="cpu", weights_only=False)
+    assert final["optim"]["training_step"] == 7  # onmt counts the next step to run
+    assert final["opt"].enc_heads == "7Ftoken+1L" and final["opt"].encoder_type == "headlab"
+
+
+def test_translate_with_score_and_atomic_output(toy):
+    model = toy / "model" / "model.pt"
+    if not model.exists():
+        pytest.skip("needs the trained toy model")
+    out = toy / "hyp.txt"
+    result = run(HEADLAB + ["translate", "-model", str(model), "-src", str(toy / "train.src"),
+                            "-output", str(out), "-max_length", "5", "-beam_size", "2", "-with_score"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = out.read_text().splitlines()
+    assert len(lines) == 60
+    assert all("\t" in line and float(line.rsplit("\t", 1)[1]) <= 0 for line in lines)
+    assert not list(toy.glob(".hyp.txt*"))
+
+
+def test_translate_failure_leaves_no_output(toy):
+    out = toy / "bad.txt"
+    result = run(HEADLAB + ["translate", "-model", str(toy / "missing.pt"), "-src",
+                            str(toy / "train.src"), "-output", str(out)])
+    assert result.returncode != 0
+    assert not out.exists() and not list(toy.glob(".bad.txt*"))
+
+
+def test_stock_onmt_translate_loads_headlab_checkpoint_after_plugin_import(toy):
+    model = toy / "model" / "model.pt"
+    if not model.exists():
+        pytest.skip("needs the trained toy model")
+    out = toy / "stock.txt"
+    code = ("import sys, headlab.plugin; from onmt.bin.translate import main; "
+            "sys.argv = ['onmt_translate'] + sys.argv[1:]; main()")
+    result = run([sys.executable, "-c", code, "-model", str(model), "-src", str(toy / "train.src"),
+                  "-output", str(out), "-max_length", "5"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(out.read_text().splitlines()) == 60

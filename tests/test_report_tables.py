@@ -1,0 +1,95 @@
+"""Table renderers: exact Markdown / LaTeX / CSV for a 2x2 case; paper-beside; CLI."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from headlab.errors import DataError
+from headlab.report.tables import beside, main, pivot, to_csv, to_latex, to_markdown
+
+TIDY = pd.DataFrame({"system": ["8L", "8L", "7F", "7F"], "config": ["6+1", "6+6", "6+1", "6+6"],
+                     "bleu": [29.31, 30.99, 28.61, 31.2], "significantly_lower": [False, False, True, False]})
+
+
+def _table(**kw):
+    return pivot(TIDY, index="system", columns="config", values="bleu", mark="significantly_lower", **kw)
+
+
+def test_markdown_exact():
+    assert to_markdown(_table()) == (
+        "| system | 6+1 | 6+6 |\n"
+        "|:--|--:|--:|\n"
+        "| 8L | **29.31** | 30.99 |\n"
+        "| 7F | 28.61\\* | **31.20** |\n")
+
+
+def test_latex_exact():
+    assert to_latex(_table()) == (
+        "\\begin{tabular}{lrr}\n"
+        "\\toprule\n"
+        "system & 6+1 & 6+6 \\\\\n"
+        "\\midrule\n"
+        "8L & \\textbf{29.31} & 30.99 \\\\\n"
+        "7F & 28.61$^{*}$ & \\textbf{31.20} \\\\\n"
+        "\\bottomrule\n"
+        "\\end{tabular}\n")
+
+
+def test_latex_caption_escape_and_no_bold():
+    tex = to_latex(_table(best=None, caption="BLEU & 100%", label="tab:bleu"))
+    assert "\\textbf" not in tex
+    assert tex.startswith("\\begin{table}[t]\n\\centering\n\\begin{tabular}")
+    assert "\\caption{BLEU \\& 100\\%}\n\\label{tab:bleu}\n\\end{table}\n" in tex
+
+
+def test_csv():
+    assert to_csv(_table()) == "system,6+1,6+1 mark,6+6\n8L,29.31,,30.99\n7F,28.61,*,31.2\n"
+
+
+def test_paper_beside():
+    paper = pivot(TIDY.assign(bleu=[29.31, 30.99, 28.61, 30.61]), index="system", columns="config",
+                  values="bleu", mark="significantly_lower")
+    both = beside(_table(), paper)
+    assert to_markdown(both).splitlines()[0] == "| system | 6+1 ours | 6+1 paper | 6+6 ours | 6+6 paper |"
+    tex = to_latex(both)
+    assert "system & \\multicolumn{2}{c}{6+1} & \\multicolumn{2}{c}{6+6} \\\\\n" in tex
+    assert "\\cmidrule(lr){2-3} \\cmidrule(lr){4-5}\n & ours & paper & ours & paper \\\\\n" in tex
+    assert "7F & 28.61$^{*}$ & 28.61$^{*}$ & \\textbf{31.20} & 30.61 \\\\\n" in tex
+
+
+def test_duplicate_cells_are_an_error():
+    with pytest.raises(DataError, match="two values"):
+        pivot(pd.concat([TIDY, TIDY.iloc[:1]]), index="system", columns="config", values="bleu")
+    with pytest.raises(DataError, match="no column 'score'"):
+        pivot(TIDY, index="system", columns="config", values="score")
+
+
+def test_cli_writes_three_files(tmp_path):
+    TIDY.to_csv(tmp_path / "r.csv", index=False)
+    TIDY.assign(bleu=[29.0, 31.0, 28.0, 30.0]).to_csv(tmp_path / "p.csv", index=False)
+    prefix = str(tmp_path / "out" / "table1")
+    assert main(["--in", str(tmp_path / "r.csv"), "--index", "system", "--columns", "config", "--values", "bleu",
+                 "--mark", "significantly_lower", "--paper", str(tmp_path / "p.csv"), "--best", "none",
+                 "--row-order", "8L,7F", "--out-prefix", prefix]) == 0
+    for suffix in (".csv", ".md", ".tex"):
+        assert (tmp_path / "out" / f"table1{suffix}").exists()
+    assert "28.61\\* | 28.00\\*" in (tmp_path / "out" / "table1.md").read_text()
+    with pytest.raises(DataError, match="no rows left"):
+        main(["--in", str(tmp_path / "r.csv"), "--index", "system", "--columns", "config", "--values", "bleu",
+              "--where", "system == 'none'", "--out-prefix", str(tmp_path / "x")])
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_json_inputs_as_rows(tmp_path):
+    """`headlab bleu --system S --tag config=C` JSON files pivot straight into Table 1."""
+    import json
+
+    paths = []
+    for i, row in TIDY.iterrows():
+        path = tmp_path / f"{i}.json"
+        path.write_text(json.dumps({"system": row.system, "config": row.config, "bleu": row.bleu,
+                                    "signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"}))
+        paths += ["--in", str(path)]
+    assert main(paths + ["--index", "system", "--columns", "config", "--values", "bleu",
+                         "--out-prefix", str(tmp_path / "t")]) == 0
+    assert (tmp_path / "t.md").read_text() == to_markdown(pivot(TIDY, index="system", columns="config", values="bleu"))

@@ -1,0 +1,92 @@
+"""The Snakemake workflow: config validation, dry runs of the shipped configs, and one
+tiny end-to-end run on a few hundred real Multi30k lines."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+             "--directory", str(ROOT)]
+
+
+def snakemake(*args, timeout=900):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(SNAKEMAKE + list(args), capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=ROOT)
+
+
+def write_config(tmp_path, mirror, **changes) -> Path:
+    text = (ROOT / "tests/configs/smoke.yaml").read_text()
+    text = text.replace("RESULTS_DIR", str(tmp_path / "results")).replace("MIRROR_DIR", str(mirror))
+    config = yaml.safe_load(text)
+    for dotted, value in changes.items():
+        node = config
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/multi30k-gpu.yaml", "config/paper.yaml"])
+def test_shipped_configs_dry_run(configfile):
+    if not (ROOT / configfile).exists():
+        pytest.skip(f"{configfile} not written yet")
+    result = snakemake("-n", "--quiet", "rules", "--configfile", configfile)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"\btrain\b", result.stdout + result.stderr)
+
+
+def test_unknown_config_key_is_an_error_naming_it(tmp_path, mirror):
+    config = write_config(tmp_path, mirror, **{"training.treads": 2})
+    result = snakemake("-n", "--configfile", str(config))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "('treads' was unexpected)" in output and "Error validating config file" in output
+
+
+def test_bad_value_is_an_error_naming_it(tmp_path, mirror):
+    config = write_config(tmp_path, mirror, **{"studies.baseline.layers": ["6-6"]})
+    result = snakemake("-n", "--configfile", str(config))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "'6-6' does not match" in output and "layers" in output
+
+
+def test_misspelled_onmt_option_in_study_overrides_fails_before_training(tmp_path, mirror):
+    config = write_config(tmp_path, mirror, **{"training.overrides.lerning_rate": 1.0})
+    result = snakemake("--cores", "2", "--configfile", str(config), "--until", "onmt_config")
+    assert result.returncode != 0
+    logs = list((tmp_path / "results/logs/onmt_config").rglob("*.log"))
+    text = "".join(p.read_text() for p in logs)
+    assert "unknown OpenNMT-py train option 'lerning_rate'; did you mean 'learning_rate'" in text
+    assert not list((tmp_path / "results/models").rglob("onmt.yaml"))
+
+
+@pytest.mark.slow
+def test_end_to_end_smoke_run(tmp_path, mirror):
+    config = write_config(tmp_path, mirror)
+    result = snakemake("--cores", "2", "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-5000:]
+    tables = tmp_path / "results/tables"
+    rows = (tables / "baseline.csv").read_text().splitlines()
+    assert rows[0] == "system,test_2016_flickr"
+    system, bleu = rows[1].split(",")
+    assert system == "de-en" and 0.0 <= float(bleu) <= 100.0
+    assert "\\toprule" in (tables / "baseline.tex").read_text()
+    score = json.loads(next((tmp_path / "results/scores").rglob("test_2016_flickr.full.json")).read_text())
+    assert score["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert score["n"] == 20
+    # a second run has nothing to do
+    again = snakemake("-n", "--configfile", str(config))
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
