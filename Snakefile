@@ -20,6 +20,7 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
+include: "rules/analyse.smk"
 include: "rules/tables.smk"
 
 

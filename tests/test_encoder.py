@@ -143,9 +143,9 @@ def test_gates_compose_with_fixed_heads():
     torch.manual_seed(0)
     enc = build_model(model_opt(enc_heads="7Ftoken+1L|gate", **TINY), toy_vocabs(40)).encoder
     src, lengths = _batch(40)
-    with torch.no_grad():     # OpenNMT's uniform init overwrote the gates' own init
-        for layer in enc.transformer:
-            layer.self_attn.mixers[0].log_alpha.fill_(3.0)
+    assert enc.transformer[0].self_attn.mixers[0].log_alpha.abs().max() <= 0.1   # OpenNMT's init
+    enc.reset_head_parameters()                                                  # gates' own
+    assert enc.transformer[1].self_attn.mixers[0].log_alpha.tolist() == [3.0] * 8
     enc.train()
     out = enc(src, lengths)[0]
     loss = out.pow(2).mean() + 0.01 * enc.aux_loss()
@@ -189,3 +189,18 @@ def test_per_layer_spec_and_bad_spec():
     assert len(enc.transformer[1].self_attn.heads) == 2
     with pytest.raises(ConfigError, match="3 layers"):
         build_model(model_opt(enc_heads="3*(8L)", **TINY), toy_vocabs(30), device="meta")
+
+
+@pytest.mark.parametrize("spec", ["7Fword+1L", "8Ftoken|gate", "1Lwide"])
+def test_full_nmt_model_trains(spec):
+    torch.manual_seed(0)
+    vocabs = toy_vocabs(30, src_tokens=FIG1)
+    model = build_model(model_opt(enc_heads=spec, **{**TINY, "dropout": 0.1, "attention_dropout": 0.1}), vocabs)
+    model.train()
+    src, lengths = _batch(30)
+    tgt = torch.randint(4, 30, (src.size(0), 5, 1))
+    dec_out, attns = model(src, tgt, lengths)
+    loss = model.generator(dec_out).logsumexp(-1).mean() + model.encoder.aux_loss()
+    loss.backward()
+    grads = [p.grad for p in model.encoder.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)

@@ -136,3 +136,19 @@ def test_long_sentence_precision():
     i = n - 100
     w = (n - j[i + 2:]) ** 3
     np.testing.assert_allclose(out[0, 1, i].double().numpy(), (w @ v[0, 1, i + 2:]) / w.sum(), rtol=1e-4)
+
+
+def test_autograd_keeps_no_n_by_n_tensor():
+    # linear memory: nothing of n x n elements is saved for backward (n = 1024)
+    n, largest = 1024, []
+
+    def pack(t):
+        largest.append(t.numel())
+        return t
+
+    v = torch.randn(1, n, len(PATTERNS), 4, requires_grad=True)
+    wid = (torch.arange(n) // 2).unsqueeze(0)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = apply_patterns(PATTERNS, v, torch.tensor([n])) + apply_patterns(PATTERNS, v, torch.tensor([n]), wid)
+    out.sum().backward()
+    assert max(largest) <= n * len(PATTERNS) * 4 and out.numel() == n * len(PATTERNS) * 4

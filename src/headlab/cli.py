@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("headlab.eval.forced", "forced-decoding log-probabilities of given targets"),
     "bleu": ("headlab.eval.bleu", "sacreBLEU/chrF of a hypothesis file, signature kept"),
     "compare": ("headlab.eval.compare", "paired bootstrap and length bins via compare-mt"),
+    "suite-split": ("headlab.eval.suite_split", "turn a contrastive/WSD suite into src/tgt split files"),
     "contrastive": ("headlab.eval.contrastive", "contrastive suites (DistilLingEval, MuCoW, ContraWSD, LingEval97)"),
     "study-table": ("headlab.studies", "build one study's table from the workflow's score files"),
     "table": ("headlab.report.tables", "render result CSVs as CSV/Markdown/LaTeX tables"),

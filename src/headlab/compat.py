@@ -106,6 +106,27 @@ def _patch_model_building() -> None:
     builder.build_base_model = build_base_model
 
 
+def _patch_fresh_init() -> None:
+    """``build_model`` initialises every parameter uniformly (``-param_init``) or with
+    Glorot; head modules with their own initialisation (hard-concrete gates start open)
+    re-apply it afterwards, for new models only (a checkpoint's values win)."""
+    import onmt.model_builder as builder
+    import onmt.train_single
+
+    original = builder.build_model
+
+    @functools.wraps(original)
+    def build_model(model_opt, opt, vocabs, checkpoint, device_id):
+        model = original(model_opt, opt, vocabs, checkpoint, device_id)
+        encoder = getattr(model, "encoder", None)
+        if checkpoint is None and hasattr(encoder, "reset_head_parameters"):
+            encoder.reset_head_parameters()
+        return model
+
+    builder.build_model = build_model
+    onmt.train_single.build_model = build_model  # imported by name there
+
+
 def _patch_test_model_loading() -> None:
     """Test-time head ablation (paper A §4.3): the translate option ``-disable_enc_heads``
     reaches the encoder loaded from the checkpoint."""
@@ -143,5 +164,6 @@ def apply() -> None:
     _patch_with_score()
     _patch_options()
     _patch_model_building()
+    _patch_fresh_init()
     _patch_test_model_loading()
     _APPLIED = True

@@ -9,7 +9,7 @@ equals stock's and, given the same weights, so do the outputs (tests/test_encode
 Public methods: ``from_opt``, ``forward(src, src_len)``, ``set_src_vocab(vocab)``,
 ``disable_heads([k, ...])`` / ``enable_heads()`` / ``disabled_heads``,
 ``attention(src, src_len)`` (dense per-layer, per-head matrices for export),
-``aux_loss()``, ``update_dropout``, ``load_stock_state_dict``.
+``aux_loss()``, ``reset_head_parameters()``, ``update_dropout``, ``load_stock_state_dict``.
 """
 from __future__ import annotations
 
@@ -126,6 +126,13 @@ class HeadlabEncoder(EncoderBase):
         tokens = getattr(vocab, "ids_to_tokens", vocab)
         flags = torch.tensor([str(t).endswith("@@") for t in tokens], dtype=torch.bool, device="cpu")
         self.continuation = flags
+
+    def reset_head_parameters(self) -> None:
+        """Re-apply head modules' own initialisation (e.g. open gates) after OpenNMT-py's
+        generic ``-param_init`` / ``-param_init_glorot`` pass over all parameters."""
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_head_parameters"):
+                module.reset_head_parameters()
 
     @staticmethod
     def load_stock_state_dict(state_dict: dict) -> dict:

@@ -13,6 +13,8 @@ Layout
 ``attention``  ``HeadlabSelfAttention``: one layer assembled from a LayerSpec.
 ``export``     ``headlab export-attention`` and :func:`export.export_attention`.
 ``params``     ``headlab params``: parameter counts of presets x head specs.
+``onmt_model`` real OpenNMT-py models from a few hyper-parameters (``PRESETS`` base/tiny,
+               meta-device builds, OpenNMT-layout checkpoints) for params, tests, bench.
 
 How later kinds plug in (interfaces exist now; kinds to be written)
 -------------------------------------------------------------------

@@ -27,8 +27,15 @@ class HardConcreteGate(HeadMixer):
 
     def __init__(self, num_heads: int, d_model: int, init_log_alpha: float = 3.0):
         super().__init__(num_heads, d_model)
-        # gates start almost open (sigmoid(3)*1.2-0.1 ~ 1.04 -> clamped to 1)
-        self.log_alpha = nn.Parameter(torch.full((num_heads,), float(init_log_alpha)))
+        self.init_log_alpha = float(init_log_alpha)
+        self.log_alpha = nn.Parameter(torch.full((num_heads,), self.init_log_alpha))
+
+    @torch.no_grad()
+    def reset_head_parameters(self) -> None:
+        """Gates start open (sigmoid(3)*1.2-0.1 > 1, clamped to 1). OpenNMT-py's training
+        init (uniform +-param_init over every parameter) would start them half closed;
+        ``HeadlabEncoder.reset_head_parameters()`` restores this after it."""
+        self.log_alpha.fill_(self.init_log_alpha)
 
     def gates(self) -> Tensor:
         low, high = self.stretch

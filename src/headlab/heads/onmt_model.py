@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-#: hyper-parameters of the presets used here until headlab.onmt_config provides them
-#: (Vaswani et al. 2017 base; "tiny" for tests). The lead reconciles with onmt_config.
+#: stand-alone fallback for ``headlab params`` when headlab.onmt_config (presets.yaml) is
+#: not importable; the real presets live in headlab/presets.yaml
 PRESETS = {
     "base": dict(hidden_size=512, heads=8, transformer_ff=2048, add_qkvbias=True),
     "tiny": dict(hidden_size=64, heads=8, transformer_ff=128, add_qkvbias=True),

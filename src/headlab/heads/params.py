@@ -3,7 +3,9 @@
     headlab params --preset base --layers 6+6 --heads 7Ftoken+1L [--src-vocab N]
                    [--tgt-vocab N] [--share-embeddings] [--encoder-type transformer]
 
-The model is built by OpenNMT-py's own ``build_base_model`` (headlab plugin loaded) on
+Architecture keys (hidden_size, heads, transformer_ff, add_qkvbias, ...) come from the
+preset (headlab/presets.yaml via headlab.onmt_config); embedding sharing only from
+``--share-embeddings``. The model is built by OpenNMT-py's own ``build_base_model`` (headlab plugin loaded) on
 torch's ``meta`` device: exact shapes, no memory, well under a second. Paper A Table 5
 (EN-DE, 6+6): 8L 91.7M, 7Ftoken+1L 88.9M, 8Ftoken 88.5M.
 """
@@ -14,16 +16,24 @@ import argparse
 from headlab.errors import ConfigError
 
 
-def _presets() -> dict:
-    try:  # the lead's preset table, when it exists
-        from headlab import onmt_config
-        table = getattr(onmt_config, "PRESETS", None)
-        if table:
-            return table
-    except ImportError:
-        pass
-    from headlab.heads.onmt_model import PRESETS
-    return PRESETS
+#: architecture keys taken from a preset; embedding tying comes from the flags only, so
+#: that the default reproduces paper A Table 5 (separate source/target embeddings)
+_ARCH = ("hidden_size", "heads", "transformer_ff", "add_qkvbias")
+_ARCH_FLAGS = ("add_ffnbias", "parallel_residual")          # store_true options
+_ARCH_VALUES = ("layer_norm", "pos_ffn_activation_fn", "norm_eps")
+
+
+def _preset(name: str) -> dict:
+    """Architecture of preset ``name`` from headlab/presets.yaml (headlab.onmt_config)."""
+    try:
+        from headlab.onmt_config import resolve_preset
+    except ImportError:                 # stand-alone fallback: headlab.heads.onmt_model.PRESETS
+        from headlab.heads.onmt_model import PRESETS
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}",
+                              key="preset") from None
+        return dict(PRESETS[name])
+    return resolve_preset(name)
 
 
 def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_vocab: int = 32000,
@@ -31,17 +41,16 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
           encoder_type: str = "headlab") -> int:
     from headlab.heads.onmt_model import build_model, count_parameters, model_opt, toy_vocabs
 
-    presets = _presets()
-    if preset not in presets:
-        raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(presets))}", key="preset")
+    options = _preset(preset)
     try:
         enc_layers, dec_layers = (int(x) for x in layers.split("+"))
     except ValueError:
         raise ConfigError(f"--layers {layers!r}: expected ENC+DEC, e.g. 6+6 or 6+1", key="layers") from None
-    hp = {k: v for k, v in presets[preset].items()
-          if k in ("hidden_size", "heads", "transformer_ff", "add_qkvbias")}
+    hp = {k: options[k] for k in _ARCH if k in options}
+    extra = [f"-{k}" for k in _ARCH_FLAGS if options.get(k)]
+    extra += [a for k in _ARCH_VALUES if k in options for a in (f"-{k}", str(options[k]))]
     opt = model_opt(encoder_type=encoder_type, enc_heads=heads, enc_layers=enc_layers,
-                    dec_layers=dec_layers, share_embeddings=share_embeddings, **hp)
+                    dec_layers=dec_layers, share_embeddings=share_embeddings, extra=extra, **hp)
     vocabs = toy_vocabs(src_vocab, tgt_vocab or src_vocab, share=share_embeddings)
     return count_parameters(build_model(opt, vocabs, device="meta"))
 

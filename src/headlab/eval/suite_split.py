@@ -1,0 +1,68 @@
+"""Contrastive/WSD suites as ordinary ``split`` files of a corpus directory.
+
+``headlab suite-split --suite NAME --pair P --root DIR --out-prefix PREFIX`` writes
+``PREFIX.src`` and ``PREFIX.tgt`` (raw text, one segment per line) so that the workflow's
+own tokenise -> truecase -> BPE rules bring a suite into each model's preprocessing, and
+translation/forced scoring treat it like any test set. Suites:
+
+- ``distil_<name>`` (EN->DE, DistilLingEval ``<name>.mt``): source twice, then the correct
+  targets followed by the incorrect ones (the single-score-file layout that
+  ``headlab contrastive distil --scores`` reads).
+- ``mucow`` (de-en, en-de; the MuCoW WMT19 translation suite): sources and references of
+  the sentences whose corpus (key column 2) is in ``--domains`` (default: ted, tatoeba, the
+  two paper A Table 6 reports), plus ``PREFIX.key`` with their key lines.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from headlab.errors import ConfigError
+from headlab.io import atomic_write, read_lines
+
+DISTIL_PAIRS = {"en-de"}
+MUCOW_PAIRS = {"de-en", "en-de", "en-cs", "en-fi", "en-lt", "en-ru", "fi-en", "lt-en", "ru-en"}
+
+
+def _write(path: str, lines: list[str]) -> None:
+    with atomic_write(path) as handle:
+        handle.writelines(line + "\n" for line in lines)
+
+
+def distil(root: Path, name: str, pair: str) -> tuple[list[str], list[str]]:
+    from headlab.eval.suites import load_distil_lingeval
+
+    if pair not in DISTIL_PAIRS:
+        raise ConfigError(f"DistilLingEval is an EN->DE suite; pair {pair!r} cannot score it", key="suite")
+    _, src, good, bad = load_distil_lingeval(root / "distil-lingeval" / f"{name}.mt")
+    return src + src, good + bad
+
+
+def mucow(root: Path, pair: str, domains: list[str]) -> tuple[list[str], list[str], list[str]]:
+    if pair not in MUCOW_PAIRS:
+        raise ConfigError(f"MuCoW has no translation suite for {pair!r}", key="suite")
+    folder = root / "mucow" / "translation"
+    src, ref, keys = (read_lines(folder / f"{pair}.{kind}.txt") for kind in ("text", "ref", "key"))
+    keep = [i for i, key in enumerate(keys) if key.split("\t")[1] in domains]
+    return [src[i] for i in keep], [ref[i] for i in keep], [keys[i] for i in keep]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headlab suite-split", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", required=True, help="distil_<name> or mucow")
+    parser.add_argument("--pair", required=True)
+    parser.add_argument("--root", required=True, help="folder with the fetched datasets (DATA/raw)")
+    parser.add_argument("--out-prefix", required=True)
+    parser.add_argument("--domains", default="ted,tatoeba", help="MuCoW corpora to keep")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    if args.suite.startswith("distil_"):
+        src, tgt = distil(root, args.suite[len("distil_"):], args.pair)
+    elif args.suite == "mucow":
+        src, tgt, keys = mucow(root, args.pair, args.domains.split(","))
+        _write(f"{args.out_prefix}.key", keys)
+    else:
+        raise ConfigError(f"unknown suite {args.suite!r} (distil_<name> or mucow)", key="suite")
+    _write(f"{args.out_prefix}.src", src)
+    _write(f"{args.out_prefix}.tgt", tgt)
+    return 0
