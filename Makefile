@@ -43,6 +43,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not slow"
 
 bench: setup
+	$(SNAKE) --cores $(CORES) results/data/multi30k/de-en/full/vocab.txt
 	$(BIN)/python -m headlab.bench --out results/bench
 
 dryrun: setup

@@ -10,10 +10,17 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# the embedded default, only when no --configfile is given (snakemake would otherwise
+# merge the two, mixing the default's studies into another config's)
+if not config:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "config/schema.yaml")
+
+
+report: "report/workflow.rst"
 
 
 include: "rules/common.smk"

@@ -3,6 +3,11 @@
 # subject-verb distance), MuCoW WSD accuracy, and compare-mt bootstrap / length bins.
 
 
+def _suite_limit(w):
+    limit = corpus(w.corpus).get("test_limit")
+    return f"--limit {limit}" if limit else ""
+
+
 def _mucow_domains():
     return ",".join(config.get("evaluation", {}).get("mucow_domains", ["ted", "tatoeba"]))
 
@@ -15,13 +20,15 @@ rule suite_distil:
         tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/distil_{{suite}}.tgt",
     wildcard_constraints:
         suite=r"[a-z_]+",
+    params:
+        limit=_suite_limit,
     log:
         f"{LOGS}/suites/{{corpus}}/{{pair}}/{{size}}/distil_{{suite}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab suite-split --suite distil_{wildcards.suite} --pair {wildcards.pair} --root {DATA}/raw "
-        "--out-prefix {DATA}/{wildcards.corpus}/{wildcards.pair}/{wildcards.size}/raw/distil_{wildcards.suite} 2> {log}"
+        "{params.limit} --out-prefix {DATA}/{wildcards.corpus}/{wildcards.pair}/{wildcards.size}/raw/distil_{wildcards.suite} 2> {log}"
 
 
 rule suite_mucow:
@@ -33,13 +40,14 @@ rule suite_mucow:
         key=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/mucow.key",
     params:
         domains=_mucow_domains(),
+        limit=_suite_limit,
     log:
         f"{LOGS}/suites/{{corpus}}/{{pair}}/{{size}}/mucow.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab suite-split --suite mucow --pair {wildcards.pair} --root {DATA}/raw --domains {params.domains} "
-        "--out-prefix {DATA}/{wildcards.corpus}/{wildcards.pair}/{wildcards.size}/raw/mucow 2> {log}"
+        "{params.limit} --out-prefix {DATA}/{wildcards.corpus}/{wildcards.pair}/{wildcards.size}/raw/mucow 2> {log}"
 
 
 ruleorder: suite_mucow > suite_distil > prepare
@@ -77,13 +85,14 @@ rule distil_accuracy:
         suite=r"[a-z_]+",
     params:
         distance=lambda w: "" if w.suite == "subj_verb_agreement" else "--no-distance",
+        limit=_suite_limit,
     log:
         f"{LOGS}/contrastive/{MODEL}/distil_{{suite}}.{{ablation}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab contrastive distil --suite {DATA}/raw/distil-lingeval/{wildcards.suite}.mt "
-        "--scores {input.scores} --out {output} --system {wildcards.heads} {params.distance} "
+        "--scores {input.scores} --out {output} --system {wildcards.heads} {params.distance} {params.limit} "
         "--parse-cache {DATA}/raw/distil-lingeval/{wildcards.suite}.parses.json 2> {log}"
 
 
@@ -100,3 +109,54 @@ rule mucow_accuracy:
     shell:
         "headlab contrastive mucow --hyp {input.hyp} --key {input.key} --lang-pair {wildcards.pair} "
         "--system {wildcards.heads} --out {output} 2> {log}"
+
+
+# compare-mt over several systems of one group (same data, preset, layers and seed):
+# systems = "HEADS.ABLATION~HEADS.ABLATION~..." with the baseline first.
+GROUP = "{corpus}/{pair}/{size}/{preset}/{layers}/seed{seed}"
+
+
+def _compare_hyps(w):
+    hyps = {}
+    for system in w.systems.split("~"):
+        heads, ablation = system.rsplit(".", 1)
+        hyps[system] = (f"{TRANS}/{w.corpus}/{w.pair}/{w.size}/{w.preset}/{w.layers}/{heads}/"
+                        f"seed{w.seed}/{w.split}.{ablation}.txt")
+    return hyps
+
+
+rule compare:
+    input:
+        unpack(_compare_hyps),
+        ref=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+    output:
+        bootstrap=f"{SCORES}/compare/{GROUP}/{{split}}/{{systems}}.bootstrap.csv",
+        length=f"{SCORES}/compare/{GROUP}/{{split}}/{{systems}}.length.csv",
+    wildcard_constraints:
+        systems=r"[^/]+",
+    params:
+        systems=lambda w, input: " ".join(f"--sys {s}={input[s]}" for s in w.systems.split("~")),
+        baseline=lambda w: w.systems.split("~")[0],
+        samples=config.get("evaluation", {}).get("bootstrap_samples", 1000),
+        p=config.get("evaluation", {}).get("significance", 0.05),
+    log:
+        f"{LOGS}/compare/{GROUP}/{{split}}/{{systems}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab compare --ref {input.ref} {params.systems} --baseline {params.baseline} "
+        "--samples {params.samples} --p {params.p} --bootstrap-out {output.bootstrap} "
+        "--length-out {output.length} --tag pair={wildcards.pair} --tag layers={wildcards.layers} 2> {log}"
+
+
+rule params:
+    input:
+        f"{MODELS}/{MODEL}/model.pt",
+    output:
+        f"{SCORES}/{MODEL}/params.json",
+    log:
+        f"{LOGS}/params/{MODEL}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab params --model {input} --out {output} 2> {log}"

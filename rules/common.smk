@@ -1,7 +1,9 @@
 # Shared helpers: paths, the experiment grid, and the list of final outputs.
 import json
 
+import headlab.studies
 import headlab.workflow
+from headlab.studies import STUDIES
 import os
 import sys
 from pathlib import Path
@@ -67,26 +69,25 @@ def model_dir(w):
 
 
 def study_models(name):
-    """Every model (as a dict of wildcards) the study's grid names."""
-    return list(headlab.workflow.study_models(config["studies"][name]))
+    """(model wildcards, OpenNMT overrides) of every model the study trains."""
+    return list(STUDIES[name].models(config["studies"][name]))
 
 
 def study_overrides(w):
-    """OpenNMT-py overrides for a model: config[training][overrides], then every study that
-    names this model (a model shared by studies must agree, else it is ambiguous)."""
+    """OpenNMT-py overrides for a model: config[training][overrides], then those of every
+    study that trains it (studies sharing a model must agree, else it is ambiguous)."""
     overrides = dict(config.get("training", {}).get("overrides", {}))
-    found = []
-    for name, study in config["studies"].items():
-        for m in study_models(name):
+    found = {}
+    for name in config["studies"]:
+        for m, extra in study_models(name):
             if all(str(m[k]) == str(w[k]) for k in m):
-                found.append((name, study.get("overrides", {})))
-    distinct = {json.dumps(o, sort_keys=True) for _, o in found}
-    if len(distinct) > 1:
-        raise ValueError(f"studies {[n for n, _ in found]} train the same model with different overrides")
-    if found:
-        overrides.update(found[0][1])
+                found[name] = extra
+    if len({json.dumps(o, sort_keys=True) for o in found.values()}) > 1:
+        raise ValueError(f"studies {sorted(found)} train {model_dir(w)} with different overrides")
+    for extra in found.values():
+        overrides.update(extra)
     return overrides
 
 
 def final_outputs():
-    return [f"{TABLES}/{name}.{ext}" for name in config["studies"] for ext in ("csv", "md", "tex")]
+    return headlab.studies.outputs(config, RESULTS)

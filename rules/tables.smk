@@ -1,23 +1,81 @@
-# Tables: one generic rule; each study's builder lives in src/headlab/studies/.
-from headlab.studies import STUDIES
+# Study outputs: tables (csv/md/tex), figures (png/pdf + data csv) and generated READMEs.
+# One generic rule each; the builders live in src/headlab/studies/<study>.py.
+
+OUTDIRS = {STUDIES[name].OUTDIR: name for name in config["studies"]}
 
 
-rule table:
+def _study_output_inputs(w):
+    return headlab.studies.inputs(config, OUTDIRS[w.outdir], getattr(w, "name", "README"), RESULTS)
+
+
+def _names(kind):
+    names = [n for s in config["studies"] for n in getattr(STUDIES[s], kind)]
+    return "|".join(names) or "^$"
+
+
+rule study_table:
     input:
-        lambda w: STUDIES[w.study].inputs(config, w.study, SCORES),
+        _study_output_inputs,
     output:
-        csv=f"{TABLES}/{{study}}.csv",
-        md=f"{TABLES}/{{study}}.md",
-        tex=f"{TABLES}/{{study}}.tex",
+        report(f"{RESULTS}/{{outdir}}/{{name}}.md", caption="../report/table.rst", category="{outdir}",
+               labels={"table": "{name}"}),
+        csv=f"{RESULTS}/{{outdir}}/{{name}}.csv",
+        tex=f"{RESULTS}/{{outdir}}/{{name}}.tex",
     wildcard_constraints:
-        study="|".join(STUDIES),
+        outdir="|".join(OUTDIRS),
+        name=_names("TABLES"),
     params:
-        # the resolved config travels with the job (and a change to it reruns the table)
-        config=json.dumps(config, sort_keys=True),
+        study=lambda w: OUTDIRS[w.outdir],
+        config=json.dumps(config, sort_keys=True),  # travels with the job; a change reruns it
     log:
-        f"{LOGS}/tables/{{study}}.log",
+        f"{LOGS}/study/{{outdir}}/{{name}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
-        "headlab study-table --study {wildcards.study} --scores {SCORES} "
-        "--out {TABLES}/{wildcards.study} --config-json {params.config:q} 2> {log}"
+        "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
+        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+
+
+rule study_figure:
+    input:
+        _study_output_inputs,
+    output:
+        report(f"{RESULTS}/{{outdir}}/{{name}}.png", caption="../report/figure.rst", category="{outdir}",
+               labels={"figure": "{name}"}),
+        pdf=f"{RESULTS}/{{outdir}}/{{name}}.pdf",
+        csv=f"{RESULTS}/{{outdir}}/{{name}}.csv",
+    wildcard_constraints:
+        outdir="|".join(OUTDIRS),
+        name=_names("FIGURES"),
+    params:
+        study=lambda w: OUTDIRS[w.outdir],
+        config=json.dumps(config, sort_keys=True),
+    log:
+        f"{LOGS}/study/{{outdir}}/{{name}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
+        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+
+
+rule study_readme:
+    input:
+        _study_output_inputs,
+    output:
+        report(f"{RESULTS}/{{outdir}}/README.md", caption="../report/readme.rst", category="{outdir}"),
+    wildcard_constraints:
+        outdir="|".join(OUTDIRS),
+    params:
+        study=lambda w: OUTDIRS[w.outdir],
+        config=json.dumps(config, sort_keys=True),
+    log:
+        f"{LOGS}/study/{{outdir}}/README.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab study-table --study {params.study} --name README --results {RESULTS} "
+        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/README 2> {log}"
+
+
+ruleorder: study_readme > study_table

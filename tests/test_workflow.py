@@ -87,6 +87,23 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     score = json.loads(next((tmp_path / "results/scores").rglob("test_2016_flickr.full.json")).read_text())
     assert score["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert score["n"] == 20
+    # paper A: every table and figure, each table with the paper's numbers beside ours
+    paper = tmp_path / "results/paper_A"
+    for name in ("T1", "T2", "T3", "T4", "T5", "T6"):
+        for ext in ("csv", "md", "tex"):
+            assert (paper / f"{name}.{ext}").stat().st_size > 0, name
+    for name in ("F2", "F3"):
+        for ext in ("png", "pdf", "csv"):
+            assert (paper / f"{name}.{ext}").stat().st_size > 0, name
+    t1 = (paper / "T1.csv").read_text().splitlines()
+    assert t1[0].startswith("row,1+1 ours,1+1 paper")
+    assert any(line.startswith("DE-EN 8L,") and ",25.66" in line for line in t1)  # paper A Table 1
+    t5 = (paper / "T5.csv").read_text()
+    assert "#params (M) ours" in t5 and "91.7" in t5
+    readme = (paper / "README.md").read_text()
+    assert "## Which effects of the paper hold here" in readme and "§4.4" in readme
+    f3 = (paper / "F3.csv").read_text().splitlines()
+    assert f3[0].startswith("system,suite,category,by,bucket,correct,total,accuracy")
     # a second run has nothing to do
     again = snakemake("-n", "--configfile", str(config))
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

@@ -29,7 +29,12 @@ training step of the layer needs (activations, gradients, temporaries). On CUDA 
 n x n score tensors alone would exceed ``--mem-limit-gb`` are skipped (row with empty
 values) rather than risk the OOM killer on a shared machine.
 
-Training throughput: :func:`bench_train` (TODO, the lead adds it).
+Training (``train.csv``, columns ``impl,spec,steps,src_tok_s,tgt_tok_s,wall_s``): full
+tiny models (preset ``tiny``, 3+3 layers) on the workflow's Multi30k de-en data, trained
+for ``--train-steps`` steps with 1 thread: stock ``onmt_train`` (``-encoder_type
+transformer``) against ``headlab train`` with 8L, 7Ftoken+1L and 7Fword+1L, in the same
+run, round-robin over ``--rounds`` rounds. tokens/s is the median of OpenNMT-py's own
+per-report throughput, the first report (start-up, bucketing) excluded.
 """
 from __future__ import annotations
 
@@ -159,10 +164,69 @@ def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, d
     return rows
 
 
-def bench_train(out_dir: str, *args, **kwargs):
-    """TODO(lead): training tokens/s of full models (8L vs 7Ftoken+1L vs 7Fword+1L) through
-    onmt_train, written to ``train.csv``."""
-    raise NotImplementedError("bench_train: training throughput is not written yet")
+TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L")]
+TRAIN_COLUMNS = ["impl", "spec", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
+_TOKS = __import__("re").compile(r"Step (\d+)/.*?; ([\d.]+)/([\d.]+) tok/s")
+
+
+def train_once(impl: str, spec: str, data_dir: str, work: str, steps: int, threads: int = 1) -> dict:
+    """Train one tiny model for ``steps`` steps; OpenNMT-py's reported tokens/s."""
+    import tempfile
+
+    from headlab.onmt_config import train_config, write_yaml
+
+    stock = impl == "onmt"
+    folder = tempfile.mkdtemp(dir=work, prefix=f"{impl}-{spec}-")
+    options = train_config(
+        preset="tiny", layers="3+3", heads=spec,
+        train_src=f"{data_dir}/bpe/train.src", train_tgt=f"{data_dir}/bpe/train.tgt",
+        valid_src=f"{data_dir}/bpe/val.src", valid_tgt=f"{data_dir}/bpe/val.tgt",
+        vocab=f"{data_dir}/vocab.txt", save_dir=folder,
+        overrides={"train_steps": steps, "report_every": max(1, steps // 6),
+                   "save_checkpoint_steps": 10 * steps,
+                   **({"encoder_type": "transformer"} if stock else {})})
+    if stock:
+        options.pop("enc_heads", None)
+    write_yaml(options, f"{folder}/onmt.yaml")
+    bin_dir = os.path.dirname(sys.executable)
+    cmd = ([os.path.join(bin_dir, "onmt_train")] if stock else [sys.executable, "-m", "headlab.cli", "train"])
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    start = time.perf_counter()
+    proc = subprocess.run(cmd + ["-config", f"{folder}/onmt.yaml"], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"{impl} {spec} training failed:\n{proc.stderr[-3000:]}")
+    reports = [(float(a), float(b)) for _, a, b in _TOKS.findall(proc.stderr)][1:]
+    return {"impl": impl, "spec": spec, "steps": steps,
+            "src_tok_s": round(statistics.median(r[0] for r in reports), 1),
+            "tgt_tok_s": round(statistics.median(r[1] for r in reports), 1),
+            "wall_s": round(wall, 1)}
+
+
+def bench_train(out_dir: str, data_dir: str = "results/data/multi30k/de-en/full", steps: int = 60,
+                rounds: int = 1, threads: int = 1) -> list[dict]:
+    import shutil
+    import tempfile
+
+    from headlab.io import atomic_write
+
+    if not os.path.exists(f"{data_dir}/vocab.txt"):
+        raise SystemExit(f"no prepared data in {data_dir}: run `snakemake {data_dir}/vocab.txt` first")
+    work = tempfile.mkdtemp(prefix="headlab-bench-train-")
+    rows = []
+    try:
+        for _ in range(rounds):
+            for impl, spec in TRAIN_CONFIGS:
+                rows.append(train_once(impl, spec, data_dir, work, steps, threads))
+                print(",".join(str(rows[-1][c]) for c in TRAIN_COLUMNS), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_write(os.path.join(out_dir, "train.csv")) as handle:
+        writer = csv.DictWriter(handle, fieldnames=TRAIN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", default=None, help="comma list, default cpu (+cuda if available)")
     parser.add_argument("--mem-limit-gb", type=float, default=6.0)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
+    parser.add_argument("--what", default="attention,train", help="attention, train or both")
+    parser.add_argument("--train-data", default="results/data/multi30k/de-en/full")
+    parser.add_argument("--train-steps", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--one", nargs=6, metavar=("IMPL", "SPEC", "N", "BATCH", "DEVICE", "THREADS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -182,7 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     devices = args.devices.split(",") if args.devices else None
-    bench_attention(args.out, sizes, args.batch, devices, args.mem_limit_gb, threads=args.threads)
+    what = args.what.split(",")
+    if "attention" in what:
+        bench_attention(args.out, sizes, args.batch, devices, args.mem_limit_gb, threads=args.threads)
+    if "train" in what:
+        bench_train(args.out, args.train_data, args.train_steps, args.rounds, args.threads)
     return 0
 
 

@@ -33,3 +33,10 @@ def model_path(model: Mapping[str, str]) -> str:
 
 def score_path(scores_root: str, model: Mapping[str, str], test: str, ablation: str = "full") -> str:
     return f"{scores_root}/{model_path(model)}/{test}.{ablation}.json"
+
+
+def results_paths(root: str) -> dict[str, str]:
+    """Where the workflow's generic rules write, under the config's ``results`` folder."""
+    return {name: f"{root}/{sub}" for name, sub in (
+        ("data", "data"), ("models", "models"), ("translations", "translations"),
+        ("scores", "scores"), ("logs", "logs"))}

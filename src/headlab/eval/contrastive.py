@@ -115,10 +115,12 @@ def aggregate(contrasts: list[dict], *, system: str, suite: str, by_sense: bool 
 def distil_accuracy(directory, correct_scores: list[float], incorrect_scores: list[float], *,
                     system: str = "system", distance: bool | None = None, parse_cache=None,
                     higher_is_better: bool = True, ties_win: bool = False,
-                    paths=("correct scores", "incorrect scores")):
+                    paths=("correct scores", "incorrect scores"), limit: int | None = None):
     """DistilLingEval accuracy, with subject-verb distance bins for subj_verb_agreement
-    (``distance=None``: only for that phenomenon)."""
+    (``distance=None``: only for that phenomenon); ``limit``: the first N pairs only (the
+    same cut as ``headlab suite-split --limit``)."""
     category, src, good, bad = suites.load_distil_lingeval(directory)
+    src, good, bad = src[:limit], good[:limit], bad[:limit]
     for path, values in zip(paths, (correct_scores, incorrect_scores)):
         if len(values) != len(src):
             raise DataError(f"{len(values)} scores but the suite {directory} has {len(src)} pairs", path=str(path))
@@ -172,6 +174,7 @@ def main(argv: list[str]) -> int:
     d.add_argument("--system", default="system")
     d.add_argument("--parse-cache", default=None, help="JSON cache of spaCy parses of src.en")
     d.add_argument("--no-distance", action="store_true")
+    d.add_argument("--limit", type=int, default=None, help="first N pairs only (smoke tests)")
     d.add_argument("--lower-is-better", action="store_true")
 
     j = sub.add_parser("json", help="LingEval97 / ContraWSD / MuCoW scoring accuracy")
@@ -220,7 +223,7 @@ def main(argv: list[str]) -> int:
             paths = (args.correct_scores, args.incorrect_scores)
         else:
             parser.error("give --correct-scores and --incorrect-scores, or --scores")
-        frame = distil_accuracy(args.suite, good, bad, system=args.system,
+        frame = distil_accuracy(args.suite, good, bad, system=args.system, limit=args.limit,
                                 distance=False if args.no_distance else None, parse_cache=args.parse_cache,
                                 higher_is_better=not args.lower_is_better, ties_win=args.ties_win, paths=paths)
         write_csv(args.out, add_tags(frame, tags))

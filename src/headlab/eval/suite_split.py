@@ -29,21 +29,22 @@ def _write(path: str, lines: list[str]) -> None:
         handle.writelines(line + "\n" for line in lines)
 
 
-def distil(root: Path, name: str, pair: str) -> tuple[list[str], list[str]]:
+def distil(root: Path, name: str, pair: str, limit: int | None = None) -> tuple[list[str], list[str]]:
     from headlab.eval.suites import load_distil_lingeval
 
     if pair not in DISTIL_PAIRS:
         raise ConfigError(f"DistilLingEval is an EN->DE suite; pair {pair!r} cannot score it", key="suite")
     _, src, good, bad = load_distil_lingeval(root / "distil-lingeval" / f"{name}.mt")
+    src, good, bad = src[:limit], good[:limit], bad[:limit]
     return src + src, good + bad
 
 
-def mucow(root: Path, pair: str, domains: list[str]) -> tuple[list[str], list[str], list[str]]:
+def mucow(root: Path, pair: str, domains: list[str], limit: int | None = None) -> tuple[list[str], list[str], list[str]]:
     if pair not in MUCOW_PAIRS:
         raise ConfigError(f"MuCoW has no translation suite for {pair!r}", key="suite")
     folder = root / "mucow" / "translation"
     src, ref, keys = (read_lines(folder / f"{pair}.{kind}.txt") for kind in ("text", "ref", "key"))
-    keep = [i for i, key in enumerate(keys) if key.split("\t")[1] in domains]
+    keep = [i for i, key in enumerate(keys) if key.split("\t")[1] in domains][:limit]
     return [src[i] for i in keep], [ref[i] for i in keep], [keys[i] for i in keep]
 
 
@@ -54,12 +55,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", required=True, help="folder with the fetched datasets (DATA/raw)")
     parser.add_argument("--out-prefix", required=True)
     parser.add_argument("--domains", default="ted,tatoeba", help="MuCoW corpora to keep")
+    parser.add_argument("--limit", type=int, default=None, help="first N items only (smoke tests)")
     args = parser.parse_args(argv)
     root = Path(args.root)
     if args.suite.startswith("distil_"):
-        src, tgt = distil(root, args.suite[len("distil_"):], args.pair)
+        src, tgt = distil(root, args.suite[len("distil_"):], args.pair, args.limit)
     elif args.suite == "mucow":
-        src, tgt, keys = mucow(root, args.pair, args.domains.split(","))
+        src, tgt, keys = mucow(root, args.pair, args.domains.split(","), args.limit)
         _write(f"{args.out_prefix}.key", keys)
     else:
         raise ConfigError(f"unknown suite {args.suite!r} (distil_<name> or mucow)", key="suite")

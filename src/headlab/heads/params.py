@@ -55,6 +55,23 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
     return count_parameters(build_model(opt, vocabs, device="meta"))
 
 
+def count_checkpoint(path: str) -> int:
+    """Parameters of a trained OpenNMT-py checkpoint (tied weights counted once)."""
+    import headlab.plugin  # noqa: F401
+    import torch
+    from onmt.inputters.inputter import dict_to_vocabs
+    from onmt.model_builder import build_base_model
+    from onmt.utils.parse import ArgumentParser
+
+    from headlab.heads.onmt_model import count_parameters
+
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    opt = ArgumentParser.ckpt_model_opts(ckpt["opt"])
+    with torch.device("meta"):
+        model = build_base_model(opt, dict_to_vocabs(ckpt["vocab"]))
+    return count_parameters(model)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab params", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="base")
@@ -64,7 +81,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tgt-vocab", type=int, default=None)
     parser.add_argument("--share-embeddings", action="store_true")
     parser.add_argument("--encoder-type", default="headlab", help="headlab or transformer (stock)")
+    parser.add_argument("--model", help="count a trained checkpoint instead of a preset")
+    parser.add_argument("--out", help="write {\"params\": N} as JSON here instead of printing N")
     args = parser.parse_args(argv)
+    if args.model:
+        n = count_checkpoint(args.model)
+        if args.out:
+            import json
+            from headlab.io import atomic_write
+            with atomic_write(args.out) as handle:
+                json.dump({"params": n, "model": args.model}, handle)
+            return 0
+        print(n)
+        return 0
     n = count(args.preset, args.layers, args.heads, src_vocab=args.src_vocab,
               tgt_vocab=args.tgt_vocab, share_embeddings=args.share_embeddings,
               encoder_type=args.encoder_type)

@@ -1,31 +1,96 @@
-"""Study table builders: study name -> (inputs(config, name), build(config, name, inputs, prefix)).
+"""Study builders. A study module declares:
 
-One generic Snakemake rule renders every study; a study = one module here + one entry.
+- ``OUTDIR``: its outputs go to ``<results>/<OUTDIR>/``;
+- ``models(study)``: (model wildcards, OpenNMT overrides) of every model it trains;
+- ``Files(config, study, results_root)``: where the generic rules wrote what it reads;
+- ``TABLES`` / ``FIGURES``: name -> builder(files) -> (inputs, build); ``build()`` returns
+  (Table, tidy DataFrame) for tables and (tidy DataFrame, plot keywords) for figures;
+- optionally ``readme(files, provenance) -> str`` (a generated ``README.md``).
+
+One generic Snakemake rule per output kind renders them (rules/tables.smk).
 """
 from __future__ import annotations
 
-from headlab.studies import baseline
+import argparse
+import json
+import os
+import subprocess
+import time
+
+from headlab.studies import baseline, paper_A
 
 STUDIES = {
     "baseline": baseline,
+    "paper_A": paper_A,
 }
 
 
-def main(argv: list[str]) -> int:
-    """``headlab study-table --study NAME --scores DIR --out PREFIX --config-json JSON``."""
-    import argparse
-    import json
+def outputs(config, root: str) -> list[str]:
+    """Every final file of the configured studies."""
+    files = []
+    for name in config["studies"]:
+        module = STUDIES[name]
+        prefix = f"{root}/{module.OUTDIR}"
+        files += [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
+        files += [f"{prefix}/{fig}.{ext}" for fig in module.FIGURES for ext in ("png", "pdf", "csv")]
+        if hasattr(module, "readme"):
+            files.append(f"{prefix}/README.md")
+    return files
 
+
+def builder(config, study: str, name: str, root: str):
+    module = STUDIES[study]
+    files = module.Files(config, config["studies"][study], root)
+    kind = module.TABLES.get(name) or module.FIGURES.get(name)
+    if kind is None:
+        raise KeyError(f"study {study!r} has no output {name!r}")
+    return kind(files)
+
+
+def inputs(config, study: str, name: str, root: str) -> list[str]:
+    if name == "README":
+        module = STUDIES[study]
+        prefix = f"{root}/{module.OUTDIR}"
+        return ([f"{prefix}/{t}.csv" for t in module.TABLES] + [f"{prefix}/{f}.csv" for f in module.FIGURES]
+                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]])
+    return builder(config, study, name, root)[0]
+
+
+def _provenance(config) -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return {"headlab commit": commit, "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "host": os.uname().nodename}
+
+
+def main(argv: list[str]) -> int:
+    """``headlab study-table --study S --name N --results DIR --config-json JSON --out PREFIX``."""
+    from headlab.io import atomic_write
+    from headlab.report.figures import plot, save
     from headlab.report.tables import write_table
 
     parser = argparse.ArgumentParser(prog="headlab study-table")
     parser.add_argument("--study", required=True, choices=sorted(STUDIES))
-    parser.add_argument("--scores", required=True)
-    parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.{csv,md,tex}")
+    parser.add_argument("--name", required=True, help="a table, a figure, or README")
+    parser.add_argument("--results", required=True, help="the workflow's results folder")
     parser.add_argument("--config-json", required=True)
+    parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv/md/tex, .png/pdf/csv, or .md)")
     args = parser.parse_args(argv)
     config = json.loads(args.config_json)
     module = STUDIES[args.study]
-    table = module.table(config, args.study, args.scores)
-    write_table(table, args.out)
+    if args.name == "README":
+        files = module.Files(config, config["studies"][args.study], args.results)
+        with atomic_write(args.out + ".md") as handle:
+            handle.write(module.readme(files, _provenance(config)))
+    elif args.name in module.TABLES:
+        table, _ = builder(config, args.study, args.name, args.results)[1]()
+        write_table(table, args.out)
+    else:
+        tidy, style = builder(config, args.study, args.name, args.results)[1]()
+        with atomic_write(args.out + ".csv") as handle:
+            tidy.to_csv(handle, index=False)
+        save(plot(tidy, **style), args.out)
     return 0

@@ -1,8 +1,7 @@
 """The 8L baseline: BLEU of every model of the ``baseline`` study on every test set.
 
-Rows: pair (and layers/heads/size/seed when the study varies them); columns: test sets.
-The sacreBLEU signature is kept in the table caption (all scores share one signature).
-"""
+Rows: pair (and corpus/size/layers/heads/seed when the study varies them); columns:
+test sets. The sacreBLEU signature goes into the caption (all scores share one)."""
 from __future__ import annotations
 
 import json
@@ -10,39 +9,49 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from headlab.report.tables import Table, pivot
-from headlab.workflow import score_path, study_models
+from headlab.report.tables import pivot
+from headlab.workflow import MODEL, results_paths, study_models
 
+OUTDIR = "tables"
 _VARYING = ("size", "layers", "heads", "seed")  # shown in the row label only when they vary
 
 
-def inputs(config: Mapping[str, Any], name: str, scores_root: str) -> list[str]:
-    study = config["studies"][name]
-    return [score_path(scores_root, m, t) for m in study_models(study)
-            for t in config["corpora"][m["corpus"]]["tests"]]
-
-
-def scores(config: Mapping[str, Any], name: str, scores_root: str) -> pd.DataFrame:
-    """One tidy row per (model, test set) with BLEU, chrF and the sacreBLEU signature."""
-    study = config["studies"][name]
-    rows = []
+def models(study: Mapping[str, Any]):
     for model in study_models(study):
-        for test in config["corpora"][model["corpus"]]["tests"]:
-            with open(score_path(scores_root, model, test), encoding="utf-8") as handle:
+        yield model, dict(study.get("overrides", {}))
+
+
+class Files:
+    def __init__(self, config, study, root):
+        self.config, self.study, self.scores = config, study, results_paths(root)["scores"]
+
+    def bleu(self, model, test):
+        return f"{self.scores}/{MODEL.format(**model)}/{test}.full.json"
+
+
+def baseline(f: Files):
+    pairs = [(m, t) for m in study_models(f.study) for t in f.config["corpora"][m["corpus"]]["tests"]]
+    inputs = [f.bleu(m, t) for m, t in pairs]
+
+    def build():
+        rows = []
+        for model, test in pairs:
+            with open(f.bleu(model, test), encoding="utf-8") as handle:
                 score = json.load(handle)
             rows.append({**model, "test": test, "bleu": score["bleu"], "chrf": score.get("chrf"),
                          "signature": score.get("signature")})
-    return pd.DataFrame(rows)
+        tidy = pd.DataFrame(rows)
+        label = ["corpus"] if tidy["corpus"].nunique() > 1 else []
+        label += ["pair"] + [k for k in _VARYING if tidy[k].nunique() > 1]
+        tidy["system"] = tidy[label].astype(str).agg(" ".join, axis=1)
+        study = f.study
+        caption = (f"BLEU of the {', '.join(study['heads'])} model(s), preset {study['preset']}, layers "
+                   f"{', '.join(study['layers'])}. sacreBLEU: {'; '.join(sorted(set(tidy['signature'].dropna())))}")
+        table = pivot(tidy, index="system", columns="test", values="bleu", best=None, caption=caption,
+                      label="tab:baseline")
+        return table, tidy
+    return inputs, build
 
 
-def table(config: Mapping[str, Any], name: str, scores_root: str) -> Table:
-    tidy = scores(config, name, scores_root)
-    label = ["corpus"] if tidy["corpus"].nunique() > 1 else []
-    label += ["pair"] + [k for k in _VARYING if tidy[k].nunique() > 1]
-    tidy["system"] = tidy[label].astype(str).agg(" ".join, axis=1)
-    signatures = sorted(set(tidy["signature"].dropna()))
-    study = config["studies"][name]
-    caption = (f"BLEU of the {', '.join(study['heads'])} model(s), preset {study['preset']}, "
-               f"layers {', '.join(study['layers'])}. sacreBLEU: {'; '.join(signatures)}")
-    return pivot(tidy, index="system", columns="test", values="bleu", best=None,
-                 caption=caption, label=f"tab:{name}")
+TABLES = {"baseline": baseline}
+FIGURES: dict = {}

@@ -1,0 +1,398 @@
+"""Paper A (Raganato et al. 2020, fixed encoder self-attention patterns): Tables 1-6 and
+Figures 2-3, each beside the paper's own numbers (``paper_A_reference.csv``).
+
+The study config names the grid (see config/schema.yaml ``paper_A``)::
+
+    data:    {multi30k: [de-en, en-de]}   # the standard scenario: T1, T4, T5, T6, F2, F3
+    layers:  ["1+1", "2+1", "2+2"]         # T1 columns
+    shallow: "2+1"                          # stands where the paper has 6+1 (T4, T6, F3)
+    deep:    "2+2"                          # stands where the paper has 6+6 (T2-T6, F2, F3)
+    heads:   [8L, 7Ftoken+1L, 7Fword+1L, 1L]
+    lowres:  {data: ..., preset: ...}       # T2 (§4.2 hyper-parameters)
+    highres: {data: ..., preset: ...}       # T3 (optional: without it T3 shows the paper only)
+
+Rows are systems (head specs; ``H8 disabled`` = head 8 ablated at test time, §4.3).
+Where our grid is smaller than the paper's, columns are labelled by *role* (shallow /
+deep decoder) so that our numbers stand beside the paper's 6+1 / 6+6 ones.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from headlab.report.tables import Table, beside, pivot
+from headlab.workflow import MODEL, results_paths
+
+OUTDIR = "paper_A"
+FIXED = "7Ftoken+1L"                     # the system of Table 4 and Figures 2-3
+ABLATED = f"{FIXED} (H8 disabled)"
+PAPER_ROLE = {"6+1": "shallow", "6+6": "deep"}
+
+
+# -- the grid -------------------------------------------------------------------------
+
+def _grid(data: Mapping[str, list], preset: str, layers: list, heads: list, size: str, seeds: list):
+    for corpus, pairs in data.items():
+        for pair in pairs:
+            for lay in layers:
+                for head in heads:
+                    for seed in seeds:
+                        yield dict(corpus=corpus, pair=pair, size=str(size), preset=preset,
+                                   layers=lay, heads=head, seed=str(seed))
+
+
+def models(study: Mapping[str, Any]):
+    """(model, OpenNMT overrides) for every model the study trains."""
+    size, seeds = study.get("size", "full"), study.get("seeds", [1])
+    heads, deep = study["heads"], study["deep"]
+    standard = dict(study.get("overrides", {}))
+    for m in _grid(study["data"], study["preset"], study["layers"], heads, size, seeds):
+        yield m, standard
+    for m in _grid(study["data"], study["preset"], [deep], [study.get("eight_fixed", "8Ftoken")], size, seeds):
+        yield m, standard
+    for part in ("lowres", "highres"):
+        if study.get(part):
+            sub = study[part]
+            for m in _grid(sub["data"], sub["preset"], [deep], heads, size, seeds):
+                yield m, dict(sub.get("overrides", {}))
+
+
+def _model(study, corpus, pair, layers, heads, preset=None):
+    return dict(corpus=corpus, pair=pair, size=str(study.get("size", "full")),
+                preset=preset or study["preset"], layers=layers, heads=heads,
+                seed=str(study.get("seeds", [1])[0]))
+
+
+def _pairs(data):
+    return [(corpus, pair) for corpus, pairs in data.items() for pair in pairs]
+
+
+def _find_pair(study, pair):
+    for corpus, p in _pairs(study["data"]):
+        if p == pair:
+            return corpus
+    return None
+
+
+# -- file names (as the workflow's generic rules write them) ------------------------------
+
+@dataclass
+class Files:
+    config: Mapping[str, Any]
+    study: Mapping[str, Any]
+    root: str
+
+    def test(self, corpus):
+        return self.config["corpora"][corpus]["tests"][0]
+
+    def bleu(self, m, ablation="full"):
+        return f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/{self.test(m['corpus'])}.{ablation}.json"
+
+    def params(self, m):
+        return f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/params.json"
+
+    def mucow(self, m, ablation="full"):
+        return f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/mucow.{ablation}.mucow.csv"
+
+    def sva(self, m, ablation="full"):
+        return (f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/"
+                f"distil_subj_verb_agreement.{ablation}.accuracy.csv")
+
+    def compare(self, m, systems: list[tuple[str, str]]):
+        group = f"{m['corpus']}/{m['pair']}/{m['size']}/{m['preset']}/{m['layers']}/seed{m['seed']}"
+        name = "~".join(f"{h}.{a}" for h, a in systems)
+        return f"{results_paths(self.root)['scores']}/compare/{group}/{self.test(m['corpus'])}/{name}"
+
+
+def _load_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def reference(table: str) -> pd.DataFrame:
+    text = resources.files("headlab.studies").joinpath("paper_A_reference.csv").read_text(encoding="utf-8")
+    from io import StringIO
+    ref = pd.read_csv(StringIO(text), dtype={"layers": str})
+    return ref[ref["table"] == table].copy()
+
+
+def _label(system, ablation):
+    return ABLATED if (system, ablation) == (FIXED, "no-h8") else system
+
+
+# -- tables -----------------------------------------------------------------------------
+# Each builder: (files) -> (inputs, build) where build() returns (Table, tidy ours).
+
+def t1(f: Files):
+    """BLEU, standard scenario, layers x head specs, * = significantly below 8L (bootstrap)."""
+    s, heads = f.study, f.study["heads"]
+    base, others = heads[0], heads[1:]
+    groups = [(_model(s, c, p, lay, base), lay) for c, p in _pairs(s["data"]) for lay in s["layers"]]
+    systems = [(base, "full")] + [(h, "full") for h in others]
+    inputs = [f.compare(m, systems) + ".bootstrap.csv" for m, _ in groups]
+    inputs += [f.bleu({**m, "heads": h}) for m, _ in groups for h in heads]
+
+    def build():
+        rows = []
+        for m, lay in groups:
+            boot = pd.read_csv(f.compare(m, systems) + ".bootstrap.csv")
+            lower = dict(zip(boot["system"], boot["significantly_lower"]))
+            for h in heads:
+                bleu = _load_json(f.bleu({**m, "heads": h}))["bleu"]
+                rows.append(dict(pair=m["pair"], layers=lay, system=h, bleu=bleu,
+                                 significantly_lower=bool(lower.get(f"{h}.full", False)),
+                                 row=f"{m['pair'].upper()} {h}"))
+        ours = pd.DataFrame(rows)
+        # the paper's layout: one block of systems per direction, layers as columns
+        paper = reference("T1").assign(row=lambda r: r["pair"].str.upper() + " " + r["system"],
+                                       value=lambda r: r["value"].astype(float))
+        table = beside(pivot(ours, index="row", columns="layers", values="bleu", mark="significantly_lower", best=None),
+                       pivot(paper, index="row", columns="layers", values="value", mark="significantly_lower", best=None))
+        table.caption = ("Paper A Table 1: BLEU by encoder+decoder layers. * significantly lower than 8L "
+                         "(paired bootstrap, compare-mt, p < 0.05).")
+        return table, ours
+    return inputs, build
+
+
+def _bleu_table(f: Files, part: str | None, name: str, caption: str):
+    s = f.study
+    sub = s if part is None else (s.get(part) or {})
+    models_ = [_model(s, c, p, s["deep"], h, sub.get("preset", s["preset"]))
+               for c, p in _pairs(sub.get("data", {})) for h in s["heads"]]
+    inputs = [f.bleu(m) for m in models_]
+
+    def build():
+        ours = pd.DataFrame([dict(system=m["heads"], column=m["pair"], bleu=_load_json(f.bleu(m))["bleu"])
+                             for m in models_], columns=["system", "column", "bleu"])
+        paper = reference(name).assign(column=lambda r: r["pair"], value=lambda r: r["value"].astype(float))
+        ours_table = pivot(ours, index="system", columns="column", values="bleu", best="max") if len(ours) else \
+            Table(pd.DataFrame(), None)
+        table = beside(ours_table, pivot(paper, index="system", columns="column", values="value", best="max"))
+        table.caption = caption
+        return table, ours
+    return inputs, build
+
+
+def t2(f):
+    return _bleu_table(f, "lowres", "T2", "Paper A Table 2: low-resource scenarios (6+6; §4.2 hyper-parameters: "
+                                          "1k-token batches, dropout 0.3, tied embeddings). Paper: IWSLT/KO-EN data.")
+
+
+def t3(f):
+    return _bleu_table(f, "highres", "T3", "Paper A Table 3: high-resource scenario (6+6). Empty 'ours' "
+                                           "columns: not configured in this run (no such data offline).")
+
+
+def _roles(s):
+    return [(s["shallow"], "shallow"), (s["deep"], "deep")]
+
+
+def t4(f: Files):
+    """BLEU change when head k of 7Ftoken+1L is disabled at test time (§4.3)."""
+    s = f.study
+    cells = [(c, p, lay, role) for c, p in _pairs(s["data"]) for lay, role in _roles(s)]
+    heads = range(1, 9)
+    inputs = [f.bleu(_model(s, c, p, lay, FIXED), a) for c, p, lay, _ in cells
+              for a in ["full"] + [f"no-h{k}" for k in heads]]
+
+    def build():
+        rows = []
+        for c, p, lay, role in cells:
+            m = _model(s, c, p, lay, FIXED)
+            full = _load_json(f.bleu(m))["bleu"]
+            for k in heads:
+                rows.append(dict(system=f"H{k} disabled", column=f"{p} {role}", layers=lay,
+                                 bleu_delta=_load_json(f.bleu(m, f"no-h{k}"))["bleu"] - full))
+        ours = pd.DataFrame(rows)
+        paper = reference("T4")
+        paper = paper.assign(system=paper["ablation"].str.replace("no-h", "H") + " disabled",
+                             column=paper["pair"] + " " + paper["layers"].map(PAPER_ROLE),
+                             value=paper["value"].astype(float))
+        table = beside(pivot(ours, index="system", columns="column", values="bleu_delta", best="min"),
+                       pivot(paper, index="system", columns="column", values="value", best="min"))
+        table.caption = (f"Paper A Table 4: BLEU difference when one head of {FIXED} is disabled in every "
+                         f"encoder layer at test time. shallow = ours {s['shallow']} / paper 6+1; "
+                         f"deep = ours {s['deep']} / paper 6+6. Heads 6/7 follow §3.2 (end/start).")
+        return table, ours
+    return inputs, build
+
+
+def t5(f: Files):
+    s = f.study
+    systems = [s["heads"][0], FIXED, s.get("eight_fixed", "8Ftoken")]
+    models_ = [_model(s, c, p, s["deep"], h) for c, p in _pairs(s["data"]) for h in systems]
+    inputs = [f.bleu(m) for m in models_] + [f.params(m) for m in models_]
+
+    def build():
+        rows = []
+        for m in models_:
+            rows.append(dict(system=m["heads"], column=m["pair"], value=_load_json(f.bleu(m))["bleu"]))
+            rows.append(dict(system=m["heads"], column="#params (M)", value=_load_json(f.params(m))["params"] / 1e6))
+        ours = pd.DataFrame(rows).drop_duplicates(["system", "column"])
+        paper = reference("T5")
+        paper = paper.assign(column=paper.apply(lambda r: "#params (M)" if r["metric"] == "params_millions"
+                                                else r["pair"], axis=1), value=paper["value"].astype(float))
+        table = beside(pivot(ours, index="system", columns="column", values="value", best=None, decimals=2),
+                       pivot(paper, index="system", columns="column", values="value", best=None))
+        table.caption = (f"Paper A Table 5: eight fixed heads ({s['deep']}); #params counted from our "
+                         "checkpoints (tied embeddings counted once), the paper's for its EN-DE model.")
+        return table, ours
+    return inputs, build
+
+
+def _three(s):
+    return [(s["heads"][0], "full"), (FIXED, "full"), (FIXED, "no-h8")]
+
+
+def t6(f: Files):
+    s = f.study
+    pair = s.get("wsd_pair", "de-en")
+    corpus = _find_pair(s, pair)
+    cells = [(lay, role) for lay, role in _roles(s)] if corpus else []
+    inputs = [f.mucow(_model(s, corpus, pair, lay, h), a) for lay, _ in cells for h, a in _three(s)]
+
+    def build():
+        rows = []
+        for lay, role in cells:
+            for h, a in _three(s):
+                frame = pd.read_csv(f.mucow(_model(s, corpus, pair, lay, h), a))
+                avg = frame[frame["corpus"] == "ted+tatoeba"].iloc[0]
+                rows.append(dict(system=_label(h, a), column=f"MuCoW {role}", accuracy=avg["precision"],
+                                 coverage=avg["coverage"], layers=lay))
+        ours = pd.DataFrame(rows, columns=["system", "column", "accuracy", "coverage", "layers"])
+        paper = reference("T6")
+        paper = paper.assign(system=[_label(x, y) for x, y in zip(paper["system"], paper["ablation"])],
+                             column=paper["metric"].map({"accuracy_mucow": "MuCoW", "accuracy_contrawsd": "ContraWSD"})
+                             + " " + paper["layers"].map(PAPER_ROLE), value=paper["value"].astype(float))
+        table = beside(pivot(ours, index="system", columns="column", values="accuracy", best="max", decimals=3)
+                       if len(ours) else Table(pd.DataFrame(), None),
+                       pivot(paper, index="system", columns="column", values="value", best="max", decimals=3))
+        table.decimals = 3
+        table.caption = (f"Paper A Table 6: WSD accuracy of {pair} models, MuCoW TED+Tatoeba average "
+                         "(ours: precision = hit / (hit + miss), MuCoW's scoring). ContraWSD is not "
+                         "available offline: paper numbers only.")
+        return table, ours
+    return inputs, build
+
+
+# -- figures ----------------------------------------------------------------------------
+
+def f2(f: Files):
+    s = f.study
+    pair = s.get("wsd_pair", "de-en")
+    corpus = _find_pair(s, pair)
+    m = _model(s, corpus, pair, s["deep"], s["heads"][0]) if corpus else None
+    inputs = [f.compare(m, _three(s)) + ".length.csv"] if m else []
+
+    def build():
+        tidy = pd.read_csv(inputs[0])
+        tidy["system"] = [_label(*x.rsplit(".", 1)) for x in tidy["system"]]
+        return tidy, dict(x="bucket", y="bleu", hue="system", xlabel="reference length (words)",
+                          ylabel="BLEU", title=f"Paper A Fig. 2: BLEU by sentence length ({pair}, {s['deep']})")
+    return inputs, build
+
+
+def f3(f: Files):
+    s = f.study
+    pair = s.get("sva_pair", "en-de")
+    corpus = _find_pair(s, pair)
+    cells = [(lay, role) for lay, role in _roles(s)] if corpus else []
+    inputs = [f.sva(_model(s, corpus, pair, lay, h), a) for lay, _ in cells for h, a in _three(s)]
+
+    def build():
+        frames = []
+        for lay, role in cells:
+            for h, a in _three(s):
+                frame = pd.read_csv(f.sva(_model(s, corpus, pair, lay, h), a))
+                frames.append(frame[frame["by"] == "distance"].assign(system=_label(h, a), layers=lay))
+        tidy = pd.concat(frames, ignore_index=True)
+        return tidy, dict(x="bucket", y="accuracy", hue="system", col="layers", xlabel="subject-verb distance",
+                          ylabel="accuracy", title=None)
+    return inputs, build
+
+
+TABLES: dict[str, Callable] = {"T1": t1, "T2": t2, "T3": t3, "T4": t4, "T5": t5, "T6": t6}
+FIGURES: dict[str, Callable] = {"F2": f2, "F3": f3}
+
+
+# -- the generated README -----------------------------------------------------------------
+
+def _verdict(hits: int, total: int) -> str:
+    if total == 0:
+        return "not measured in this run"
+    word = "holds" if hits == total else ("partly holds" if hits else "does not hold")
+    return f"{word} ({hits} of {total})"
+
+
+def effects(f: Files) -> list[tuple[str, str]]:
+    """The paper's claims, checked on our numbers: (claim, verdict)."""
+    s, out = f.study, []
+    base = s["heads"][0]
+    _, build = t1(f)
+    t1_ours = build()[1]
+    deep = t1_ours[t1_ours["layers"] == s["deep"]]
+    cells = deep.groupby("pair")
+    close = [abs(g.set_index("system").loc[FIXED, "bleu"] - g.set_index("system").loc[base, "bleu"]) <= 1.0
+             for _, g in cells]
+    out.append((f"§4.1: with the deep decoder, {FIXED} is within 1 BLEU of {base}", _verdict(sum(close), len(close))))
+    if "1L" in s["heads"]:
+        lowest = [g.set_index("system")["bleu"].idxmin() == "1L" for _, g in t1_ours.groupby(["pair", "layers"])]
+        out.append(("§4.1: 1L is the weakest encoder (every layer configuration)", _verdict(sum(lowest), len(lowest))))
+    if s.get("lowres"):
+        t2_ours = t2(f)[1]()[1]
+        wins = [g.set_index("system").loc[FIXED, "bleu"] >= g.set_index("system").loc[base, "bleu"]
+                for _, g in t2_ours.groupby("column")]
+        out.append((f"§4.2: low-resource, fixed heads ({FIXED}) >= learned ({base})", _verdict(sum(wins), len(wins))))
+    t4_ours = t4(f)[1]()[1]
+    top = [set(g[g["system"] != "H8 disabled"].nsmallest(3, "bleu_delta")["system"]) ==
+           {"H2 disabled", "H3 disabled", "H4 disabled"} for _, g in t4_ours.groupby("column")]
+    out.append(("§4.3: heads 2, 3, 4 (previous, next, previous context) matter most among the fixed heads",
+                _verdict(sum(top), len(top))))
+    t5_ours = t5(f)[1]()[1]
+    params = t5_ours[t5_ours["column"] == "#params (M)"].set_index("system")["value"]
+    order = list(params.reindex([base, FIXED, s.get("eight_fixed", "8Ftoken")]))
+    out.append(("§4.4: #params 8L > 7Ftoken+1L > 8Ftoken", _verdict(int(order[0] > order[1] > order[2]), 1)))
+    t6_ours = t6(f)[1]()[1]
+    drops = [g.set_index("system").loc[ABLATED, "accuracy"] < g.set_index("system").loc[FIXED, "accuracy"]
+             for _, g in t6_ours.groupby("column")]
+    out.append(("§5.3: disabling the learned head H8 lowers MuCoW accuracy", _verdict(sum(drops), len(drops))))
+    return out
+
+
+def readme(f: Files, provenance: Mapping[str, Any]) -> str:
+    s, config = f.study, f.config
+    from headlab.onmt_config import resolve_preset
+
+    preset = {**resolve_preset(s["preset"]), **config.get("training", {}).get("overrides", {}), **s.get("overrides", {})}
+    lines = [
+        "# Paper A reproduction (generated)",
+        "",
+        "Raganato, Scherrer, Tiedemann (2020). *Fixed Encoder Self-Attention Patterns in Transformer-Based "
+        "Machine Translation*. Every table shows our number beside the paper's (`ours` / `paper`).",
+        "This file is written by the workflow (`headlab study-table --readme`); do not edit it.",
+        "",
+        "## Scale of this run",
+        "",
+        f"- data: " + "; ".join(f"{c} {', '.join(p)} (test: {f.test(c)})" for c, p in s["data"].items()),
+        f"- model preset `{s['preset']}`: d={preset.get('hidden_size')}, ff={preset.get('transformer_ff')}, "
+        f"{preset.get('heads')} heads, {preset.get('train_steps')} training steps of "
+        f"{preset.get('batch_size')} {preset.get('batch_type', 'tokens')}",
+        f"- layers: T1 {', '.join(s['layers'])}; shallow decoder {s['shallow']} (paper 6+1), "
+        f"deep {s['deep']} (paper 6+6)",
+        f"- low-resource (T2): " + ("; ".join(f"{c} {', '.join(p)}" for c, p in s["lowres"]["data"].items())
+                                    + f", preset `{s['lowres']['preset']}`" if s.get("lowres") else "not configured"),
+        f"- high-resource (T3): " + ("configured" if s.get("highres") else "not configured (paper numbers only)"),
+        f"- device: {config.get('training', {}).get('device', 'cpu')}; seeds: {s.get('seeds', [1])}",
+    ]
+    lines += [f"- {k}: {v}" for k, v in provenance.items()]
+    lines += ["", "## Which effects of the paper hold here", "", "| claim | here |", "|---|---|"]
+    lines += [f"| {claim} | {verdict} |" for claim, verdict in effects(f)]
+    lines += ["", "## Outputs", ""]
+    lines += [f"- [{n}]({n}.md) ([csv]({n}.csv), [tex]({n}.tex))" for n in TABLES]
+    lines += [f"- [{n}]({n}.png) ([pdf]({n}.pdf), data [{n}.csv]({n}.csv))" for n in FIGURES]
+    return "\n".join(lines) + "\n"
+
