@@ -102,6 +102,10 @@ def train(argv: list[str]) -> int:
     shutil.copyfile(done[-1][1], tmp)
     os.replace(tmp, final)
     logger.info("headlab: final model %s (step %d)", final, done[-1][0])
+    # a resumed run leaves the interrupted run's checkpoints behind: keep the newest ones
+    keep = opt.keep_checkpoint if opt.keep_checkpoint > 0 else len(done)
+    for _, path in done[:-keep]:
+        path.unlink()
     return 0
 
 
