@@ -12,7 +12,7 @@ min_version("9.0")
 
 # the embedded default, only when no --configfile is given (snakemake would otherwise
 # merge the two, mixing the default's studies into another config's)
-if not config:
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
