@@ -1,0 +1,52 @@
+"""Study builders: the paper A reference numbers, the grid, suite splits."""
+from __future__ import annotations
+
+import pytest
+
+from headlab.errors import ConfigError
+from headlab.eval.suite_split import distil, mucow
+from headlab.studies import paper_A
+
+STUDY = dict(data={"multi30k": ["de-en", "en-de"]}, layers=["1+1", "2+1", "2+2"], shallow="2+1",
+             deep="2+2", heads=["8L", "7Ftoken+1L", "7Fword+1L", "1L"], preset="mini",
+             lowres=dict(data={"multi30k": ["fr-en"]}, preset="mini_lowres", overrides={"train_steps": 9}))
+
+
+def test_reference_has_every_published_number():
+    counts = {t: len(paper_A.reference(t)) for t in ("T1", "T2", "T3", "T4", "T5", "T6")}
+    assert counts == {"T1": 56, "T2": 20, "T3": 8, "T4": 64, "T5": 15, "T6": 12}
+    t1 = paper_A.reference("T1")
+    cell = t1[(t1.pair == "de-en") & (t1.layers == "6+6") & (t1.system == "1L")].iloc[0]
+    assert cell.value == 30.17 and cell.significantly_lower
+
+
+def test_grid_covers_every_table():
+    models = list(paper_A.models(STUDY))
+    standard = [m for m, _ in models if m["preset"] == "mini"]
+    # T1: 2 pairs x 3 layers x 4 specs, T5: + 8Ftoken at the deep setting for each pair
+    assert len(standard) == 2 * 3 * 4 + 2
+    assert {m["heads"] for m in standard if m["layers"] == "2+2"} == {"8L", "7Ftoken+1L", "7Fword+1L", "1L", "8Ftoken"}
+    lowres = [(m, o) for m, o in models if m["preset"] == "mini_lowres"]
+    assert len(lowres) == 4 and all(m["layers"] == "2+2" and o == {"train_steps": 9} for m, o in lowres)
+
+
+def test_verdict_wording():
+    assert paper_A._verdict(2, 2) == "holds (2 of 2)"
+    assert paper_A._verdict(1, 3) == "partly holds (1 of 3)"
+    assert paper_A._verdict(0, 1) == "does not hold (0 of 1)"
+    assert paper_A._verdict(0, 0) == "not measured in this run"
+
+
+def test_distil_split_puts_correct_then_incorrect(mirror):
+    src, tgt = distil(mirror, "subj_verb_agreement", "en-de", limit=3)
+    assert len(src) == len(tgt) == 6 and src[:3] == src[3:]
+    assert tgt[0] != tgt[3]  # correct vs incorrect variant of the same source
+    with pytest.raises(ConfigError, match="EN->DE"):
+        distil(mirror, "subj_verb_agreement", "de-en")
+
+
+def test_mucow_split_keeps_requested_domains(mirror):
+    src, ref, keys = mucow(mirror, "de-en", ["ted", "tatoeba"])
+    assert len(src) == len(ref) == len(keys) == 769 + 445  # the mirror's de-en key file
+    assert {k.split("\t")[1] for k in keys} == {"ted", "tatoeba"}
+    assert len(mucow(mirror, "de-en", ["ted"], limit=5)[0]) == 5
