@@ -118,9 +118,18 @@ def _patch_fresh_init() -> None:
     @functools.wraps(original)
     def build_model(model_opt, opt, vocabs, checkpoint, device_id):
         model = original(model_opt, opt, vocabs, checkpoint, device_id)
+        if checkpoint is not None:
+            return model
         encoder = getattr(model, "encoder", None)
-        if checkpoint is None and hasattr(encoder, "reset_head_parameters"):
+        if hasattr(encoder, "reset_head_parameters"):
             encoder.reset_head_parameters()
+        if getattr(model_opt, "embeddings_init", "onmt") == "normal":
+            import torch
+            std = model_opt.word_vec_size ** -0.5
+            for part in (encoder, getattr(model, "decoder", None)):
+                lut = getattr(getattr(part, "embeddings", None), "word_lut", None)
+                if lut is not None:  # shared embeddings: the same tensor, drawn twice
+                    torch.nn.init.normal_(lut.weight, 0.0, std)
         return model
 
     builder.build_model = build_model

@@ -17,6 +17,12 @@ def model_opts(parser) -> None:
         help="Encoder self-attention head spec (paper A names: 8L, 7Ftoken+1L, 7Fword+1L, "
              "1L, 1Lwide, 8Ftoken, 8Fword). Used when -encoder_type headlab.",
     )
+    group.add(
+        "--embeddings_init", "-embeddings_init", type=str, default="onmt", choices=["onmt", "normal"],
+        help="Word embedding initialisation of new models: 'onmt' keeps -param_init(_glorot); "
+             "'normal' draws N(0, d^-0.5) as Vaswani et al. (Glorot over a large vocabulary "
+             "gives embeddings far smaller than the positional encoding).",
+    )
 
 
 def translate_opts(parser) -> None:
