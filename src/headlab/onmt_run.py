@@ -61,15 +61,15 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def resume_point(save_model: str, newer_than: float = 0.0) -> Path | None:
+def resume_point(save_model: str, newer_than: float = 0.0, max_step: int | None = None) -> Path | None:
     """The newest checkpoint that loads; unreadable newer ones are moved aside.
 
     Checkpoints older than ``newer_than`` (the mtime of the training config) belong to an
     earlier configuration and are never resumed from."""
     from onmt.utils.logging import logger
     for step, path in reversed(checkpoints(save_model)):
-        if path.stat().st_mtime < newer_than:
-            logger.info("headlab: removing %s: written under an older training config", path)
+        if path.stat().st_mtime < newer_than or (max_step is not None and step > max_step):
+            logger.info("headlab: removing %s: written under another training config", path)
             path.unlink()
             continue
         if _readable(path):
@@ -88,21 +88,24 @@ def train(argv: list[str]) -> int:
     init_logger(opt.log_file)
     if not opt.train_from:
         config = getattr(opt, "config", None)
-        last = resume_point(opt.save_model, os.path.getmtime(config) if config else 0.0)
+        last = resume_point(opt.save_model, os.path.getmtime(config) if config else 0.0, opt.train_steps)
         if last is not None:
             logger.info("headlab: resuming interrupted training from checkpoint %s", last)
             opt.train_from = str(last)
     onmt_train(opt)
     done = checkpoints(opt.save_model)
-    if not done or done[-1][0] < opt.train_steps:
-        raise HeadlabError(f"training stopped before step {opt.train_steps} "
-                           f"(last checkpoint: {done[-1][1] if done else 'none'})")
+    # the final model is this run's last step, never a newer-numbered stray checkpoint
+    last = dict(done).get(opt.train_steps)
+    if last is None:
+        raise HeadlabError(f"training stopped before step {opt.train_steps}: "
+                           f"no {opt.save_model}_step_{opt.train_steps}.pt")
     final = Path(opt.save_model + ".pt")
     tmp = final.with_suffix(".pt.tmp")
-    shutil.copyfile(done[-1][1], tmp)
+    shutil.copyfile(last, tmp)
     os.replace(tmp, final)
-    logger.info("headlab: final model %s (step %d)", final, done[-1][0])
+    logger.info("headlab: final model %s (step %d)", final, opt.train_steps)
     # a resumed run leaves the interrupted run's checkpoints behind: keep the newest ones
+    done = [(step, path) for step, path in done if step <= opt.train_steps]
     keep = opt.keep_checkpoint if opt.keep_checkpoint > 0 else len(done)
     for _, path in done[:-keep]:
         path.unlink()
