@@ -248,21 +248,29 @@ def _three(s):
     return [(s["heads"][0], "full"), (FIXED, "full"), (FIXED, "no-h8")]
 
 
+def _three_by_role(f: Files, pair: str, path) -> list[tuple[str, str, str, str]]:
+    """(layers, role, system label, result file) for 8L, 7Ftoken+1L and its H8-disabled
+    variant at the shallow and deep settings: the grid of Table 6 and Figure 3."""
+    s, corpus = f.study, _find_pair(f.study, pair)
+    if corpus is None:
+        return []
+    return [(lay, role, _label(h, a), path(_model(s, corpus, pair, lay, h), a))
+            for lay, role in _roles(s) for h, a in _three(s)]
+
+
 def t6(f: Files):
     s = f.study
     pair = s.get("wsd_pair", "de-en")
-    corpus = _find_pair(s, pair)
-    cells = [(lay, role) for lay, role in _roles(s)] if corpus else []
-    inputs = [f.mucow(_model(s, corpus, pair, lay, h), a) for lay, _ in cells for h, a in _three(s)]
+    cells = _three_by_role(f, pair, f.mucow)
+    inputs = [path for *_, path in cells]
 
     def build():
         rows = []
-        for lay, role in cells:
-            for h, a in _three(s):
-                frame = pd.read_csv(f.mucow(_model(s, corpus, pair, lay, h), a))
-                avg = frame[frame["corpus"] == "ted+tatoeba"].iloc[0]
-                rows.append(dict(system=_label(h, a), column=f"MuCoW {role}", accuracy=avg["precision"],
-                                 coverage=avg["coverage"], layers=lay))
+        for lay, role, system, path in cells:
+            frame = pd.read_csv(path)
+            avg = frame[frame["corpus"] == "ted+tatoeba"].iloc[0]
+            rows.append(dict(system=system, column=f"MuCoW {role}", accuracy=avg["precision"],
+                             coverage=avg["coverage"], layers=lay))
         ours = pd.DataFrame(rows, columns=["system", "column", "accuracy", "coverage", "layers"])
         paper = reference("T6")
         paper = paper.assign(system=[_label(x, y) for x, y in zip(paper["system"], paper["ablation"])],
@@ -298,17 +306,14 @@ def f2(f: Files):
 
 def f3(f: Files):
     s = f.study
-    pair = s.get("sva_pair", "en-de")
-    corpus = _find_pair(s, pair)
-    cells = [(lay, role) for lay, role in _roles(s)] if corpus else []
-    inputs = [f.sva(_model(s, corpus, pair, lay, h), a) for lay, _ in cells for h, a in _three(s)]
+    cells = _three_by_role(f, s.get("sva_pair", "en-de"), f.sva)
+    inputs = [path for *_, path in cells]
 
     def build():
         frames = []
-        for lay, role in cells:
-            for h, a in _three(s):
-                frame = pd.read_csv(f.sva(_model(s, corpus, pair, lay, h), a))
-                frames.append(frame[frame["by"] == "distance"].assign(system=_label(h, a), layers=lay))
+        for lay, _, system, path in cells:
+            frame = pd.read_csv(path)
+            frames.append(frame[frame["by"] == "distance"].assign(system=system, layers=lay))
         tidy = pd.concat(frames, ignore_index=True)
         return tidy, dict(x="bucket", y="accuracy", hue="system", col="layers", xlabel="subject-verb distance",
                           ylabel="accuracy", title=None)
