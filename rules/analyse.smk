@@ -72,7 +72,7 @@ rule forced_score:
         "../envs/onmt.yaml"
     shell:
         "OMP_NUM_THREADS={threads} headlab score -model {input.model} -src {input.src} -tgt {input.tgt} "
-        "-out {output} -batch_size 64 {params.gpu} {params.ablation} > {log} 2>&1"
+        "-out {output} -batch_size 24 {params.gpu} {params.ablation} > {log} 2>&1"
 
 
 rule distil_accuracy:
