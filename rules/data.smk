@@ -104,10 +104,32 @@ rule bpe_learn:
         "headlab preprocess bpe-learn --merges {params.merges} --in {input} --codes {output} 2> {log}"
 
 
+rule bpe_learn_side:
+    # corpora with `bpe_joint: false` (paper A §4.2: "independent for Korean-English")
+    input:
+        lambda w: f"{DATA}/{w.corpus}/{w.pair}/{w.size}/tc/{corpus(w.corpus)['train']}.{w.side}",
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe.{{side}}.codes",
+    params:
+        merges=lambda w: corpus(w.corpus)["bpe_merges"],
+    log:
+        f"{LOGS}/bpe/{{corpus}}/{{pair}}/{{size}}/learn.{{side}}.log",
+    conda:
+        "../envs/data.yaml"
+    shell:
+        "headlab preprocess bpe-learn --merges {params.merges} --in {input} --codes {output} 2> {log}"
+
+
+def bpe_codes(w):
+    if corpus(w.corpus).get("bpe_joint", True):
+        return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe.codes"
+    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe.{w.side}.codes"
+
+
 rule bpe_apply:
     input:
         text=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tc/{{split}}.{{side}}",
-        codes=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe.codes",
+        codes=bpe_codes,
     output:
         f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.{{side}}",
     log:
@@ -130,3 +152,27 @@ rule vocab:
         "../envs/onmt.yaml"
     shell:
         "headlab vocab --train {input} --out {output} 2> {log}"
+
+
+rule vocab_separate:
+    # `bpe_joint: false`: one vocabulary per side, from one OpenNMT-py build_vocab run
+    input:
+        lambda w: expand(f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{corpus(w.corpus)['train']}.{{side}}",
+                         side=["src", "tgt"]),
+    output:
+        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.src.txt",
+        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.tgt.txt",
+    log:
+        f"{LOGS}/vocab/{{corpus}}/{{pair}}/{{size}}.separate.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab vocab --train {input} --out {output.src} --out-tgt {output.tgt} 2> {log}"
+
+
+def vocabularies(w):
+    """The model's vocabulary file(s): one shared (joint BPE), or source then target."""
+    folder = f"{DATA}/{w.corpus}/{w.pair}/{w.size}"
+    if corpus(w.corpus).get("bpe_joint", True):
+        return [f"{folder}/vocab.txt"]
+    return [f"{folder}/vocab.src.txt", f"{folder}/vocab.tgt.txt"]

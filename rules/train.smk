@@ -10,7 +10,7 @@ rule onmt_config:
     input:
         train=lambda w: [_data(w, corpus(w.corpus)["train"], s) for s in ("src", "tgt")],
         valid=lambda w: [_data(w, corpus(w.corpus)["valid"], s) for s in ("src", "tgt")],
-        vocab=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.txt",
+        vocab=vocabularies,
         # a changed preset reruns the models that use it
         presets=workflow.source_path("../src/headlab/presets.yaml"),
     output:

@@ -11,7 +11,7 @@ MIRRORED = ("multi30k", "iwslt14-de-en", "iwslt15-en-vi", "mucow", "distil-linge
 
 
 def test_dataset_names():
-    assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en"}
+    assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en", "park-ko-en"}
     with pytest.raises(DataError, match="unknown dataset 'nope'.*multi30k"):
         registry.get("nope")
 
@@ -57,6 +57,18 @@ def test_iwslt_entries():
     wmt = registry.get("wmt19-de-en")
     assert wmt.file("sacrebleu/wmt14-test-full.tgz").md5 == "a8cd784e006feb32ac6f3d9ec7eb389a"
     assert set(wmt.splits) == {"dev", "test"}
+
+
+def test_park_ko_en_reads_the_tarball_members():
+    park = registry.get("park-ko-en")
+    src, tgt = park.pair_parts("ko-en", "test")
+    assert (src[0].rel, src[0].member) == ("korean-english-park.test.tar.gz", "korean-english-park.test.ko")
+    assert tgt[0].member == "korean-english-park.test.en"
+    train = park.file("korean-english-park.train.tar.gz")
+    assert train.url == ("https://raw.githubusercontent.com/jungyeul/korean-parallel-corpora/master/"
+                         "korean-english-news-v1/korean-english-park.train.tar.gz")
+    assert not train.verifiable_download          # needs --allow-unverified
+    assert set(park.splits) == {"train", "dev", "test"}
 
 
 def test_other_suites_by_name():

@@ -45,6 +45,19 @@ def test_train_config_fills_grid_values():
     assert options["data"]["corpus_1"] == {"path_src": "a.src", "path_tgt": "a.tgt"}
 
 
+def test_one_vocabulary_is_shared_two_are_per_side():
+    shared = train_config(preset="tiny", layers="1+1", heads="8L", **PATHS)
+    assert shared["share_vocab"] is True and shared["src_vocab"] == shared["tgt_vocab"]
+    assert shared["share_embeddings"] is True
+    paths = dict(PATHS, vocab=["v.src", "v.tgt"])
+    separate = train_config(preset="tiny_lowres", layers="1+1", heads="8L", **paths)
+    assert (separate["src_vocab"], separate["tgt_vocab"], separate["share_vocab"]) == ("v.src", "v.tgt", False)
+    # paper A §4.2 KO-EN: independent BPE, so only the decoder's embeddings stay tied
+    assert separate["share_embeddings"] is False and separate["share_decoder_embeddings"] is True
+    with pytest.raises(ConfigError, match="two .source, target. vocabularies, got 3"):
+        train_config(preset="tiny", layers="1+1", heads="8L", **dict(PATHS, vocab=["a", "b", "c"]))
+
+
 def test_misspelled_override_is_an_error_with_suggestion():
     with pytest.raises(ConfigError, match=r"unknown OpenNMT-py train option 'lerning_rate'; did you mean 'learning_rate'"):
         train_config(preset="tiny", layers="1+1", heads="8L", overrides={"lerning_rate": 1.0}, **PATHS)

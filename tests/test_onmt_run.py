@@ -54,6 +54,19 @@ def test_vocab_is_shared_and_counted(toy):
     assert all(int(c) > 0 for c in tokens.values())
 
 
+def test_separate_vocabularies_one_per_side(tmp_path):
+    (tmp_path / "s").write_text("a b a\nb c\n")
+    (tmp_path / "t").write_text("X Y\nX X Z\n")
+    result = run(HEADLAB + ["vocab", "--train", str(tmp_path / "s"), str(tmp_path / "t"),
+                            "--out", str(tmp_path / "v.src"), "--out-tgt", str(tmp_path / "v.tgt")])
+    assert result.returncode == 0, result.stderr
+    src = dict(line.split("\t") for line in (tmp_path / "v.src").read_text().splitlines())
+    tgt = dict(line.split("\t") for line in (tmp_path / "v.tgt").read_text().splitlines())
+    assert src == {"a": "2", "b": "2", "c": "1"}
+    assert tgt == {"X": "3", "Y": "1", "Z": "1"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "t", "v.src", "v.tgt"]  # no temp files left
+
+
 def test_unknown_cli_option_is_an_error(toy):
     result = run(HEADLAB + ["train", "-config", str(toy / "train.yaml"), "-lerning_rate", "1"])
     assert result.returncode == 1

@@ -47,6 +47,17 @@ def test_shipped_configs_dry_run(configfile, tmp_path):
     assert re.search(r"\btrain\b", result.stdout + result.stderr)
 
 
+def test_paper_config_learns_korean_english_bpe_per_side(tmp_path):
+    # paper A §4.2: BPE "shared between source and target language, but independent for KO-EN"
+    result = snakemake("-n", "--configfile", "config/paper.yaml", "--config", f"results={tmp_path / 'results'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout + result.stderr
+    assert "data/park-ko-en/ko-en/full/bpe.src.codes" in out and "data/park-ko-en/ko-en/full/bpe.tgt.codes" in out
+    assert "data/park-ko-en/ko-en/full/vocab.tgt.txt" in out
+    assert "data/park-ko-en/ko-en/full/bpe.codes" not in out
+    assert "data/iwslt14-de-en/de-en/full/bpe.codes" in out
+
+
 def test_unknown_config_key_is_an_error_naming_it(tmp_path, mirror):
     config = write_config(tmp_path, mirror, **{"training.treads": 2})
     result = snakemake("-n", "--configfile", str(config))

@@ -14,7 +14,7 @@ import functools
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -112,11 +112,17 @@ def validate_yaml_file(path: str | Path, kind: str = "train") -> dict[str, Any]:
 
 
 def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_tgt: str,
-                 valid_src: str, valid_tgt: str, vocab: str, save_dir: str, seed: int = 1,
+                 valid_src: str, valid_tgt: str, vocab: str | Sequence[str], save_dir: str, seed: int = 1,
                  overrides: Mapping[str, Any] | None = None,
                  presets: Mapping[str, Mapping] | None = None) -> dict[str, Any]:
-    """The full OpenNMT-py training config for one model of the experiment grid."""
+    """The full OpenNMT-py training config for one model of the experiment grid.
+
+    ``vocab``: one shared vocabulary (joint BPE), or (source, target) vocabularies.
+    """
     enc_layers, dec_layers = parse_layers(layers)
+    vocabs = [vocab] if isinstance(vocab, (str, Path)) else list(vocab)
+    if len(vocabs) not in (1, 2):
+        raise ConfigError(f"expected one shared or two (source, target) vocabularies, got {len(vocabs)}")
     options = resolve_preset(preset, presets)
     options.update({
         "enc_layers": enc_layers,
@@ -126,15 +132,19 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
             "corpus_1": {"path_src": train_src, "path_tgt": train_tgt},
             "valid": {"path_src": valid_src, "path_tgt": valid_tgt},
         },
-        "src_vocab": vocab,
-        "tgt_vocab": vocab,
-        "share_vocab": True,
+        "src_vocab": str(vocabs[0]),
+        "tgt_vocab": str(vocabs[-1]),
+        "share_vocab": len(vocabs) == 1,
         "save_model": f"{save_dir}/model",
         "save_data": save_dir,
         "overwrite": True,
         "world_size": 1,
     })
     options.setdefault("gpu_ranks", [])
+    if len(vocabs) == 2:
+        # two vocabularies: the encoder and decoder embeddings cannot be one matrix; the
+        # decoder's input and output embeddings stay tied where the preset says so
+        options["share_embeddings"] = False
     if options.get("encoder_type") == "headlab":
         options["enc_heads"] = heads
     elif heads != "8L":
@@ -156,7 +166,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--heads", default="8L", help="encoder head spec, e.g. 7Ftoken+1L")
     parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"))
     parser.add_argument("--valid", nargs=2, required=True, metavar=("SRC", "TGT"))
-    parser.add_argument("--vocab", required=True)
+    parser.add_argument("--vocab", required=True, nargs="+", metavar="VOCAB",
+                        help="one shared vocabulary, or source and target vocabularies")
     parser.add_argument("--save-dir", required=True)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",

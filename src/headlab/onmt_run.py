@@ -156,8 +156,10 @@ main = main_train
 
 
 def vocab(argv: list[str]) -> int:
-    """``headlab vocab --train SRC TGT --out VOCAB``: one shared vocabulary (joint BPE) built
-    by OpenNMT-py's build_vocab over the whole training corpus, written atomically."""
+    """``headlab vocab --train SRC TGT --out VOCAB [--out-tgt TGT_VOCAB]``: the vocabulary
+    built by OpenNMT-py's build_vocab over the whole training corpus, written atomically:
+    one shared by both sides (joint BPE), or with ``--out-tgt`` one per side (separate BPE
+    models, paper A §4.2 for Korean-English)."""
     import argparse
     import tempfile
 
@@ -165,19 +167,24 @@ def vocab(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="headlab vocab")
     parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"))
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="the shared (or, with --out-tgt, source) vocabulary")
+    parser.add_argument("--out-tgt", help="a separate target vocabulary")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    shared = args.out_tgt is None
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".vocab.") as tmp:
         config = Path(tmp) / "build_vocab.yaml"
         config.write_text(yaml.safe_dump({
             "data": {"corpus_1": {"path_src": args.train[0], "path_tgt": args.train[1]}},
-            "save_data": tmp, "src_vocab": f"{tmp}/vocab", "share_vocab": True,
-            "n_sample": -1, "overwrite": True, "num_threads": 1,
+            "save_data": tmp, "src_vocab": f"{tmp}/vocab.src", "tgt_vocab": f"{tmp}/vocab.tgt",
+            "share_vocab": shared, "n_sample": -1, "overwrite": True, "num_threads": 1,
         }))
         build_vocab(["-config", str(config)])
-        os.replace(f"{tmp}/vocab", out)
+        if not shared:
+            Path(args.out_tgt).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f"{tmp}/vocab.tgt", args.out_tgt)
+        os.replace(f"{tmp}/vocab.src", out)
     return 0
 
 

@@ -457,6 +457,23 @@ def _iwslt15_files() -> dict[str, RemoteFile]:
     return files
 
 
+PARK_KO_EN = "https://raw.githubusercontent.com/jungyeul/korean-parallel-corpora/master/korean-english-news-v1"
+
+
+def _park_ko_en_files() -> dict[str, RemoteFile]:
+    return {f"korean-english-park.{split}.tar.gz": RemoteFile(
+        f"korean-english-park.{split}.tar.gz", f"{PARK_KO_EN}/korean-english-park.{split}.tar.gz", None,
+        note="Park et al. (2016) news corpus; the repository publishes no checksum and is not "
+             "tagged, so the download is recorded with --allow-unverified")
+        for split in ("train", "dev", "test")}
+
+
+def _park_ko_en_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
+    return {split: {lang: (Part(f"korean-english-park.{split}.tar.gz",
+                                member=f"korean-english-park.{split}.{lang}"),) for lang in ("ko", "en")}
+            for split in ("train", "dev", "test")}
+
+
 def _wmt19_files() -> dict[str, RemoteFile]:
     statmt = "https://data.statmt.org"
     unverified = "statmt publishes no checksum for this file"
@@ -497,6 +514,12 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("iwslt15-en-vi", "IWSLT 2015 TED en-vi (paper A §4.2: dev tst2012, test tst2013)",
             "CC BY-NC-ND 3.0 (TED)", f"nlp.stanford.edu; github.com/quockhuongtrann/preprocess_IWSLT15@{IWSLT15_COMMIT}",
             _iwslt15_files(), ("en", "vi"), _iwslt15_splits()),
+    Dataset("park-ko-en", "Korean-English news, Park et al. (2016) (paper A §4.2 KO-EN: "
+            "94k train, 1k dev, 2k test)", "see github.com/jungyeul/korean-parallel-corpora",
+            "github.com/jungyeul/korean-parallel-corpora (korean-english-news-v1)",
+            _park_ko_en_files(), ("ko", "en"), _park_ko_en_splits(),
+            note="not in the offline mirror; Korean is tokenised with Moses' language-independent "
+                 "rules, then BPE (independent per side, §4.2)"),
     Dataset("wmt19-de-en", "WMT19 news de-en (paper A §4.1): newstest2013 dev, newstest2014 test",
             "WMT terms (research use)", "statmt.org; sacreBLEU test-set archives", _wmt19_files(),
             ("de", "en"),
