@@ -1,6 +1,7 @@
 # Shared helpers: paths, the experiment grid, and the list of final outputs.
 import json
 
+import headlab.data.registry
 import headlab.studies
 import headlab.workflow
 from headlab.studies import STUDIES
@@ -56,7 +57,21 @@ def mirror_args():
         args += ["--mirror", str(mirror)]
     if data.get("offline"):
         args.append("--offline")
+    if data.get("allow_unverified"):
+        args.append("--allow-unverified")
     return " ".join(args)
+
+
+def fetch_files(dataset):
+    """`headlab fetch --file` arguments: only the files that the configured corpora's splits
+    read (a WMT19 de-en run without Table 3 never downloads ParaCrawl); every file of a
+    test suite or treebank."""
+    splits = set()
+    for c in config["corpora"].values():
+        if c["dataset"] == dataset:
+            splits |= {c["train"], c["valid"], *c["tests"]}
+    rels = headlab.data.registry.get(dataset).files_for(splits)
+    return ("--file " + " ".join(rels)) if rels else ""
 
 
 def corpus(name):

@@ -7,13 +7,14 @@ rule fetch:
         touch(f"{DATA}/raw/{{dataset}}/.verified"),
     params:
         flags=mirror_args(),
+        files=lambda w: fetch_files(w.dataset),
     log:
         f"{LOGS}/fetch/{{dataset}}.log",
     conda:
         "../envs/data.yaml"
     shell:
         "headlab fetch --dataset {wildcards.dataset} --dest {DATA}/raw/{wildcards.dataset} "
-        "{params.flags} 2> {log}"
+        "{params.files} {params.flags} 2> {log}"
 
 
 def _prepare_size_args(w):

@@ -56,7 +56,12 @@ def test_iwslt_entries():
         "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/train.vi"
     wmt = registry.get("wmt19-de-en")
     assert wmt.file("sacrebleu/wmt14-test-full.tgz").md5 == "a8cd784e006feb32ac6f3d9ec7eb389a"
-    assert set(wmt.splits) == {"dev", "test"}
+    assert set(wmt.splits) == {"train", "train_all", "train_paracrawl", "dev", "test"}
+    assert wmt.files_for(["train", "dev"]) == [
+        "sacrebleu/wmt13-test.tgz", "train/europarl-v9.de-en.tsv.gz",
+        "train/training-parallel-commoncrawl.tgz", "train/news-commentary-v14.de-en.tsv.gz"]
+    assert "train/paracrawl-release3.en-de.bicleaner07.tmx.gz" in wmt.files_for(["train_paracrawl"])
+    assert registry.get("mucow").files_for(["test"]) == []  # a suite: the workflow fetches all of it
 
 
 def test_park_ko_en_reads_the_tarball_members():

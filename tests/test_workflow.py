@@ -58,6 +58,30 @@ def test_paper_config_learns_korean_english_bpe_per_side(tmp_path):
     assert "data/iwslt14-de-en/de-en/full/bpe.codes" in out
 
 
+def _fetch_commands(result, dataset):
+    return [line for line in (result.stdout + result.stderr).splitlines()
+            if f"headlab fetch --dataset {dataset} " in line]
+
+
+def test_paper_config_fetches_only_what_its_splits_read(tmp_path):
+    config = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    result = snakemake("-n", "-p", "--configfile", "config/paper.yaml", "--config", f"results={tmp_path / 'r1'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    [wmt] = _fetch_commands(result, "wmt19-de-en")
+    assert "train/europarl-v9.de-en.tsv.gz" in wmt and "--allow-unverified" in wmt
+    assert "paracrawl" in wmt and "rapid2019" not in wmt  # train_all is not configured
+    # without Table 3's high-resource scenario, ParaCrawl (several GB) is never downloaded
+    del config["studies"]["paper_A"]["highres"], config["corpora"]["wmt19-paracrawl-de-en"]
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "-p", "--configfile", str(tmp_path / "paper.yaml"),
+                       "--config", f"results={tmp_path / 'r2'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    [wmt] = _fetch_commands(result, "wmt19-de-en")
+    assert "train/europarl-v9.de-en.tsv.gz" in wmt and "paracrawl" not in wmt
+    [mucow] = _fetch_commands(result, "mucow")
+    assert "--file" not in mucow  # a test suite: all of its files
+
+
 def test_unknown_config_key_is_an_error_naming_it(tmp_path, mirror):
     config = write_config(tmp_path, mirror, **{"training.treads": 2})
     result = snakemake("-n", "--configfile", str(config))

@@ -36,10 +36,12 @@ import os
 import re
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 from headlab.data import registry
 from headlab.data._cli import run
+from headlab.data.bitext import read_tmx, tsv_column
 from headlab.data.iwslt import read_segments, read_train_tags
 from headlab.data.registry import Part
 from headlab.errors import DataError
@@ -60,16 +62,21 @@ def _decode(raw_lines, where: str) -> list[str]:
 
 
 def _read_member(archive: Path, member: str) -> list[str]:
+    """The decoded lines of one member of a tar (any compression) or zip archive."""
     where = f"{archive}!{member}"
     try:
-        with tarfile.open(archive) as tar:
-            handle = tar.extractfile(member)
-            if handle is None:
-                raise KeyError(member)
-            data = handle.read()
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as bundle:
+                data = bundle.read(member)
+        else:
+            with tarfile.open(archive) as tar:
+                handle = tar.extractfile(member)
+                if handle is None:
+                    raise KeyError(member)
+                data = handle.read()
     except KeyError:
         raise DataError(f"no member {member!r} in the archive", path=str(archive)) from None
-    except tarfile.TarError as err:
+    except (tarfile.TarError, zipfile.BadZipFile) as err:
         raise DataError(f"unreadable archive: {err}", path=str(archive)) from None
     return _decode(io.BytesIO(data), where)
 
@@ -81,14 +88,19 @@ def read_part(raw_dir: str | os.PathLike, part: Part, dataset: str = "?") -> tup
         raise DataError(f"missing; get it with: headlab fetch --dataset {dataset} --file {part.rel} "
                         f"--dest {raw_dir}", path=str(path))
     where = f"{path}!{part.member}" if part.member else str(path)
-    lines = _read_member(path, part.member) if part.member else read_lines(path)
     ids = None
-    if part.fmt == "xml":
+    if part.fmt == "tmx":  # parsed from the file itself: a TMX segment may span lines
+        lines = list(read_tmx(path, part.lang))
+    else:
+        lines = _read_member(path, part.member) if part.member else read_lines(path)
+    if part.fmt == "tsv":
+        lines = list(tsv_column(lines, part.column))
+    elif part.fmt == "xml":
         segments = list(read_segments(lines, where))
         lines, ids = [s.text for s in segments], [(s.docid, s.segid) for s in segments]
     elif part.fmt == "tags":
         lines = list(read_train_tags(lines, where))
-    elif part.fmt != "text":
+    elif part.fmt not in ("text", "tmx"):
         raise DataError(f"unknown format {part.fmt!r}", path=where)
     if part.unescape:
         lines = [html.unescape(line) for line in lines]
