@@ -58,12 +58,16 @@ def inputs(config, study: str, name: str, root: str) -> list[str]:
 
 def _provenance(config) -> dict:
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+        commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
                                 check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
+    import torch  # the README names the build and the accelerator the numbers came from
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return {"headlab commit": commit, "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "host": os.uname().nodename}
+            "host": f"{os.uname().nodename} ({os.cpu_count()} CPUs, GPU: {gpu})",
+            "torch": torch.__version__}
 
 
 def main(argv: list[str]) -> int:
