@@ -79,3 +79,25 @@ rule study_readme:
 
 
 ruleorder: study_readme > study_table
+
+
+# A finished study as a small folder for git (tables, scores, hypotheses, provenance; no
+# models): `snakemake results/published/paper_A` or `results/published/paper_A-<tag>`.
+rule publish:
+    input:
+        lambda w: headlab.studies.study_outputs(OUTDIRS[w.outdir], RESULTS),
+    output:
+        directory(f"{RESULTS}/published/{{outdir}}{{tag}}"),
+    wildcard_constraints:
+        outdir="|".join(OUTDIRS),
+        tag=r"|-[A-Za-z0-9_.-]+",
+    params:
+        study=lambda w: OUTDIRS[w.outdir],
+        config=json.dumps(config, sort_keys=True),
+    log:
+        f"{LOGS}/publish/{{outdir}}{{tag}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab publish --study {params.study} --results {RESULTS} --config-json {params.config:q} "
+        "--out {output} 2> {log}"

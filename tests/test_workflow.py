@@ -144,6 +144,18 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     assert "## Which effects of the paper hold here" in readme and "§4.4" in readme
     f3 = (paper / "F3.csv").read_text().splitlines()
     assert f3[0].startswith("system,suite,category,by,bucket,correct,total,accuracy")
+    # the finished study as a folder for git, with its provenance
+    published = tmp_path / "results/published/paper_A-smoke"
+    result = snakemake("--cores", "1", "--configfile", str(config), str(published))
+    assert result.returncode == 0, result.stderr[-3000:]
+    prov = json.loads((published / "provenance.json").read_text())
+    assert prov["study"] == "paper_A" and prov["config"]["studies"]["paper_A"]["size"] == 300
+    assert len(prov["training"]) == 14 and prov["training_wall_s_total"] > 0  # T1 2 x 4, T5 2 x 8Ftoken, T2 4
+    model = "multi30k/de-en/300/tiny/1+1/7Ftoken+1L/seed1"
+    assert json.loads((published / f"scores/{model}/test_2016_flickr.no-h8.json").read_text())["signature"]
+    assert len((published / f"translations/{model}/test_2016_flickr.full.txt").read_text().splitlines()) == 20
+    assert (published / "T1.md").is_file() and (published / "README.md").is_file()
+    assert not list(published.rglob("*.pt"))
     # a second run has nothing to do
     again = snakemake("-n", "--configfile", str(config))
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

@@ -25,17 +25,20 @@ STUDIES = {
 }
 
 
+def study_outputs(name: str, root: str) -> list[str]:
+    """The final files of one study."""
+    module = STUDIES[name]
+    prefix = f"{root}/{module.OUTDIR}"
+    files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
+    files += [f"{prefix}/{fig}.{ext}" for fig in module.FIGURES for ext in ("png", "pdf", "csv")]
+    if hasattr(module, "readme"):
+        files.append(f"{prefix}/README.md")
+    return files
+
+
 def outputs(config, root: str) -> list[str]:
     """Every final file of the configured studies."""
-    files = []
-    for name in config["studies"]:
-        module = STUDIES[name]
-        prefix = f"{root}/{module.OUTDIR}"
-        files += [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
-        files += [f"{prefix}/{fig}.{ext}" for fig in module.FIGURES for ext in ("png", "pdf", "csv")]
-        if hasattr(module, "readme"):
-            files.append(f"{prefix}/README.md")
-    return files
+    return [path for name in config["studies"] for path in study_outputs(name, root)]
 
 
 def builder(config, study: str, name: str, root: str):

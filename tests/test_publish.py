@@ -1,0 +1,28 @@
+"""headlab publish: refuses an unfinished study, naming what is missing, and writes nothing."""
+from __future__ import annotations
+
+import pytest
+
+from headlab.cli import main
+from headlab.errors import ConfigError
+from headlab.publish import publish
+
+CONFIG = {"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}},
+          "studies": {"baseline": {"data": {"multi30k": ["de-en"]}, "layers": ["1+1"], "heads": ["8L"],
+                                   "preset": "tiny"}}}
+
+
+def test_unfinished_study_is_refused(tmp_path):
+    (tmp_path / "results/tables").mkdir(parents=True)
+    (tmp_path / "results/tables/baseline.csv").write_text("system,test\n")
+    with pytest.raises(ConfigError, match=r"\[baseline\] study 'baseline' has not finished: \d+ files missing, "
+                                          r"first .*results/tables/baseline\.md"):
+        publish(CONFIG, "baseline", tmp_path / "results", tmp_path / "published/tables")
+    assert not (tmp_path / "published").exists() or not list((tmp_path / "published").iterdir())
+
+
+def test_unknown_study_names_the_configured_ones(tmp_path, capsys):
+    import json
+    assert main(["publish", "--study", "paper_A", "--results", str(tmp_path), "--config-json", json.dumps(CONFIG),
+                 "--out", str(tmp_path / "out")]) == 1
+    assert "study 'paper_A' is not in the config; configured: baseline" in capsys.readouterr().err
