@@ -146,7 +146,8 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     assert f3[0].startswith("system,suite,category,by,bucket,correct,total,accuracy")
     # the finished study as a folder for git, with its provenance
     published = tmp_path / "results/published/paper_A-smoke"
-    result = snakemake("--cores", "1", "--configfile", str(config), str(published))
+    # the target goes first: --configfile takes every path after it
+    result = snakemake(str(published), "--cores", "1", "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     prov = json.loads((published / "provenance.json").read_text())
     assert prov["study"] == "paper_A" and prov["config"]["studies"]["paper_A"]["size"] == 300
