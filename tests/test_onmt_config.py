@@ -1,12 +1,14 @@
 """Model presets -> OpenNMT-py configs, and option validation (onmt_train ignores typos)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
 from headlab.errors import ConfigError
-from headlab.onmt_config import (parse_layers, resolve_preset, train_config, validate_yaml_file,
-                                 write_yaml)
+from headlab.onmt_config import (parse_layers, resolve_preset, train_config, validate_options,
+                                 validate_yaml_file, write_yaml)
 
 PATHS = dict(train_src="a.src", train_tgt="a.tgt", valid_src="v.src", valid_tgt="v.tgt",
              vocab="vocab.txt", save_dir="out")
@@ -82,3 +84,25 @@ def test_write_yaml_round_trip(tmp_path):
     write_yaml(options, tmp_path / "x.yaml")
     assert yaml.safe_load((tmp_path / "x.yaml").read_text()) == options
     assert validate_yaml_file(tmp_path / "x.yaml") == options
+
+
+def test_option_names_are_cached_per_onmt_version_and_rebuilt_when_unreadable(tmp_path, monkeypatch):
+    from headlab import onmt_config
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    onmt_config._option_names.cache_clear()
+    names = onmt_config._option_names("train")
+    assert {"learning_rate", "enc_heads", "embeddings_init"} <= names
+    cache = onmt_config._options_cache_file("train")
+    assert cache.parent == tmp_path / "headlab" and set(json.loads(cache.read_text())) == names
+    # the next process reads the file (here: a planted name proves it was read)
+    cache.write_text(json.dumps(sorted(names | {"planted_option"})))
+    onmt_config._option_names.cache_clear()
+    validate_options({"planted_option": 1})
+    # a damaged cache is rebuilt from OpenNMT-py's parser
+    cache.write_text("{not json")
+    onmt_config._option_names.cache_clear()
+    with pytest.raises(ConfigError, match="planted_option"):
+        validate_options({"planted_option": 1})
+    assert set(json.loads(cache.read_text())) == names
+    onmt_config._option_names.cache_clear()

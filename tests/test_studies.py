@@ -1,6 +1,8 @@
 """Study builders: the paper A reference numbers, the grid, suite splits."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from headlab.errors import ConfigError
@@ -28,6 +30,45 @@ def test_grid_covers_every_table():
     assert {m["heads"] for m in standard if m["layers"] == "2+2"} == {"8L", "7Ftoken+1L", "7Fword+1L", "1L", "8Ftoken"}
     lowres = [(m, o) for m, o in models if m["preset"] == "mini_lowres"]
     assert len(lowres) == 4 and all(m["layers"] == "2+2" and o == {"train_steps": 9} for m, o in lowres)
+
+
+def test_table5_trains_eight_fixed_in_the_chosen_lowres_pairs():
+    study = {**STUDY, "lowres": {**STUDY["lowres"], "data": {"multi30k": ["fr-en", "cs-en"]}},
+             "eight_fixed_lowres": ["cs-en"]}
+    lowres = [(m, o) for m, o in paper_A.models(study) if m["preset"] == "mini_lowres"]
+    # T2: 2 pairs x 4 specs; T5: 8Ftoken on cs-en only, with the low-resource overrides
+    assert len(lowres) == 2 * 4 + 1
+    eight = [(m, o) for m, o in lowres if m["heads"] == "8Ftoken"]
+    assert [(m["pair"], m["layers"], o) for m, o in eight] == [("cs-en", "2+2", {"train_steps": 9})]
+    inputs, _ = paper_A.t5(paper_A.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, "r"))
+    lowres_bleu = [i for i in inputs if "/mini_lowres/" in i]
+    assert len(lowres_bleu) == 3 and all("/cs-en/" in i and i.endswith("/t.full.json") for i in lowres_bleu)
+
+
+def test_table5_puts_lowres_columns_beside_the_papers_en_vi(tmp_path):
+    import json
+    study = {**STUDY, "data": {"multi30k": ["de-en"]}, "eight_fixed_lowres": ["fr-en"]}
+    files = paper_A.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, str(tmp_path))
+    inputs, build = paper_A.t5(files)
+    for path in inputs:   # BLEU: 30 + 1 per system index (+5 low-res); params: 2.5M
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        system = next(h for h in ("8Ftoken", "7Ftoken+1L", "8L") if f"/{h}/" in path)
+        bleu = 30 + ["8L", "7Ftoken+1L", "8Ftoken"].index(system) + (5 if "mini_lowres" in path else 0)
+        Path(path).write_text(json.dumps({"params": 2_500_000} if path.endswith("params.json") else {"bleu": bleu}))
+    table, ours = build()
+    v = table.values
+    assert v.loc["8Ftoken", "de-en ours"] == 32 and v.loc["8Ftoken", "fr-en low-res ours"] == 37
+    assert v.loc["8L", "#params (M) ours"] == 2.5
+    assert v.loc["8Ftoken", "vi-en low-res paper"] == 28.97 and v.loc["8L", "de-en paper"] == 30.99
+    assert v.loc["8Ftoken", "#params (M) paper"] == 88.5
+    assert set(ours["column"]) == {"de-en", "fr-en low-res", "#params (M)"}
+
+
+def test_table5_lowres_pair_must_be_a_lowres_pair():
+    study = {**STUDY, "eight_fixed_lowres": ["en-vi"]}
+    with pytest.raises(ConfigError, match=r"\[paper_A.eight_fixed_lowres\] pair\(s\) en-vi are not in "
+                                          r"paper_A.lowres.data \(it has: fr-en\)"):
+        list(paper_A.models(study))
 
 
 def test_verdict_wording():

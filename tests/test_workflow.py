@@ -138,8 +138,12 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     # every head spec of paper A trained and translated in the workflow
     for spec in ("8L", "7Ftoken+1L", "7Fword+1L", "1L"):
         assert 0.0 <= float(t1[f"EN-DE {spec}"]["1+1 ours"]) <= 100.0
-    t5 = (paper / "T5.csv").read_text()
-    assert "#params (M) ours" in t5 and "91.7" in t5
+    with open(paper / "T5.csv", encoding="utf-8") as handle:
+        t5 = {row["system"]: row for row in csv.DictReader(handle)}
+    assert float(t5["8Ftoken"]["#params (M) paper"]) == 88.5
+    assert float(t5["8L"]["#params (M) ours"]) > float(t5["8Ftoken"]["#params (M) ours"]) > 0
+    assert 0.0 <= float(t5["8Ftoken"]["fr-en low-res ours"]) <= 100.0   # eight_fixed_lowres
+    assert float(t5["8Ftoken"]["en-vi low-res paper"]) == 31.45
     readme = (paper / "README.md").read_text()
     assert "## Which effects of the paper hold here" in readme and "§4.4" in readme
     f3 = (paper / "F3.csv").read_text().splitlines()
@@ -151,7 +155,8 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     assert result.returncode == 0, result.stderr[-3000:]
     prov = json.loads((published / "provenance.json").read_text())
     assert prov["study"] == "paper_A" and prov["config"]["studies"]["paper_A"]["size"] == 300
-    assert len(prov["training"]) == 14 and prov["training_wall_s_total"] > 0  # T1 2 x 4, T5 2 x 8Ftoken, T2 4
+    # T1 2 x 4, T5 2 x 8Ftoken + 1 low-res 8Ftoken, T2 4
+    assert len(prov["training"]) == 15 and prov["training_wall_s_total"] > 0
     model = "multi30k/de-en/300/tiny/1+1/7Ftoken+1L/seed1"
     assert json.loads((published / f"scores/{model}/test_2016_flickr.no-h8.json").read_text())["signature"]
     assert len((published / f"translations/{model}/test_2016_flickr.full.txt").read_text().splitlines()) == 20

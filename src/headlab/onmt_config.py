@@ -78,10 +78,50 @@ def _known_options(kind: str) -> dict[str, argparse.Action]:
     return {action.dest: action for action in parser._actions if action.dest != "help"}
 
 
+def _options_cache_file(kind: str) -> Path:
+    """Where the option names of this OpenNMT-py + headlab are kept: keyed by the installed
+    OpenNMT-py version and the source of the headlab modules that add options."""
+    import hashlib
+    import os
+    from importlib import metadata
+
+    digest = hashlib.sha256(metadata.version("OpenNMT-py").encode())
+    for module in ("opts.py", "compat.py"):
+        digest.update(resources.files("headlab").joinpath(module).read_bytes())
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "headlab"
+    return root / f"onmt-options-{kind}-{digest.hexdigest()[:16]}.json"
+
+
+@functools.lru_cache(maxsize=None)
+def _option_names(kind: str) -> frozenset[str]:
+    """Names of the options OpenNMT-py's ``kind`` parser accepts. Building the parser imports
+    torch and OpenNMT-py (3 s); a workflow generates one config per model, so the names
+    are cached on disk (the cache is only an optimisation: any failure rebuilds them)."""
+    import json
+
+    try:
+        path = _options_cache_file(kind)
+    except (OSError, ImportError):      # OpenNMT-py's metadata not found: no cache
+        path = None
+    if path is not None:
+        try:
+            return frozenset(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            pass
+    names = frozenset(_known_options(kind))
+    if path is not None:
+        try:
+            with atomic_write(path) as handle:
+                json.dump(sorted(names), handle)
+        except OSError:
+            pass
+    return names
+
+
 def validate_options(options: Mapping[str, Any], *, kind: str = "train",
                      source: str = "<config>", lines: Mapping[str, int] | None = None) -> None:
     """Raise ConfigError for the first key OpenNMT-py does not know (with a suggestion)."""
-    known = _known_options(kind)
+    known = _option_names(kind)
     for key in options:
         if key in _STRUCTURAL or key in known:
             continue

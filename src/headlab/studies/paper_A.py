@@ -9,6 +9,7 @@ The study config names the grid (see config/schema.yaml ``paper_A``)::
     deep:    "2+2"                          # stands where the paper has 6+6 (T2-T6, F2, F3)
     heads:   [8L, 7Ftoken+1L, 7Fword+1L, 1L]
     lowres:  {data: ..., preset: ...}       # T2 (§4.2 hyper-parameters)
+    eight_fixed_lowres: [en-vi, vi-en]      # T5's low-resource columns (8Ftoken trained there too)
     highres: {data: ..., preset: ...}       # T3 (optional: without it T3 shows the paper only)
 
 Rows are systems (head specs; ``H8 disabled`` = head 8 ablated at test time, §4.3).
@@ -24,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from headlab.errors import ConfigError
 from headlab.report.tables import Table, beside, pivot
 from headlab.workflow import MODEL, results_paths
 
@@ -48,17 +50,36 @@ def _grid(data: Mapping[str, list], preset: str, layers: list, heads: list, size
 def models(study: Mapping[str, Any]):
     """(model, OpenNMT overrides) for every model the study trains."""
     size, seeds = study.get("size", "full"), study.get("seeds", [1])
-    heads, deep = study["heads"], study["deep"]
+    heads, deep, eight = study["heads"], study["deep"], study.get("eight_fixed", "8Ftoken")
     standard = dict(study.get("overrides", {}))
     for m in _grid(study["data"], study["preset"], study["layers"], heads, size, seeds):
         yield m, standard
-    for m in _grid(study["data"], study["preset"], [deep], [study.get("eight_fixed", "8Ftoken")], size, seeds):
+    for m in _grid(study["data"], study["preset"], [deep], [eight], size, seeds):
         yield m, standard
     for part in ("lowres", "highres"):
         if study.get(part):
             sub = study[part]
             for m in _grid(sub["data"], sub["preset"], [deep], heads, size, seeds):
                 yield m, dict(sub.get("overrides", {}))
+    # Table 5 (§4.4) also fixes the eighth head in the low-resource scenario (paper: en<->vi)
+    for m in _grid(_eight_fixed_lowres(study), study.get("lowres", {}).get("preset"), [deep], [eight], size, seeds):
+        yield m, dict(study["lowres"].get("overrides", {}))
+
+
+def _eight_fixed_lowres(study) -> dict[str, list]:
+    """corpus -> pairs of the low-resource scenario that also train the eight-fixed system."""
+    wanted = list(study.get("eight_fixed_lowres", []))
+    lowres = study.get("lowres") or {}
+    known = {p for _, p in _pairs(lowres.get("data", {}))}
+    unknown = [p for p in wanted if p not in known]
+    if unknown:
+        raise ConfigError(f"pair(s) {', '.join(unknown)} are not in paper_A.lowres.data "
+                          f"(it has: {', '.join(sorted(known)) or 'nothing'})", key="paper_A.eight_fixed_lowres")
+    out: dict[str, list] = {}
+    for corpus, pair in _pairs(lowres.get("data", {})):
+        if pair in wanted:
+            out.setdefault(corpus, []).append(pair)
+    return out
 
 
 def _model(study, corpus, pair, layers, heads, preset=None):
@@ -221,24 +242,36 @@ def t4(f: Files):
     return inputs, build
 
 
+LOWRES = "low-res"
+
+
 def t5(f: Files):
+    """Eight fixed heads (§4.4): BLEU of 8L / 7Ftoken+1L / 8Ftoken in the standard scenario and,
+    where configured, the low-resource one; #params of the standard models."""
     s = f.study
     systems = [s["heads"][0], FIXED, s.get("eight_fixed", "8Ftoken")]
-    models_ = [_model(s, c, p, s["deep"], h) for c, p in _pairs(s["data"]) for h in systems]
-    inputs = [f.bleu(m) for m in models_] + [f.params(m) for m in models_]
+    standard = [(_model(s, c, p, s["deep"], h), p) for c, p in _pairs(s["data"]) for h in systems]
+    lowres = [(_model(s, c, p, s["deep"], h, s["lowres"]["preset"]), f"{p} {LOWRES}")
+              for c, pairs in _eight_fixed_lowres(s).items() for p in pairs for h in systems]
+    inputs = [f.bleu(m) for m, _ in standard + lowres] + [f.params(m) for m, _ in standard]
 
     def build():
         rows = []
-        for m in models_:
-            rows.append(dict(system=m["heads"], column=m["pair"], value=_load_json(f.bleu(m))["bleu"]))
+        for m, column in standard + lowres:
+            rows.append(dict(system=m["heads"], column=column, value=_load_json(f.bleu(m))["bleu"]))
+        for m, _ in standard:
             rows.append(dict(system=m["heads"], column="#params (M)", value=_load_json(f.params(m))["params"] / 1e6))
         ours = pd.DataFrame(rows).drop_duplicates(["system", "column"])
         paper = reference("T5")
-        paper = paper.assign(column=paper.apply(lambda r: "#params (M)" if r["metric"] == "params_millions"
-                                                else r["pair"], axis=1), value=paper["value"].astype(float))
+        standard_pairs = set(reference("T1")["pair"])   # en-de, de-en; the others are §4.2's en-vi, vi-en
+        paper = paper.assign(column=[("#params (M)" if metric == "params_millions" else
+                                      pair if pair in standard_pairs else f"{pair} {LOWRES}")
+                                     for metric, pair in zip(paper["metric"], paper["pair"])],
+                             value=paper["value"].astype(float))
         table = beside(pivot(ours, index="system", columns="column", values="value", best=None, decimals=2),
                        pivot(paper, index="system", columns="column", values="value", best=None))
-        table.caption = (f"Paper A Table 5: eight fixed heads ({s['deep']}); #params counted from our "
+        table.caption = (f"Paper A Table 5: eight fixed heads ({s['deep']}); '{LOWRES}' columns use the "
+                         "low-resource hyper-parameters of Table 2. #params counted from our standard-scenario "
                          "checkpoints (tied embeddings counted once), the paper's for its EN-DE model.")
         return table, ours
     return inputs, build
@@ -361,6 +394,11 @@ def effects(f: Files) -> list[tuple[str, str]]:
     params = t5_ours[t5_ours["column"] == "#params (M)"].set_index("system")["value"]
     order = list(params.reindex([base, FIXED, s.get("eight_fixed", "8Ftoken")]))
     out.append(("§4.4: #params 8L > 7Ftoken+1L > 8Ftoken", _verdict(int(order[0] > order[1] > order[2]), 1)))
+    eight = s.get("eight_fixed", "8Ftoken")
+    bleu5 = t5_ours[t5_ours["column"] != "#params (M)"].pivot(index="column", columns="system", values="value")
+    same = [abs(row[eight] - row[FIXED]) <= 1.0 for _, row in bleu5.iterrows()]
+    out.append((f"§4.4: the learned head is dispensable: {eight} within 1 BLEU of {FIXED}",
+                _verdict(sum(same), len(same))))
     t6_ours = t6(f)[1]()[1]
     drops = [g.set_index("system").loc[ABLATED, "accuracy"] < g.set_index("system").loc[FIXED, "accuracy"]
              for _, g in t6_ours.groupby("column")]
@@ -406,6 +444,8 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"deep {s['deep']} (paper 6+6)",
         f"- low-resource (T2): " + ("; ".join(f"{c} {', '.join(p)}" for c, p in s["lowres"]["data"].items())
                                     + f", preset `{s['lowres']['preset']}`" if s.get("lowres") else "not configured"),
+        f"- eight fixed heads (T5): {s.get('eight_fixed', '8Ftoken')} on the standard pairs"
+        + (f" and low-resource {', '.join(s['eight_fixed_lowres'])}" if s.get("eight_fixed_lowres") else ""),
         f"- high-resource (T3): " + ("configured" if s.get("highres") else "not configured (paper numbers only)"),
         f"- device: {config.get('training', {}).get('device', 'cpu')}; seeds: {s.get('seeds', [1])}",
     ]
