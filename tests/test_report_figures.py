@@ -25,3 +25,20 @@ def test_errors(tmp_path):
     with pytest.raises(DataError, match="no column 'c'"):
         main(["--in", str(tmp_path / "r.csv"), "--x", "a", "--y", "c", "--out-prefix", str(tmp_path / "f")])
     assert not list(tmp_path.glob("f.*"))
+
+
+def test_legend_clear_of_panels():
+    """Two panels with a long hue label (Paper A Fig. 3): the legend sits right of the panels.
+
+    ``Figure.tight_layout`` after ``relplot`` stretched the panels under the legend."""
+    from headlab.report.figures import plot
+
+    rows = [{"system": system, "bucket": str(b), "accuracy": 0.5 + 0.01 * b, "layers": layers}
+            for system in ("8L", "7Ftoken+1L", "7Ftoken+1L (H8 disabled)")
+            for layers in ("2+1", "2+2") for b in range(1, 16)]
+    figure = plot(pd.DataFrame(rows), x="bucket", y="accuracy", hue="system", col="layers", title="t")
+    renderer = figure.canvas.get_renderer()
+    legend = figure.legends[0].get_window_extent(renderer)
+    for ax in figure.axes:
+        panel = ax.get_window_extent(renderer)
+        assert legend.x0 >= panel.x1 or not legend.overlaps(panel), ax.get_title()

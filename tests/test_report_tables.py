@@ -57,6 +57,15 @@ def test_paper_beside():
     assert "7F & 28.61$^{*}$ & 28.61$^{*}$ & \\textbf{31.20} & 30.61 \\\\\n" in tex
 
 
+def test_column_decimals_survive_beside():
+    ours = _table(best=None)
+    ours.column_decimals["6+6"] = 3
+    both = beside(ours, pivot(TIDY, index="system", columns="config", values="bleu", best=None))
+    assert to_markdown(both).splitlines()[2] == "| 8L | 29.31 | 29.31 | 30.990 | 30.99 |"
+    assert to_csv(pivot(TIDY.assign(bleu=[1.23456] * 4), index="system", columns="config", values="bleu",
+                        column_decimals={"6+1": 4})).splitlines()[1] == "8L,1.2346,1.23"
+
+
 def test_duplicate_cells_are_an_error():
     with pytest.raises(DataError, match="two values"):
         pivot(pd.concat([TIDY, TIDY.iloc[:1]]), index="system", columns="config", values="bleu")

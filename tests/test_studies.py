@@ -64,6 +64,24 @@ def test_table5_puts_lowres_columns_beside_the_papers_en_vi(tmp_path):
     assert set(ours["column"]) == {"de-en", "fr-en low-res", "#params (M)"}
 
 
+def test_table5_prints_params_that_differ_differently(tmp_path):
+    """Embedded-default checkpoints (de-en 2+2 mini): 0.44 / 0.42 / 0.42 M at two decimals."""
+    import json
+    study = {**STUDY, "data": {"multi30k": ["de-en"]}}
+    files = paper_A.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, str(tmp_path))
+    inputs, build = paper_A.t5(files)
+    counts = {"8L": 437_328, "7Ftoken+1L": 422_768, "8Ftoken": 420_688}
+    for path in inputs:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        system = next(h for h in ("8Ftoken", "7Ftoken+1L", "8L") if f"/{h}/" in path)
+        Path(path).write_text(json.dumps({"params": counts[system]} if path.endswith("params.json") else {"bleu": 1}))
+    from headlab.report.tables import to_csv
+    rows = {line.split(",")[0]: line.split(",") for line in to_csv(build()[0]).splitlines()}
+    col = rows["system"].index("#params (M) ours")
+    assert [rows[h][col] for h in counts] == ["0.437", "0.423", "0.421"]
+    assert rows["8Ftoken"][rows["system"].index("#params (M) paper")] == "88.5"
+
+
 def test_table5_lowres_pair_must_be_a_lowres_pair():
     study = {**STUDY, "eight_fixed_lowres": ["en-vi"]}
     with pytest.raises(ConfigError, match=r"\[paper_A.eight_fixed_lowres\] pair\(s\) en-vi are not in "

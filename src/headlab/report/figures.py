@@ -56,7 +56,9 @@ def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", st
         grid.set(ylim=ylim)
     if title:
         grid.figure.suptitle(title)
-    grid.figure.tight_layout()
+    # FacetGrid.tight_layout keeps the panels left of the outside legend;
+    # Figure.tight_layout would stretch them underneath it
+    grid.tight_layout()
     return grid.figure
 
 

@@ -33,6 +33,8 @@ class Table:
     values: "pd.DataFrame"             # noqa: F821  numbers, NaN = empty; index = row labels
     marks: "pd.DataFrame | None" = None  # noqa: F821  same shape, "" or a symbol
     decimals: int = 2
+    #: column -> decimals where a column needs other than ``decimals`` (e.g. small #params)
+    column_decimals: dict = field(default_factory=dict)
     best: str | None = "max"           # bold the max/min of each column, or None
     index_name: str = ""
     caption: str | None = None
@@ -45,6 +47,9 @@ class Table:
             return ""
         value = self.marks.loc[row, col]
         return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+    def places(self, col) -> int:
+        return self.column_decimals.get(col, self.decimals)
 
 
 def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = None,
@@ -85,18 +90,20 @@ def beside(ours: Table, paper: Table) -> Table:
 
     rows = list(dict.fromkeys(list(ours.values.index) + list(paper.values.index)))
     cols = list(dict.fromkeys(list(ours.values.columns) + list(paper.values.columns)))
-    values, marks, groups = {}, {}, []
+    values, marks, groups, places = {}, {}, [], {}
     for c in cols:
         for sub, t in ((OURS, ours), (PAPER, paper)):
             name = f"{c} {sub}"
             groups.append((str(c), sub))
+            if t.places(c) != ours.decimals:
+                places[name] = t.places(c)
             values[name] = t.values[c].reindex(rows) if c in t.values.columns else pd.Series(float("nan"), index=rows)
             if t.marks is not None and c in t.marks.columns:
                 marks[name] = t.marks[c].reindex(rows).fillna("")
             else:
                 marks[name] = pd.Series("", index=rows)
     return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
-                 best=ours.best, index_name=ours.index_name, caption=ours.caption, label=ours.label,
+                 column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption, label=ours.label,
                  groups=groups)
 
 
@@ -106,7 +113,7 @@ def _best_cells(table: Table) -> set[tuple]:
     out = set()
     for col in table.values.columns:
         # compare the printed values, so that ties on screen are both bold
-        column = table.values[col].dropna().round(table.decimals)
+        column = table.values[col].dropna().round(table.places(col))
         if column.empty:
             continue
         target = column.max() if table.best == "max" else column.min()
@@ -118,7 +125,7 @@ def _number(table: Table, row, col) -> str | None:
     v = table.values.loc[row, col]
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return None
-    return f"{v:.{table.decimals}f}"
+    return f"{v:.{table.places(col)}f}"
 
 
 def to_markdown(table: Table) -> str:
@@ -195,7 +202,7 @@ def to_latex(table: Table) -> str:
 
 def to_csv(table: Table) -> str:
     """Numbers rounded to the table's decimals; a ``<column> mark`` column where any cell is marked."""
-    frame = table.values.round(table.decimals).copy()
+    frame = table.values.round({c: table.places(c) for c in table.values.columns}).copy()
     if table.marks is not None:
         for col in list(table.values.columns):
             if (table.marks[col] != "").any():
