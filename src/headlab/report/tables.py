@@ -103,8 +103,8 @@ def beside(ours: Table, paper: Table) -> Table:
             else:
                 marks[name] = pd.Series("", index=rows)
     return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
-                 column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption, label=ours.label,
-                 groups=groups)
+                 column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption,
+                 label=ours.label, groups=groups)
 
 
 def _best_cells(table: Table) -> set[tuple]:

@@ -50,7 +50,7 @@ def _grid(data: Mapping[str, list], preset: str, layers: list, heads: list, size
 def models(study: Mapping[str, Any]):
     """(model, OpenNMT overrides) for every model the study trains."""
     size, seeds = study.get("size", "full"), study.get("seeds", [1])
-    heads, deep, eight = study["heads"], study["deep"], study.get("eight_fixed", "8Ftoken")
+    heads, deep, eight = study["heads"], study["deep"], _eight(study)
     standard = dict(study.get("overrides", {}))
     for m in _grid(study["data"], study["preset"], study["layers"], heads, size, seeds):
         yield m, standard
@@ -62,8 +62,13 @@ def models(study: Mapping[str, Any]):
             for m in _grid(sub["data"], sub["preset"], [deep], heads, size, seeds):
                 yield m, dict(sub.get("overrides", {}))
     # Table 5 (§4.4) also fixes the eighth head in the low-resource scenario (paper: en<->vi)
-    for m in _grid(_eight_fixed_lowres(study), study.get("lowres", {}).get("preset"), [deep], [eight], size, seeds):
+    for m in _grid(_eight_fixed_lowres(study), (study.get("lowres") or {}).get("preset"), [deep], [eight], size, seeds):
         yield m, dict(study["lowres"].get("overrides", {}))
+
+
+def _eight(study) -> str:
+    """The head spec of Table 5's all-fixed system."""
+    return study.get("eight_fixed", "8Ftoken")
 
 
 def _eight_fixed_lowres(study) -> dict[str, list]:
@@ -243,13 +248,14 @@ def t4(f: Files):
 
 
 LOWRES = "low-res"
+PARAMS = "#params (M)"
 
 
 def t5(f: Files):
     """Eight fixed heads (§4.4): BLEU of 8L / 7Ftoken+1L / 8Ftoken in the standard scenario and,
     where configured, the low-resource one; #params of the standard models."""
     s = f.study
-    systems = [s["heads"][0], FIXED, s.get("eight_fixed", "8Ftoken")]
+    systems = [s["heads"][0], FIXED, _eight(s)]
     standard = [(_model(s, c, p, s["deep"], h), p) for c, p in _pairs(s["data"]) for h in systems]
     lowres = [(_model(s, c, p, s["deep"], h, s["lowres"]["preset"]), f"{p} {LOWRES}")
               for c, pairs in _eight_fixed_lowres(s).items() for p in pairs for h in systems]
@@ -260,16 +266,16 @@ def t5(f: Files):
         for m, column in standard + lowres:
             rows.append(dict(system=m["heads"], column=column, value=_load_json(f.bleu(m))["bleu"]))
         for m, _ in standard:
-            rows.append(dict(system=m["heads"], column="#params (M)", value=_load_json(f.params(m))["params"] / 1e6))
+            rows.append(dict(system=m["heads"], column=PARAMS, value=_load_json(f.params(m))["params"] / 1e6))
         ours = pd.DataFrame(rows).drop_duplicates(["system", "column"])
         paper = reference("T5")
         standard_pairs = set(reference("T1")["pair"])   # en-de, de-en; the others are §4.2's en-vi, vi-en
-        paper = paper.assign(column=[("#params (M)" if metric == "params_millions" else
+        paper = paper.assign(column=[(PARAMS if metric == "params_millions" else
                                       pair if pair in standard_pairs else f"{pair} {LOWRES}")
                                      for metric, pair in zip(paper["metric"], paper["pair"])],
                              value=paper["value"].astype(float))
         ours_table = pivot(ours, index="system", columns="column", values="value", best=None, decimals=2)
-        ours_table.column_decimals["#params (M)"] = _distinct_places(ours_table.values["#params (M)"])
+        ours_table.column_decimals[PARAMS] = _distinct_places(ours_table.values[PARAMS])
         table = beside(ours_table, pivot(paper, index="system", columns="column", values="value", best=None))
         table.caption = (f"Paper A Table 5: eight fixed heads ({s['deep']}); '{LOWRES}' columns use the "
                          "low-resource hyper-parameters of Table 2. #params counted from our standard-scenario "
@@ -404,11 +410,11 @@ def effects(f: Files) -> list[tuple[str, str]]:
     out.append(("§4.3: heads 2, 3, 4 (previous, next, previous context) matter most among the fixed heads",
                 _verdict(sum(top), len(top))))
     t5_ours = t5(f)[1]()[1]
-    params = t5_ours[t5_ours["column"] == "#params (M)"].set_index("system")["value"]
-    order = list(params.reindex([base, FIXED, s.get("eight_fixed", "8Ftoken")]))
+    params = t5_ours[t5_ours["column"] == PARAMS].set_index("system")["value"]
+    eight = _eight(s)
+    order = list(params.reindex([base, FIXED, eight]))
     out.append(("§4.4: #params 8L > 7Ftoken+1L > 8Ftoken", _verdict(int(order[0] > order[1] > order[2]), 1)))
-    eight = s.get("eight_fixed", "8Ftoken")
-    bleu5 = t5_ours[t5_ours["column"] != "#params (M)"].pivot(index="column", columns="system", values="value")
+    bleu5 = t5_ours[t5_ours["column"] != PARAMS].pivot(index="column", columns="system", values="value")
     same = [abs(row[eight] - row[FIXED]) <= 1.0 for _, row in bleu5.iterrows()]
     out.append((f"§4.4: the learned head is dispensable: {eight} within 1 BLEU of {FIXED}",
                 _verdict(sum(same), len(same))))
@@ -457,7 +463,7 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"deep {s['deep']} (paper 6+6)",
         f"- low-resource (T2): " + ("; ".join(f"{c} {', '.join(p)}" for c, p in s["lowres"]["data"].items())
                                     + f", preset `{s['lowres']['preset']}`" if s.get("lowres") else "not configured"),
-        f"- eight fixed heads (T5): {s.get('eight_fixed', '8Ftoken')} on the standard pairs"
+        f"- eight fixed heads (T5): {_eight(s)} on the standard pairs"
         + (f" and low-resource {', '.join(s['eight_fixed_lowres'])}" if s.get("eight_fixed_lowres") else ""),
         f"- high-resource (T3): " + ("configured" if s.get("highres") else "not configured (paper numbers only)"),
         f"- device: {config.get('training', {}).get('device', 'cpu')}; seeds: {s.get('seeds', [1])}",
