@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.errors import ConfigError
-from headlab.workflow import MODEL, results_paths
+from headlab.workflow import model_path, results_paths
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -56,7 +56,7 @@ def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[
             files.append((Path(out), Path(out).name))
     seen = set()
     for m, _ in module.models(config["studies"][study]):
-        model = MODEL.format(**m)
+        model = model_path(m)
         if model in seen:
             continue
         seen.add(model)
@@ -79,7 +79,7 @@ def provenance(config: dict, study: str, results: str | os.PathLike) -> dict:
 
     training = {}
     for m, _ in STUDIES[study].models(config["studies"][study]):
-        model = MODEL.format(**m)
+        model = model_path(m)
         training[model] = _benchmark(Path(results_paths(str(results))["models"]) / model / "train.benchmark.tsv")
     return {**_provenance(config), "study": study, "config": config, "training": training,
             "training_wall_s_total": round(sum(t["wall_s"] for t in training.values() if t), 1)}

@@ -43,6 +43,7 @@ from headlab.heads.spec import (HEAD_KINDS, HEAD_MIXERS, LayerSpec, Term, parse_
                                 register_head_kind, register_head_mixer)
 from headlab.heads import kinds as _kinds  # noqa: F401  (registers built-in kinds)
 from headlab.heads import mixers as _mixers  # noqa: F401  (registers built-in mixers)
+from headlab.heads import dhicm as _dhicm  # noqa: F401  (registers "dhicm")
 
 __all__ = ["HEAD_KINDS", "HEAD_MIXERS", "LayerSpec", "Term", "parse_spec",
            "register_head_kind", "register_head_mixer"]
