@@ -77,7 +77,7 @@ class AuxLossCompute(LossCompute):
             weight = self.aux_weights.get(name, 0.0)
             if weight and self._model.training and loss is not None:
                 loss = loss + weight * value * share
-            stats.aux[name] = stats.aux.get(name, 0.0) + float(value) * share
+            stats.aux[name] = stats.aux.get(name, 0.0) + float(value.detach()) * share
         stats.aux_share += share
         return loss, stats
 

@@ -87,7 +87,9 @@ class DHICM(HeadMixer):
         stacked = heads[0] if len(heads) == 1 else torch.cat(heads, 2)   # (B, N, H, d_k)
         importance = self.scores(stacked, x).float().softmax(-1)          # eq. 1
         real = ~ctx.pad_mask
-        kl = torch.xlogy(importance, importance * self.num_heads).sum(-1)  # eq. 4 per token
+        # eq. 4 per token; the clamp keeps the gradient finite where a head's importance
+        # underflows to 0 (a·ln(a·H) -> 0 there, its derivative ln(a·H) + 1 would be -inf)
+        kl = (importance * (importance * self.num_heads).clamp_min(1e-12).log()).sum(-1)
         self._kl = (kl * real).sum() / real.sum().clamp_min(1)
         if self.record:
             self.importance = importance.detach()
