@@ -118,3 +118,19 @@ def test_real_multi30k(mirror, tmp_path):
     cs, fr = extract("multi30k", "cs-fr", "test_2016_flickr", mirror / "multi30k")
     assert len(cs) == len(fr) == 1000
     assert len(extract("multi30k", "en-de", "test_2017_mscoco", mirror / "multi30k")[0]) == 461
+
+
+def test_select_lines_sample_ranges_partition_the_corpus():
+    """sample:SEED:START:STOP takes the lines of rank START..STOP-1 (subsample_indices' ranking)."""
+    lines = list("abcdefghij")
+    assert prepare.select_lines(lines, "sample:0:0:3") == ["e", "h", "j"]  # = subsample_indices(10, 3, 0)
+    assert prepare.select_lines(lines, "sample:0:3:") == ["a", "b", "c", "d", "f", "g", "i"]
+    assert prepare.select_lines(lines, "sample:0:3:3") == []
+    parts = [prepare.select_lines(lines, f"sample:5:{a}:{b}") for a, b in ((0, 2), (2, 4), (4, ""))]
+    assert sorted(sum(parts, [])) == lines
+    assert prepare.select_lines(lines, "every23") == [] and prepare.select_lines(lines, "not23") == lines
+    for bad in ("sample:1:2", "sample:x:0:1", "sample:1:3:2", "random:1:0:1", "every7"):
+        with pytest.raises(DataError, match="unknown line selection"):
+            prepare.select_lines(lines, bad, "f.tsv")
+    with pytest.raises(DataError, match=r"f\.tsv: selection 'sample:1:0:11' needs 11 lines, the corpus has 10"):
+        prepare.select_lines(lines, "sample:1:0:11", "f.tsv")

@@ -70,7 +70,10 @@ def _read_member(archive: Path, member: str) -> list[str]:
                 data = bundle.read(member)
         else:
             with tarfile.open(archive) as tar:
-                handle = tar.extractfile(member)
+                try:
+                    handle = tar.extractfile(member)
+                except KeyError:  # archives made with `tar czf x.tgz ./dir` name members ./dir/...
+                    handle = tar.extractfile(f"./{member}")
                 if handle is None:
                     raise KeyError(member)
                 data = handle.read()
@@ -94,7 +97,7 @@ def read_part(raw_dir: str | os.PathLike, part: Part, dataset: str = "?") -> tup
     else:
         lines = _read_member(path, part.member) if part.member else read_lines(path)
     if part.fmt == "tsv":
-        lines = list(tsv_column(lines, part.column))
+        lines = list(tsv_column(lines, part.column, part.fields))
     elif part.fmt == "xml":
         segments = list(read_segments(lines, where))
         lines, ids = [s.text for s in segments], [(s.docid, s.segid) for s in segments]
@@ -104,11 +107,45 @@ def read_part(raw_dir: str | os.PathLike, part: Part, dataset: str = "?") -> tup
         raise DataError(f"unknown format {part.fmt!r}", path=where)
     if part.unescape:
         lines = [html.unescape(line) for line in lines]
-    if part.select == "every23":  # fairseq prepare-iwslt14.sh: NR % 23 == 0 -> valid
-        lines = [line for number, line in enumerate(lines, start=1) if number % 23 == 0]
-    elif part.select == "not23":
-        lines = [line for number, line in enumerate(lines, start=1) if number % 23 != 0]
+    if part.detokenize:
+        from headlab.data.preprocess import detokenizer
+        detok = detokenizer(part.detokenize)
+        lines = [detok(line) for line in lines]
+    if part.select:
+        lines = select_lines(lines, part.select, where)
     return [_LINE_BREAKS.sub(" ", line) for line in lines], ids
+
+
+def select_lines(lines: list[str], select: str, where: str = "?") -> list[str]:
+    """The lines of one part that a split takes (``Part.select``), in corpus order:
+
+    * ``every23`` / ``not23``: fairseq prepare-iwslt14.sh's valid/train rule, NR % 23 == 0 -> valid;
+    * ``sample:SEED:START:STOP``: the lines whose rank, when all lines are ordered by
+      sha256("SEED:index") as :func:`subsample_indices` orders them, lies in [START, STOP)
+      (STOP empty: to the end). Splits of one corpus that give disjoint rank ranges with the
+      same seed are disjoint, cover the corpus together, and are the same on every platform.
+    """
+    if select == "every23":
+        return [line for number, line in enumerate(lines, start=1) if number % 23 == 0]
+    if select == "not23":
+        return [line for number, line in enumerate(lines, start=1) if number % 23 != 0]
+    kind, _, spec = select.partition(":")
+    try:
+        seed, start, stop = spec.split(":")
+        seed, start, stop = int(seed), int(start), int(stop) if stop else len(lines)
+    except ValueError:
+        kind = "bad"
+    if kind != "sample" or not 0 <= start <= stop:
+        raise DataError(f"unknown line selection {select!r} (every23, not23 or sample:SEED:START:STOP)",
+                        path=where)
+    if stop > len(lines):
+        raise DataError(f"selection {select!r} needs {stop} lines, the corpus has {len(lines)}", path=where)
+    keep = sorted(_rank(len(lines), seed)[start:stop])
+    return [lines[i] for i in keep]
+
+
+def _rank(total: int, seed: int) -> list[int]:
+    return sorted(range(total), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).digest())
 
 
 def read_side(raw_dir, parts: tuple[Part, ...], dataset: str) -> tuple[list[str], list | None, str]:
@@ -128,8 +165,7 @@ def subsample_indices(total: int, size: int, seed: int) -> list[int]:
         raise DataError(f"subsample size must be positive, got {size}", key="size")
     if size > total:
         raise DataError(f"cannot subsample {size} pairs from a corpus of {total}", key="size")
-    rank = sorted(range(total), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).digest())
-    return sorted(rank[:size])
+    return sorted(_rank(total, seed)[:size])
 
 
 def extract(dataset: str, pair: str, split: str, raw_dir: str | os.PathLike, *, size: int | None = None,
