@@ -534,7 +534,8 @@ COMMONCRAWL = "train/training-parallel-commoncrawl.tgz"
 def _wmt19_files() -> dict[str, RemoteFile]:
     rows = [
         *(SACREBLEU_TESTS[rel] for rel in ("sacrebleu/wmt13-test.tgz", "sacrebleu/wmt14-test-full.tgz")),
-        _statmt("train/europarl-v9.de-en.tsv.gz", "https://www.statmt.org/europarl/v9/training/europarl-v9.de-en.tsv.gz"),
+        _statmt("train/europarl-v9.de-en.tsv.gz",
+                "https://www.statmt.org/europarl/v9/training/europarl-v9.de-en.tsv.gz"),
         _statmt(COMMONCRAWL, "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"),
         _statmt("train/news-commentary-v14.de-en.tsv.gz",
                 f"{STATMT}/news-commentary/v14/training/news-commentary-v14.de-en.tsv.gz"),
@@ -607,8 +608,9 @@ def _wmt17_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
 
 HINDENCORP = ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11858/00-097C-0000-0023-625F-0/"
               "hindencorp05.plaintext.gz?sequence=3&isAllowed=y")
-#: hindencorp05.plaintext: one pair a line, 5 tab-separated fields (the corpus README; HF datasets'
-#: hind_encorp reader): source corpus id, alignment type (e.g. 1-1), alignment quality, English, Hindi
+#: hindencorp05.plaintext: one pair a line, 5 tab-separated fields, as the Hugging Face datasets
+#: reader `hind_encorp` parses the same file: source corpus, alignment type, alignment quality,
+#: English, Hindi
 HINDENCORP_FIELDS = ("source", "alignment_type", "alignment_quality", "en", "hi")
 #: paper B §4.1: "we randomly sampled 7K sentence pairs each for validation and test sets, and used
 #: the remaining sentences as the training set"; the sample is seeded here (prepare.select_lines)
