@@ -134,3 +134,14 @@ def test_select_lines_sample_ranges_partition_the_corpus():
             prepare.select_lines(lines, bad, "f.tsv")
     with pytest.raises(DataError, match=r"f\.tsv: selection 'sample:1:0:11' needs 11 lines, the corpus has 10"):
         prepare.select_lines(lines, "sample:1:0:11", "f.tsv")
+
+
+def test_clean_pairs_is_moses_clean_corpus_n():
+    src = ["a b c", "", "a " * 9, "x", "Geht's gut?"]
+    tgt = ["A B C D", "leer", "A", "y " * 5, "Is it ok?"]
+    # 3:4 ok; empty side; 9:1 and 1:5 over ratio 1.5; "Geht's gut?" is 4 Moses tokens, "Is it ok?" 4
+    assert prepare.clean_pairs(src, tgt, ("de", "en"), "moses:1.5:1:175") == [True, False, False, False, True]
+    assert prepare.clean_pairs(src, tgt, ("de", "en"), "moses:9:1:5") == [True, False, False, True, True]
+    for bad in ("moses:1.5:1", "perl:1.5:1:175", "moses:x:1:2"):
+        with pytest.raises(DataError, match="unknown cleaning rule"):
+            prepare.clean_pairs(src, tgt, ("de", "en"), bad)

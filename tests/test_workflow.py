@@ -101,6 +101,8 @@ def test_paper_config_paper_b_corpora(tmp_path):
     assert "data/ted-be-en/be-en/10000/bpe.src.codes" in out and "data/ted-be-en/be-en/10000/bpe.codes" not in out
     assert re.search(r"bpe-learn --merges 5000 --in \S+/ted-be-en/be-en/10000/tc/train.src ", out)
     assert re.search(r"bpe-learn --merges 10000 --in \S+/iwslt14-de-en-b10k/de-en/10000/", out)
+    assert re.search(r"--dataset iwslt14-de-en --pair de-en --split train_fairseq .*--size 10000 --seed 1", out)
+    assert "--split valid_fairseq" in out
     [wmt17] = _fetch_commands(result, "wmt17-de-en")
     assert "sacrebleu/wmt14-test-full.tgz sacrebleu/wmt17-test.tgz" in wmt17 and "rapid2016.tgz" in wmt17
     [hindencorp] = _fetch_commands(result, "hindencorp")

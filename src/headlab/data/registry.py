@@ -72,6 +72,9 @@ class Dataset:
     splits: dict[str, dict[str, tuple[Part, ...]]] = field(default_factory=dict)
     #: splits whose pairs with an empty side are dropped by prepare (never a test set)
     train_splits: tuple[str, ...] = ("train",)
+    #: split -> pair filter applied to the whole parts before their ``select`` (prepare.clean_pairs),
+    #: e.g. "moses:1.5:1:175", Moses clean-corpus-n.perl as fairseq's prepare-iwslt14.sh runs it
+    clean: dict[str, str] = field(default_factory=dict)
     note: str = ""
 
     def file(self, rel: str) -> RemoteFile:
@@ -412,6 +415,10 @@ def _multi30k_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
 IWSLT14_TEST_SETS = ("TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012")
 
 
+#: prepare-iwslt14.sh: clean-corpus-n.perl -ratio 1.5 ... 1 175 on the Moses-tokenised text
+IWSLT14_FAIRSEQ_CLEAN = "moses:1.5:1:175"
+
+
 def _iwslt14_xml(set_name: str, lang: str) -> Part:
     return Part(f"raw/IWSLT16.{set_name}.de-en.{lang}.xml", "xml")
 
@@ -424,6 +431,10 @@ def _iwslt14_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
         "train": {lang: tags(lang, "not23") for lang in ("de", "en")},
         "valid": {lang: tags(lang, "every23") for lang in ("de", "en")},
         "test": {lang: tuple(_iwslt14_xml(s, lang) for s in IWSLT14_TEST_SETS) for lang in ("de", "en")},
+        # fairseq's split exactly as prepare-iwslt14.sh makes it: length/ratio cleaning, then every
+        # 23rd pair (the standard 160,239 / 7,283; cased here, fairseq lowercases)
+        "train_fairseq": {lang: tags(lang, "not23") for lang in ("de", "en")},
+        "valid_fairseq": {lang: tags(lang, "every23") for lang in ("de", "en")},
         # fairseq's own (Moses-tokenised, lowercased) valid/test, for comparison with prior work
         "valid_tok": {lang: (Part(f"tok/valid.{lang}"),) for lang in ("de", "en")},
         "test_tok": {lang: (Part(f"tok/test.{lang}"),) for lang in ("de", "en")},
@@ -642,9 +653,11 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
             _files(_MULTI30K_SHA256, _multi30k_url), ("en", "de", "fr", "cs"), _multi30k_splits()),
     Dataset("iwslt14-de-en", "IWSLT 2014 TED de-en (paper A §4.2 low-resource DE-EN)",
             "CC BY-NC-ND 3.0 (TED)", f"fairseq de-en.tgz; github.com/maroxtn/IWSLT-BACKUP@{IWSLT_BACKUP_COMMIT}",
-            _iwslt14_files(), ("de", "en"), _iwslt14_splits(),
+            _iwslt14_files(), ("de", "en"), _iwslt14_splits(), train_splits=("train", "train_fairseq"),
+            clean={split: IWSLT14_FAIRSEQ_CLEAN for split in ("train_fairseq", "valid_fairseq")},
             note="valid = every 23rd training pair (fairseq's rule, applied to the tag-stripped "
-                 "text, before fairseq's length cleaning, so not line-identical to tok/valid)"),
+                 "text, before fairseq's length cleaning, so not line-identical to tok/valid); "
+                 "train_fairseq/valid_fairseq clean first, as fairseq does"),
     Dataset("iwslt15-en-vi", "IWSLT 2015 TED en-vi (paper A §4.2: dev tst2012, test tst2013)",
             "CC BY-NC-ND 3.0 (TED)", f"nlp.stanford.edu; github.com/quockhuongtrann/preprocess_IWSLT15@{IWSLT15_COMMIT}",
             _iwslt15_files(), ("en", "vi"), _iwslt15_splits()),
