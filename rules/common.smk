@@ -85,6 +85,12 @@ def lang(pair, side):
     return src if side == "src" else tgt
 
 
+def tokenizer_arg(corpus_name, pair, side):
+    """`--tokenizer NAME` where the corpus tokenises this side's language with other than Moses."""
+    name = corpus(corpus_name).get("tokenizers", {}).get(lang(pair, side), "moses")
+    return "" if name == "moses" else f"--tokenizer {name}"
+
+
 def data_dir(w):
     return f"{DATA}/{w.corpus}/{w.pair}/{w.size}"
 
