@@ -148,3 +148,45 @@ def test_negative_lambda_is_a_config_error(tmp_path):
         train_config(preset="tiny", layers="1+1", heads="8L", train_src="s", train_tgt="t", valid_src="s",
                      valid_tgt="t", vocab="v", save_dir=str(tmp_path),
                      overrides={"model_selection": "valid_loss", "valid_steps": 15, "save_checkpoint_steps": 10})
+
+
+def test_export_decoder_sites_and_importance(tmp_path):
+    """Attention and DHICM importance of all three sites through `headlab export-attention`."""
+    import numpy as np
+    from headlab.heads.export import load_attention, load_importance, main as export_main
+    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+
+    vocabs = toy_vocabs(30, src_tokens="a b c d e".split(), share=True)
+    spec = "*(4L),4L|dhicm"
+    opt = model_opt(hidden_size=16, heads=4, transformer_ff=32, enc_layers=2, dec_layers=2, dropout=0.0,
+                    attention_dropout=0.0, share_embeddings=True, decoder_type="headlab",
+                    enc_heads=spec, dec_heads="4L", cross_heads=spec)
+    torch.manual_seed(0)
+    model = build_model(opt, vocabs)
+    path = tmp_path / "m.pt"
+    save_checkpoint(model, opt, vocabs, path)
+    (tmp_path / "src").write_text("a b c\nd e\n")
+    (tmp_path / "tgt").write_text("c b\ne d a\n")
+    shapes = {}
+    for site in ("enc", "dec", "cross"):
+        out = tmp_path / f"{site}.npz"
+        args = ["-model", str(path), "-src", str(tmp_path / "src"), "-out", str(out), "-site", site]
+        assert export_main(args + ([] if site == "enc" else ["-tgt", str(tmp_path / "tgt")])) == 0
+        att = load_attention(str(out))
+        shapes[site] = [a.shape for _, a in att]
+        for _, a in att:
+            assert np.allclose(a.sum(-1), 1.0, atol=1e-5)
+        imp = load_importance(str(out))
+        if site == "dec":
+            assert imp == []
+        else:
+            assert len(imp) == 2
+            tokens, g = imp[1]
+            assert g.shape == (2, len(tokens), 4) and np.isnan(g[0]).all()     # layer 1: no DHICM
+            assert np.allclose(g[1].sum(-1), 1.0, atol=1e-5)
+    assert shapes["enc"] == [(2, 4, 3, 3), (2, 4, 2, 2)]
+    assert shapes["dec"] == [(2, 4, 3, 3), (2, 4, 4, 4)]        # <s> + target tokens
+    assert shapes["cross"] == [(2, 4, 3, 3), (2, 4, 4, 2)]      # target rows, source columns
+    with pytest.raises(ConfigError, match=r"\[tgt\]"):
+        export_main(["-model", str(path), "-src", str(tmp_path / "src"), "-out", str(tmp_path / "x.npz"),
+                     "-site", "cross"])

@@ -184,7 +184,7 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     assert prov["study"] == "paper_A" and prov["config"]["studies"]["paper_A"]["size"] == 300
     # T1 2 x 4, T5 2 x 8Ftoken + 1 low-res 8Ftoken, T2 4
     assert len(prov["training"]) == 15 and prov["training_wall_s_total"] > 0
-    model = "multi30k/de-en/300/tiny/1+1/7Ftoken+1L/seed1"
+    model = "multi30k/de-en/300/tiny/default/1+1/7Ftoken+1L/seed1"
     assert json.loads((published / f"scores/{model}/test_2016_flickr.no-h8.json").read_text())["signature"]
     assert len((published / f"translations/{model}/test_2016_flickr.full.txt").read_text().splitlines()) == 20
     assert (published / "T1.md").is_file() and (published / "README.md").is_file()
