@@ -5,7 +5,11 @@
 # The config says which studies, corpora, pairs, sizes, layer counts and head specs to run;
 # the rules below are generic (fetch, prepare, preprocess, bpe, vocab, train, translate,
 # score, table) and never copied per paper.
+import os
+
 from snakemake.utils import min_version, validate
+
+import headlab.config_types
 
 min_version("9.0")
 
@@ -17,6 +21,10 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# --config values arrive as strings below the top level: give them the schema's types first
+headlab.config_types.coerce_overrides(
+    config, workflow.config_settings.overwrite_config,
+    headlab.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml")))
 validate(config, "config/schema.yaml")
 
 
