@@ -12,6 +12,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("headlab.data.fetch", "fetch a registered dataset (mirror first, then upstream), verify sha256"),
     "prepare": ("headlab.data.prepare", "extract a language pair/split, validate, subsample"),
+    "prepare-local": ("headlab.data.local", "read, check and clean one split of your own corpus (dataset: local)"),
     "preprocess": ("headlab.data.preprocess", "Moses tokenise/truecase, BPE, detokenise"),
     "build-vocab": ("headlab.onmt_run", "onmt_build_vocab with the plugin loaded"),
     "vocab": ("headlab.onmt_run", "shared vocabulary of a BPE'd training corpus"),
