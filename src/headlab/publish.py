@@ -115,9 +115,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab publish", description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", required=True)
     parser.add_argument("--results", required=True, help="the workflow's results folder")
-    parser.add_argument("--config-json", required=True, help="the workflow config as JSON")
+    parser.add_argument("--config-json", required=True, action="append",
+                        help="the workflow config as JSON, or slices of it (repeatable)")
     parser.add_argument("--out", required=True, help="the folder to write (replaced when complete)")
     args = parser.parse_args(argv)
-    size = publish(json.loads(args.config_json), args.study, args.results, args.out)
+    from headlab.studies import merge_config
+
+    size = publish(merge_config(args.config_json), args.study, args.results, args.out)
     print(f"headlab publish: {args.out} ({size / 1e6:.1f} MB)")
     return 0

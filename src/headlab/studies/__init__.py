@@ -41,6 +41,31 @@ def outputs(config, root: str) -> list[str]:
     return [path for name in config["studies"] for path in study_outputs(name, root)]
 
 
+#: top-level config sections every study output may read (beside its own study and corpora)
+SETTINGS = ("training", "translation", "evaluation")
+
+
+def config_slices(config, study: str) -> dict[str, str]:
+    """What one study's tables, figures, README and publish read of the config, as compact
+    JSON in three parts (its ``studies`` entry, the corpora its models use, the training /
+    translation / evaluation settings): the generic rules pass them as params, so a change
+    to another study reruns none of this study's outputs, and snakemake's rerun reason
+    shows only the part that changed. :func:`merge_config` puts them back together."""
+    corpora = {m["corpus"] for m, _ in STUDIES[study].models(config["studies"][study])}
+    parts = {"study": {"studies": {study: config["studies"][study]}},
+             "corpora": {"corpora": {c: config["corpora"][c] for c in sorted(corpora) if c in config["corpora"]}},
+             "settings": {k: config[k] for k in SETTINGS if k in config}}
+    return {name: json.dumps(part, sort_keys=True, separators=(",", ":")) for name, part in parts.items()}
+
+
+def merge_config(parts: list[str]) -> dict:
+    """The config slices of :func:`config_slices` (JSON texts) as one config dict."""
+    config: dict = {}
+    for text in parts:
+        config.update(json.loads(text))
+    return config
+
+
 def builder(config, study: str, name: str, root: str):
     module = STUDIES[study]
     files = module.Files(config, config["studies"][study], root)
@@ -83,10 +108,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--study", required=True, choices=sorted(STUDIES))
     parser.add_argument("--name", required=True, help="a table, a figure, or README")
     parser.add_argument("--results", required=True, help="the workflow's results folder")
-    parser.add_argument("--config-json", required=True)
+    parser.add_argument("--config-json", required=True, action="append",
+                        help="the config, or slices of it (repeatable; see config_slices)")
     parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv/md/tex, .png/pdf/csv, or .md)")
     args = parser.parse_args(argv)
-    config = json.loads(args.config_json)
+    config = merge_config(args.config_json)
     module = STUDIES[args.study]
     if args.name == "README":
         files = module.Files(config, config["studies"][args.study], args.results)
