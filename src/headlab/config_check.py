@@ -115,18 +115,17 @@ def _splits(c: Mapping, tests=None) -> list[tuple[str, str]]:
         (f"tests[{i}]", t) for i, t in enumerate(c["tests"]) if tests is None or t in tests]
 
 
-def _check_pair(config: Mapping, corpus: str, pair: str, key: str, study_module) -> None:
-    """The pair exists in every split the study reads (a study module may say which test
-    sets it scores with ``tests(corpus)``; by default all of them)."""
+def _check_pair(config: Mapping, corpus: str, pair: str, key: str, study: str) -> None:
+    """The pair exists in every split the study reads (its scored test sets only)."""
     from headlab.data import local, registry
+    from headlab.studies import scored_tests
 
     c = config["corpora"][corpus]
     if local.is_local(c):
         local.check_pair(c, pair, key)
         return
     data = registry.get(c["dataset"])
-    tests = study_module.tests(c) if hasattr(study_module, "tests") else None
-    for _, split in _splits(c, tests):
+    for _, split in _splits(c, scored_tests(study, c)):
         try:
             data.pair_parts(pair, split)
         except HeadlabError as err:
@@ -167,7 +166,7 @@ def check_study(config: Mapping, name: str) -> None:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(f"corpus {model['corpus']!r} is not configured under corpora; {hint}"
                               f"configured: {', '.join(config['corpora'])}", key=key("corpus"))
-        _check_pair(config, model["corpus"], model["pair"], key("pair"), STUDIES[name])
+        _check_pair(config, model["corpus"], model["pair"], key("pair"), name)
         _check_size(config, model["corpus"], model["size"], key("size"))
         try:
             options = resolve_preset(model["preset"])

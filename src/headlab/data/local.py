@@ -228,7 +228,7 @@ def clean(src: list[str], tgt: list[str], labels: tuple[str, str], *, strict: bo
 
 
 def prepare(corpus: Mapping[str, Any], pair: str, split: str, *, size: int | None = None, seed: int = 0,
-            log=sys.stderr) -> tuple[list[str], list[str], dict]:
+            log=None) -> tuple[list[str], list[str], dict]:
     """Read, check and clean one split of a pair; returns (src, tgt, report)."""
     counts = Counts()
     src, tgt, src_label, tgt_label = read_split(corpus, pair, split, counts)
@@ -255,7 +255,7 @@ def prepare(corpus: Mapping[str, Any], pair: str, split: str, *, size: int | Non
         "first_line": {reason: line for reason, (_, line) in counts.items()},
         "pairs_written": len(src),
     }
-    print(f"headlab prepare-local: {split} {pair}: {summary(report)}", file=log)
+    print(f"headlab prepare-local: {split} {pair}: {summary(report)}", file=log or sys.stderr)
     return src, tgt, report
 
 

@@ -66,6 +66,43 @@ def merge_config(parts: list[str]) -> dict:
     return config
 
 
+def scored_tests(study: str, corpus) -> list[str]:
+    """The test sets of a corpus that a study scores: ``tests(corpus)`` of its module where
+    it has one (paper A: the first), else all of them."""
+    module = STUDIES[study]
+    return list(module.tests(corpus)) if hasattr(module, "tests") else list(corpus["tests"])
+
+
+def data_reports(config, study: str, root: str) -> list[str]:
+    """The ``prepare-local`` reports (sha256 of each file read, lines removed and normalised)
+    of every split the study's models read from local corpora (``dataset: local``)."""
+    from headlab.data.local import is_local
+    from headlab.workflow import results_paths
+
+    paths: dict[str, None] = {}
+    for m, _ in STUDIES[study].models(config["studies"][study]):
+        c = config["corpora"].get(m["corpus"], {})
+        if is_local(c):
+            for split in [c["train"], c["valid"], *scored_tests(study, c)]:
+                paths[f"{results_paths(root)['data']}/{m['corpus']}/{m['pair']}/{m['size']}/raw/{split}.report.json"] = None
+    return list(paths)
+
+
+def data_provenance(config, study: str, root: str) -> dict[str, str]:
+    """``data CORPUS/PAIR/SIZE/SPLIT`` -> one line: the files' sha256, pairs read, removed
+    (by reason) and normalised; for a study README."""
+    from headlab.data.local import summary
+
+    lines = {}
+    for path in data_reports(config, study, root):
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+        name = "/".join(path.split("/")[-5:-2] + [report["split"]])
+        files = ", ".join(f"`{f['path']}` sha256 {f['sha256']}" for f in report["files"])
+        lines[f"data {name}"] = f"{files}; {summary(report)}"
+    return lines
+
+
 def builder(config, study: str, name: str, root: str):
     module = STUDIES[study]
     files = module.Files(config, config["studies"][study], root)
@@ -80,7 +117,8 @@ def inputs(config, study: str, name: str, root: str) -> list[str]:
         module = STUDIES[study]
         prefix = f"{root}/{module.OUTDIR}"
         return ([f"{prefix}/{t}.csv" for t in module.TABLES] + [f"{prefix}/{f}.csv" for f in module.FIGURES]
-                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]])
+                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]]
+                + data_reports(config, study, root))
     return builder(config, study, name, root)[0]
 
 
@@ -117,7 +155,8 @@ def main(argv: list[str]) -> int:
     if args.name == "README":
         files = module.Files(config, config["studies"][args.study], args.results)
         with atomic_write(args.out + ".md") as handle:
-            handle.write(module.readme(files, _provenance(config)))
+            provenance = {**_provenance(config), **data_provenance(config, args.study, args.results)}
+            handle.write(module.readme(files, provenance))
     elif args.name in module.TABLES:
         table, _ = builder(config, args.study, args.name, args.results)[1]()
         write_table(table, args.out)
