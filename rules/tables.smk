@@ -22,6 +22,7 @@ SLICE_ARGS = (
 
 def _names(kind):
     names = [n for s in config["studies"] for n in getattr(STUDIES[s], kind)]
+    names += list(headlab.studies.COMMON_FIGURES) if kind == "FIGURES" else []
     return "|".join(names) or "^$"
 
 

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "suite-split": ("headlab.eval.suite_split", "turn a contrastive/WSD suite into src/tgt split files"),
     "contrastive": ("headlab.eval.contrastive", "contrastive suites (DistilLingEval, MuCoW, ContraWSD, LingEval97)"),
     "study-table": ("headlab.studies", "build one study's table from the workflow's score files"),
+    "learning-curve": ("headlab.report.curves", "a model's training/validation loss and accuracy over steps from its train.log"),
     "publish": ("headlab.publish", "copy a finished study's tables, scores, hypotheses and provenance for git"),
     "table": ("headlab.report.tables", "render result CSVs as CSV/Markdown/LaTeX tables"),
     "figure": ("headlab.report.figures", "render result CSVs as PNG/PDF figures"),

@@ -25,12 +25,22 @@ STUDIES = {
 }
 
 
+def _learning_curves(config, study: str, root: str):
+    from headlab.report.curves import figure
+
+    return figure(config, study, root)
+
+
+#: figures every study has: name -> builder(config, study, root) -> (inputs, build)
+COMMON_FIGURES = {"learning_curves": _learning_curves}
+
+
 def study_outputs(name: str, root: str) -> list[str]:
     """The final files of one study."""
     module = STUDIES[name]
     prefix = f"{root}/{module.OUTDIR}"
     files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
-    files += [f"{prefix}/{fig}.{ext}" for fig in module.FIGURES for ext in ("png", "pdf", "csv")]
+    files += [f"{prefix}/{fig}.{ext}" for fig in [*module.FIGURES, *COMMON_FIGURES] for ext in ("png", "pdf", "csv")]
     if hasattr(module, "readme"):
         files.append(f"{prefix}/README.md")
     return files
@@ -104,6 +114,8 @@ def data_provenance(config, study: str, root: str) -> dict[str, str]:
 
 
 def builder(config, study: str, name: str, root: str):
+    if name in COMMON_FIGURES and name not in STUDIES[study].FIGURES:
+        return COMMON_FIGURES[name](config, study, root)
     module = STUDIES[study]
     files = module.Files(config, config["studies"][study], root)
     kind = module.TABLES.get(name) or module.FIGURES.get(name)
