@@ -32,11 +32,13 @@ try:
 except HeadlabError as err:
     raise WorkflowError(f"--config: {err}") from None
 validate(config, "config/schema.yaml")
-# everything checkable without running a job (head specs, presets, pairs, sizes, option names)
-try:
-    headlab.config_check.check(config)
-except HeadlabError as err:
-    raise WorkflowError(f"config error: {err}") from None
+# everything checkable without running a job (head specs, presets, pairs, sizes, option
+# names), once, in the main process (cluster jobs re-read this file: already checked)
+if workflow.is_main_process:
+    try:
+        headlab.config_check.check(config)
+    except HeadlabError as err:
+        raise WorkflowError(f"config error: {err}") from None
 
 
 report: "report/workflow.rst"
