@@ -5,7 +5,14 @@
 # The config says which studies, corpora, pairs, sizes, layer counts and head specs to run;
 # the rules below are generic (fetch, prepare, preprocess, bpe, vocab, train, translate,
 # score, table) and never copied per paper.
+import os
+
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
+
+import headlab.config_check
+import headlab.config_types
+from headlab.errors import HeadlabError
 
 min_version("9.0")
 
@@ -17,7 +24,21 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# --config values arrive as strings below the top level: give them the schema's types first
+try:
+    headlab.config_types.coerce_overrides(
+        config, workflow.config_settings.overwrite_config,
+        headlab.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml")))
+except HeadlabError as err:
+    raise WorkflowError(f"--config: {err}") from None
 validate(config, "config/schema.yaml")
+# everything checkable without running a job (head specs, presets, pairs, sizes, option
+# names), once, in the main process (cluster jobs re-read this file: already checked)
+if workflow.is_main_process:
+    try:
+        headlab.config_check.check(config)
+    except HeadlabError as err:
+        raise WorkflowError(f"config error: {err}") from None
 
 
 report: "report/workflow.rst"
@@ -25,7 +46,9 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/local.smk"
 include: "rules/train.smk"
+include: "rules/curves.smk"
 include: "rules/evaluate.smk"
 include: "rules/analyse.smk"
 include: "rules/tables.smk"

@@ -8,8 +8,21 @@ def _study_output_inputs(w):
     return headlab.studies.inputs(config, OUTDIRS[w.outdir], getattr(w, "name", "README"), RESULTS)
 
 
+def _slice(part):
+    """One part of the study's own config slice (headlab.studies.config_slices)."""
+    return lambda w: headlab.studies.config_slices(config, OUTDIRS[w.outdir])[part]
+
+
+# a study's outputs get only its own config slice: changing study X reruns nothing of study Y
+SLICES = dict(cfg_study=_slice("study"), cfg_corpora=_slice("corpora"), cfg_settings=_slice("settings"))
+SLICE_ARGS = (
+    "--config-json {params.cfg_study:q} --config-json {params.cfg_corpora:q} --config-json {params.cfg_settings:q}"
+)
+
+
 def _names(kind):
     names = [n for s in config["studies"] for n in getattr(STUDIES[s], kind)]
+    names += list(headlab.studies.COMMON_FIGURES) if kind == "FIGURES" else []
     return "|".join(names) or "^$"
 
 
@@ -26,14 +39,14 @@ rule study_table:
         name=_names("TABLES"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),  # travels with the job; a change reruns it
+        **SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
-        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
 
 
 rule study_figure:
@@ -49,14 +62,14 @@ rule study_figure:
         name=_names("FIGURES"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),
+        **SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
-        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
 
 
 rule study_readme:
@@ -68,14 +81,14 @@ rule study_readme:
         outdir="|".join(OUTDIRS),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),
+        **SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/README.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name README --results {RESULTS} "
-        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/README 2> {log}"
+        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/README 2> {log}"
 
 
 ruleorder: study_readme > study_table
@@ -93,11 +106,11 @@ rule publish:
         tag=r"|-[A-Za-z0-9_.-]+",
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),
+        **SLICES,
     log:
         f"{LOGS}/publish/{{outdir}}{{tag}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
-        "headlab publish --study {params.study} --results {RESULTS} --config-json {params.config:q} "
+        "headlab publish --study {params.study} --results {RESULTS} " f"{SLICE_ARGS} "
         "--out {output} 2> {log}"

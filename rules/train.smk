@@ -1,5 +1,6 @@
 # Training: one OpenNMT-py config per model of the grid, generated from a named preset
 # (src/headlab/presets.yaml) and validated, then `headlab train` (resumes after a crash).
+import headlab.report.curves
 
 
 def _data(w, split, side, kind="bpe"):
@@ -18,7 +19,7 @@ rule onmt_config:
     params:
         sets=lambda w: " ".join(
             f"--set {k}={json.dumps(v)!r}" for k, v in study_overrides(w).items()
-        ),
+        ) + headlab.report.curves.tensorboard_args(config, model_dir(w)),
         gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
         save_dir=model_dir,
     log:

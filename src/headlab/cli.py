@@ -12,6 +12,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("headlab.data.fetch", "fetch a registered dataset (mirror first, then upstream), verify sha256"),
     "prepare": ("headlab.data.prepare", "extract a language pair/split, validate, subsample"),
+    "prepare-local": ("headlab.data.local", "read, check and clean one split of your own corpus (dataset: local)"),
     "preprocess": ("headlab.data.preprocess", "Moses tokenise/truecase, BPE, detokenise"),
     "build-vocab": ("headlab.onmt_run", "onmt_build_vocab with the plugin loaded"),
     "vocab": ("headlab.onmt_run", "shared vocabulary of a BPE'd training corpus"),
@@ -26,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "suite-split": ("headlab.eval.suite_split", "turn a contrastive/WSD suite into src/tgt split files"),
     "contrastive": ("headlab.eval.contrastive", "contrastive suites (DistilLingEval, MuCoW, ContraWSD, LingEval97)"),
     "study-table": ("headlab.studies", "build one study's table from the workflow's score files"),
+    "learning-curve": ("headlab.report.curves", "a model's training/validation loss and accuracy over steps from its train.log"),
     "publish": ("headlab.publish", "copy a finished study's tables, scores, hypotheses and provenance for git"),
     "table": ("headlab.report.tables", "render result CSVs as CSV/Markdown/LaTeX tables"),
     "figure": ("headlab.report.figures", "render result CSVs as PNG/PDF figures"),

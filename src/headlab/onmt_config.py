@@ -186,18 +186,24 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
         # two vocabularies: the encoder and decoder embeddings cannot be one matrix; the
         # decoder's input and output embeddings stay tied where the preset says so
         options["share_embeddings"] = False
+    overrides = dict(overrides or {})
+    options.update(overrides)
+    # the head specs go in last: the encoder/decoder types are known only with the overrides
     specs = parse_heads_name(heads)
     if options.get("encoder_type") == "headlab":
         options["enc_heads"] = specs["enc"]
     elif specs["enc"] != STOCK_HEADS:
-        raise ConfigError(f"head spec {specs['enc']!r} needs encoder_type 'headlab'", key="heads")
+        raise ConfigError(f"head spec {specs['enc']!r} needs encoder_type 'headlab', but preset {preset!r} "
+                          f"with its overrides has {options.get('encoder_type')!r}", key="heads")
     if specs["dec"] != STOCK_HEADS or specs["cross"] != STOCK_HEADS:
-        # stock and headlab decoders are the same model at 8L: switch only when needed,
-        # so that 8L decoders keep stock checkpoints
+        # stock and headlab decoders are the same model at 8L: switch only when needed, so
+        # that 8L decoders keep stock checkpoints
+        if "decoder_type" in overrides and overrides["decoder_type"] != "headlab":
+            raise ConfigError(f"decoder head specs {specs['dec']!r} / {specs['cross']!r} need decoder_type "
+                              f"'headlab', but the overrides set {overrides['decoder_type']!r}", key="heads")
         options["decoder_type"] = "headlab"
     if options.get("decoder_type") == "headlab":
         options["dec_heads"], options["cross_heads"] = specs["dec"], specs["cross"]
-    options.update(overrides or {})
     validate_options(options, kind="train", source=f"preset {preset!r} + overrides")
     check_values(options, source=f"preset {preset!r} + overrides")
     return options

@@ -22,8 +22,10 @@ FORMATS = ("png", "pdf")
 
 
 def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", style: str | None = None,
-         col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None):
-    """Return a matplotlib Figure (Agg backend, nothing shown)."""
+         col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None,
+         x_numeric: bool = False, col_wrap: int | None = None):
+    """Return a matplotlib Figure (Agg backend, nothing shown). ``x_numeric``: a line plot
+    over a numeric x (training steps) instead of ordered categories."""
     import matplotlib
     matplotlib.use("Agg")
     import seaborn as sns
@@ -32,12 +34,16 @@ def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", st
         if name not in tidy.columns:
             raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")
     tidy = tidy.copy()
+    sns.set_theme(style="whitegrid", context="paper")
+    if x_numeric:
+        grid = sns.relplot(data=tidy, x=x, y=y, hue=hue, style=style or hue, col=col, col_wrap=col_wrap if col else None,
+                           kind="line", dashes=True, height=3.2, aspect=1.4)
+        return _finish(grid, x, y, xlabel, ylabel, title, ylim)
     tidy[x] = tidy[x].astype(str)
     order = list(x_order) if x_order else list(dict.fromkeys(tidy[x]))
     missing = set(tidy[x]) - set(order)
     if missing:
         raise DataError(f"--x-order lacks {sorted(missing)}")
-    sns.set_theme(style="whitegrid", context="paper")
     if kind == "line":
         # categorical x kept in order: map to positions, label the ticks
         tidy["_pos"] = tidy[x].map({v: i for i, v in enumerate(order)})
@@ -51,6 +57,10 @@ def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", st
                            height=3.2, aspect=1.4)
     else:
         raise DataError(f"unknown figure kind {kind!r} (line or bar)")
+    return _finish(grid, x, y, xlabel, ylabel, title, ylim)
+
+
+def _finish(grid, x, y, xlabel, ylabel, title, ylim):
     grid.set_axis_labels(xlabel or x, ylabel or y)
     if ylim:
         grid.set(ylim=ylim)

@@ -25,12 +25,22 @@ STUDIES = {
 }
 
 
+def _learning_curves(config, study: str, root: str):
+    from headlab.report.curves import figure
+
+    return figure(config, study, root)
+
+
+#: figures every study has: name -> builder(config, study, root) -> (inputs, build)
+COMMON_FIGURES = {"learning_curves": _learning_curves}
+
+
 def study_outputs(name: str, root: str) -> list[str]:
     """The final files of one study."""
     module = STUDIES[name]
     prefix = f"{root}/{module.OUTDIR}"
     files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
-    files += [f"{prefix}/{fig}.{ext}" for fig in module.FIGURES for ext in ("png", "pdf", "csv")]
+    files += [f"{prefix}/{fig}.{ext}" for fig in [*module.FIGURES, *COMMON_FIGURES] for ext in ("png", "pdf", "csv")]
     if hasattr(module, "readme"):
         files.append(f"{prefix}/README.md")
     return files
@@ -41,7 +51,71 @@ def outputs(config, root: str) -> list[str]:
     return [path for name in config["studies"] for path in study_outputs(name, root)]
 
 
+#: top-level config sections every study output may read (beside its own study and corpora)
+SETTINGS = ("training", "translation", "evaluation")
+
+
+def config_slices(config, study: str) -> dict[str, str]:
+    """What one study's tables, figures, README and publish read of the config, as compact
+    JSON in three parts (its ``studies`` entry, the corpora its models use, the training /
+    translation / evaluation settings): the generic rules pass them as params, so a change
+    to another study reruns none of this study's outputs, and snakemake's rerun reason
+    shows only the part that changed. :func:`merge_config` puts them back together."""
+    corpora = {m["corpus"] for m, _ in STUDIES[study].models(config["studies"][study])}
+    parts = {"study": {"studies": {study: config["studies"][study]}},
+             "corpora": {"corpora": {c: config["corpora"][c] for c in sorted(corpora) if c in config["corpora"]}},
+             "settings": {k: config[k] for k in SETTINGS if k in config}}
+    return {name: json.dumps(part, sort_keys=True, separators=(",", ":")) for name, part in parts.items()}
+
+
+def merge_config(parts: list[str]) -> dict:
+    """The config slices of :func:`config_slices` (JSON texts) as one config dict."""
+    config: dict = {}
+    for text in parts:
+        config.update(json.loads(text))
+    return config
+
+
+def scored_tests(study: str, corpus) -> list[str]:
+    """The test sets of a corpus that a study scores: ``tests(corpus)`` of its module where
+    it has one (paper A: the first), else all of them."""
+    module = STUDIES[study]
+    return list(module.tests(corpus)) if hasattr(module, "tests") else list(corpus["tests"])
+
+
+def data_reports(config, study: str, root: str) -> list[str]:
+    """The ``prepare-local`` reports (sha256 of each file read, lines removed and normalised)
+    of every split the study's models read from local corpora (``dataset: local``)."""
+    from headlab.data.local import is_local
+    from headlab.workflow import results_paths
+
+    paths: dict[str, None] = {}
+    for m, _ in STUDIES[study].models(config["studies"][study]):
+        c = config["corpora"].get(m["corpus"], {})
+        if is_local(c):
+            for split in [c["train"], c["valid"], *scored_tests(study, c)]:
+                paths[f"{results_paths(root)['data']}/{m['corpus']}/{m['pair']}/{m['size']}/raw/{split}.report.json"] = None
+    return list(paths)
+
+
+def data_provenance(config, study: str, root: str) -> dict[str, str]:
+    """``data CORPUS/PAIR/SIZE/SPLIT`` -> one line: the files' sha256, pairs read, removed
+    (by reason) and normalised; for a study README."""
+    from headlab.data.local import summary
+
+    lines = {}
+    for path in data_reports(config, study, root):
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+        name = "/".join(path.split("/")[-5:-2] + [report["split"]])
+        files = ", ".join(f"`{f['path']}` sha256 {f['sha256']}" for f in report["files"])
+        lines[f"data {name}"] = f"{files}; {summary(report)}"
+    return lines
+
+
 def builder(config, study: str, name: str, root: str):
+    if name in COMMON_FIGURES and name not in STUDIES[study].FIGURES:
+        return COMMON_FIGURES[name](config, study, root)
     module = STUDIES[study]
     files = module.Files(config, config["studies"][study], root)
     kind = module.TABLES.get(name) or module.FIGURES.get(name)
@@ -55,7 +129,8 @@ def inputs(config, study: str, name: str, root: str) -> list[str]:
         module = STUDIES[study]
         prefix = f"{root}/{module.OUTDIR}"
         return ([f"{prefix}/{t}.csv" for t in module.TABLES] + [f"{prefix}/{f}.csv" for f in module.FIGURES]
-                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]])
+                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]]
+                + data_reports(config, study, root))
     return builder(config, study, name, root)[0]
 
 
@@ -83,15 +158,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--study", required=True, choices=sorted(STUDIES))
     parser.add_argument("--name", required=True, help="a table, a figure, or README")
     parser.add_argument("--results", required=True, help="the workflow's results folder")
-    parser.add_argument("--config-json", required=True)
+    parser.add_argument("--config-json", required=True, action="append",
+                        help="the config, or slices of it (repeatable; see config_slices)")
     parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv/md/tex, .png/pdf/csv, or .md)")
     args = parser.parse_args(argv)
-    config = json.loads(args.config_json)
+    config = merge_config(args.config_json)
     module = STUDIES[args.study]
     if args.name == "README":
         files = module.Files(config, config["studies"][args.study], args.results)
         with atomic_write(args.out + ".md") as handle:
-            handle.write(module.readme(files, _provenance(config)))
+            provenance = {**_provenance(config), **data_provenance(config, args.study, args.results)}
+            handle.write(module.readme(files, provenance))
     elif args.name in module.TABLES:
         table, _ = builder(config, args.study, args.name, args.results)[1]()
         write_table(table, args.out)

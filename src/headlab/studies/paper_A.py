@@ -69,6 +69,11 @@ def models(study: Mapping[str, Any]):
         yield m, dict(lowres.get("overrides", {}))
 
 
+def tests(corpus: Mapping[str, Any]) -> list[str]:
+    """The test sets of a corpus this study scores (every table reads the first only)."""
+    return list(corpus["tests"][:1])
+
+
 def _eight(study) -> str:
     """The head spec of Table 5's all-fixed system."""
     return study.get("eight_fixed", "8Ftoken")
@@ -118,7 +123,7 @@ class Files:
     root: str
 
     def test(self, corpus):
-        return self.config["corpora"][corpus]["tests"][0]
+        return tests(self.config["corpora"][corpus])[0]
 
     def bleu(self, m, ablation="full"):
         return f"{results_paths(self.root)['scores']}/{model_path(m)}/{self.test(m['corpus'])}.{ablation}.json"
