@@ -43,3 +43,21 @@ def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
         for name, value in part.items():
             total[name] = total[name] + value if name in total else value
     return total
+
+
+class HeadSites:
+    """What the headlab encoder and decoder share: head-module initialisation and the stock
+    state-dict mapping (mixed into both)."""
+
+    def reset_head_parameters(self) -> None:
+        """Re-apply head modules' own initialisation (e.g. open gates) after OpenNMT-py's
+        generic ``-param_init`` / ``-param_init_glorot`` pass over all parameters."""
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_head_parameters"):
+                module.reset_head_parameters()
+
+    @staticmethod
+    def load_stock_state_dict(state_dict: dict) -> dict:
+        """Rename a stock TransformerEncoder/Decoder state dict for headlab ``8L`` sites."""
+        from headlab.heads.attention import stock_key_map
+        return {stock_key_map(k): v for k, v in state_dict.items()}

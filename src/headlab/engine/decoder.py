@@ -28,9 +28,9 @@ from torch import Tensor
 from onmt.decoders import register_decoder
 from onmt.decoders.transformer import TransformerDecoder
 
-from headlab.engine.common import check_supported, first, mixer_options, sum_terms
+from headlab.engine.common import HeadSites, check_supported, first, mixer_options, sum_terms
 from headlab.errors import ConfigError
-from headlab.heads.attention import HeadlabAttention, stock_key_map
+from headlab.heads.attention import HeadlabAttention
 from headlab.heads.base import HeadContext
 from headlab.heads.spec import SITES, parse_spec
 from headlab.opts import DECODER_NAME
@@ -84,7 +84,7 @@ class DecoderAttention(HeadlabAttention):
 
 
 @register_decoder(DECODER_NAME)
-class HeadlabDecoder(TransformerDecoder):
+class HeadlabDecoder(HeadSites, TransformerDecoder):
     """Stock TransformerDecoder whose attentions come from ``-dec_heads`` / ``-cross_heads``."""
 
     @classmethod
@@ -142,13 +142,3 @@ class HeadlabDecoder(TransformerDecoder):
     def aux_terms(self) -> dict[str, Tensor]:
         """Named auxiliary terms of the last forward, summed over both sites and all layers."""
         return sum_terms(attn.aux_terms() for site in ("dec", "cross") for attn in self.attentions(site))
-
-    def reset_head_parameters(self) -> None:
-        for module in self.modules():
-            if module is not self and hasattr(module, "reset_head_parameters"):
-                module.reset_head_parameters()
-
-    @staticmethod
-    def load_stock_state_dict(state_dict: dict) -> dict:
-        """Rename a stock TransformerDecoder state dict for a headlab ``8L`` decoder."""
-        return {stock_key_map(k): v for k, v in state_dict.items()}

@@ -22,9 +22,9 @@ from onmt.encoders.encoder import EncoderBase
 from onmt.modules.position_ffn import ActivationFunction, PositionwiseFeedForward
 from onmt.utils.misc import sequence_mask
 
-from headlab.engine.common import check_supported, first, mixer_options, sum_terms
+from headlab.engine.common import HeadSites, check_supported, first, mixer_options, sum_terms
 from headlab.errors import ConfigError
-from headlab.heads.attention import HeadlabAttention, stock_key_map
+from headlab.heads.attention import HeadlabAttention
 from headlab.heads.base import HeadContext
 from headlab.heads.patterns import word_ids_from_continuation
 from headlab.heads.spec import LayerSpec, parse_spec
@@ -67,7 +67,7 @@ class HeadlabEncoderLayer(nn.Module):
 
 
 @register_encoder(ENCODER_NAME)
-class HeadlabEncoder(EncoderBase):
+class HeadlabEncoder(HeadSites, EncoderBase):
     def __init__(self, num_layers, d_model, heads, d_ff, dropout, attention_dropout,
                  embeddings, enc_heads="8L", **layer_kwargs):
         super().__init__()
@@ -114,18 +114,6 @@ class HeadlabEncoder(EncoderBase):
         tokens = getattr(vocab, "ids_to_tokens", vocab)
         flags = torch.tensor([str(t).endswith("@@") for t in tokens], dtype=torch.bool, device="cpu")
         self.continuation = flags
-
-    def reset_head_parameters(self) -> None:
-        """Re-apply head modules' own initialisation (e.g. open gates) after OpenNMT-py's
-        generic ``-param_init`` / ``-param_init_glorot`` pass over all parameters."""
-        for module in self.modules():
-            if module is not self and hasattr(module, "reset_head_parameters"):
-                module.reset_head_parameters()
-
-    @staticmethod
-    def load_stock_state_dict(state_dict: dict) -> dict:
-        """Rename a stock TransformerEncoder state dict for a headlab ``8L`` encoder."""
-        return {stock_key_map(k): v for k, v in state_dict.items()}
 
     # -- forward ------------------------------------------------------------------------
     def context(self, src: Tensor, src_len: Tensor, word_ids: Tensor | None = None) -> HeadContext:
