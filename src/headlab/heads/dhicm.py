@@ -81,7 +81,7 @@ class DHICM(HeadMixer):
     def scores(self, heads: Tensor, x: Tensor) -> Tensor:
         """eq. 2: (B, N, H) from heads (B, N, H, d_k) and x (B, N, d)."""
         query = self.dropout(self.U(x)) @ self.W.weight             # Wᵀ U x: (B, N, d_k)
-        return (heads * query.unsqueeze(2)).sum(-1) / math.sqrt(self.d_m)
+        return torch.einsum("bnhk,bnk->bnh", heads, query) / math.sqrt(self.d_m)
 
     def project(self, heads: list[Tensor], ctx: HeadContext, x: Tensor) -> Tensor:
         stacked = heads[0] if len(heads) == 1 else torch.cat(heads, 2)   # (B, N, H, d_k)
@@ -93,7 +93,7 @@ class DHICM(HeadMixer):
         self._kl = (kl * real).sum() / real.sum().clamp_min(1)
         if self.record:
             self.importance = importance.detach()
-        mixed = (importance.to(stacked.dtype).unsqueeze(-1) * stacked).sum(2)   # Σ_h G_h O^h
+        mixed = torch.einsum("bnh,bnhk->bnk", importance.to(stacked.dtype), stacked)   # Σ_h G_h O^h
         return self.W_s(self.V(mixed))                                          # eq. 3
 
     def aux_terms(self) -> dict[str, Tensor]:
