@@ -32,6 +32,9 @@ try:
 except HeadlabError as err:
     raise WorkflowError(f"--config: {err}") from None
 validate(config, "config/schema.yaml")
+
+# Rule shells never glob: model paths may hold a head spec's "*" (headlab.workflow.MODEL).
+shell.prefix("set -euo pipefail; set -f; ")
 # everything checkable without running a job (head specs, presets, pairs, sizes, option
 # names), once, in the main process (cluster jobs re-read this file: already checked)
 if workflow.is_main_process:

@@ -161,3 +161,26 @@ rule params:
         "../envs/onmt.yaml"
     shell:
         "headlab params --model {input} --out {output} 2> {log}"
+
+
+# Per-layer, per-head attention of one site on the first test sentences (encoder self-,
+# decoder self- and cross-attention, teacher-forced on the reference) and, for DHICM
+# layers, the importance of each head for each token (paper B Figures 1-3).
+rule export_attention:
+    input:
+        model=f"{MODELS}/{MODEL}/model.pt",
+        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.src",
+        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.tgt",
+    output:
+        f"{SCORES}/{MODEL}/{{split}}.{{site}}.attention.npz",
+    wildcard_constraints:
+        site="enc|dec|cross",
+    params:
+        sents=config.get("evaluation", {}).get("attention_sentences", 100),
+    log:
+        f"{LOGS}/export_attention/{MODEL}/{{split}}.{{site}}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab export-attention -model {input.model} -src {input.src} -tgt {input.tgt} "
+        "-site {wildcards.site} -max_sents {params.sents} -out {output} 2> {log}"

@@ -36,11 +36,11 @@ MODEL_KEYS = headlab.workflow.MODEL_KEYS
 wildcard_constraints:
     corpus=r"[A-Za-z0-9_.-]+",
     pair=r"[a-z]{2,3}-[a-z]{2,3}",
-    size=r"full|[0-9]+",
+    size=r"full|[0-9]+(?:\.s[0-9]+)?",
     preset=r"[A-Za-z0-9_]+",
     layers=r"[0-9]+\+[0-9]+",
     variant=r"default|[A-Za-z0-9_.,=+:-]+",
-    heads=r"[A-Za-z0-9+*,()~@=]+",
+    heads=r"[A-Za-z0-9_+*,~@=]+",
     seed=r"[0-9]+",
     side=r"src|tgt",
     split=r"[A-Za-z0-9_]+",
@@ -101,7 +101,7 @@ def model_dir(w):
 
 def study_models(name):
     """(model wildcards, OpenNMT overrides) of every model the study trains."""
-    return list(STUDIES[name].models(config["studies"][name]))
+    return headlab.studies.study_models(config, name, RESULTS)
 
 
 def study_overrides(w):

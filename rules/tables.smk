@@ -4,8 +4,27 @@
 OUTDIRS = {STUDIES[name].OUTDIR: name for name in config["studies"]}
 
 
+def _finished_stages(study, until=None):
+    """Wait for the study's search stages (Snakemake checkpoints) before naming the models
+    they choose: all of them, or those before ``until`` (corpus, pair, stage)."""
+    for key in headlab.studies.stage_keys(config, study):
+        if until is not None and (key["corpus"], key["pair"]) == until[:2]:
+            stages = STUDIES[study].STAGES
+            if stages.index(key["stage"]) >= stages.index(until[2]):
+                continue
+        checkpoints.study_stage.get(outdir=STUDIES[study].OUTDIR, **key)
+
+
 def _study_output_inputs(w):
-    return headlab.studies.inputs(config, OUTDIRS[w.outdir], getattr(w, "name", "README"), RESULTS)
+    study = OUTDIRS[w.outdir]
+    _finished_stages(study)
+    return headlab.studies.inputs(config, study, getattr(w, "name", "README"), RESULTS)
+
+
+def _stage_inputs(w):
+    study = OUTDIRS[w.outdir]
+    _finished_stages(study, until=(w.corpus, w.pair, w.stage))
+    return headlab.studies.stage_inputs(config, study, w.corpus, w.pair, w.stage, RESULTS)
 
 
 def _slice(part):
@@ -24,6 +43,28 @@ def _names(kind):
     names = [n for s in config["studies"] for n in getattr(STUDIES[s], kind)]
     names += list(headlab.studies.COMMON_FIGURES) if kind == "FIGURES" else []
     return "|".join(names) or "^$"
+
+
+# A data-dependent DAG (paper B's two-stage grid search): each stage's choice is a JSON
+# file; the models of later stages and the final systems are read from it.
+checkpoint study_stage:
+    input:
+        _stage_inputs,
+    output:
+        f"{RESULTS}/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.json",
+    wildcard_constraints:
+        outdir="|".join(OUTDIRS),
+        stage=r"[A-Za-z0-9_]+",
+    params:
+        study=lambda w: OUTDIRS[w.outdir],
+        **SLICES,
+    log:
+        f"{LOGS}/study/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab study-stage --study {params.study} --corpus {wildcards.corpus} --pair {wildcards.pair} "
+        "--stage {wildcards.stage} --results {RESULTS} " f"{SLICE_ARGS} " "--out {output} 2> {log}"
 
 
 rule study_table:

@@ -48,16 +48,16 @@ def _benchmark(path: Path) -> dict | None:
 
 def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[Path, str]]:
     """(source file, path inside the published folder) for everything that is published."""
-    from headlab.studies import STUDIES, study_outputs
+    from headlab.studies import study_models, study_outputs
 
-    module, root = STUDIES[study], Path(results)
+    root = Path(results)
     paths = results_paths(str(root))
     files = []
     for out in study_outputs(study, str(root)):
         if out.endswith((".csv", ".md", ".png")):
             files.append((Path(out), Path(out).name))
     seen = set()
-    for m, _ in module.models(config["studies"][study]):
+    for m, _ in study_models(config, study, str(root)):
         model = model_path(m)
         if model in seen:
             continue
@@ -77,10 +77,10 @@ def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[
 
 
 def provenance(config: dict, study: str, results: str | os.PathLike) -> dict:
-    from headlab.studies import STUDIES, _provenance, data_reports
+    from headlab.studies import _provenance, data_reports, study_models
 
     training = {}
-    for m, _ in STUDIES[study].models(config["studies"][study]):
+    for m, _ in study_models(config, study, str(results)):
         model = model_path(m)
         training[model] = _benchmark(Path(results_paths(str(results))["models"]) / model / "train.benchmark.tsv")
     data = {}

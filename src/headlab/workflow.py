@@ -13,7 +13,11 @@ it affects:
 * ``heads``: the head specs of all three attention sites (:func:`heads_name`): the encoder
   self-attention spec alone when decoder self- and cross-attention are stock ``8L``
   (paper A's paths), else ``ENC@dec=DEC@cross=CROSS``; ``|`` (a mixer) is written ``~``
-  in paths, which the spec grammar accepts too, so no shell sees a pipe.
+  and ``N*(LAYER)`` as ``N*LAYER`` in paths (the spec grammar reads both), so that no
+  shell sees a pipe or a parenthesis (rule shells run with globbing off: ``*`` is literal).
+* ``size``: ``full``, a number of training pairs (a subsample drawn with the corpus's
+  ``subsample_seed``), or ``N.sK``: N pairs drawn with seed K (paper B's "3 random
+  subsamples" per size, :func:`size_count` / :func:`size_seed`).
 """
 from __future__ import annotations
 
@@ -51,7 +55,19 @@ def heads_name(enc: str = STOCK_HEADS, dec: str = STOCK_HEADS, cross: str = STOC
     """Path name of the head specs of the three sites (see the module docstring)."""
     parts = [enc] + [f"{site}={spec}" for site, spec in (("dec", dec), ("cross", cross))
                      if spec != STOCK_HEADS]
-    return "@".join(p.replace(" ", "").replace("|", "~") for p in parts)
+    return "@".join(p.replace(" ", "").replace("|", "~").replace("(", "").replace(")", "") for p in parts)
+
+
+def size_count(size: str | int) -> int | None:
+    """Training pairs of a size wildcard (``full``: None; ``5000``, ``5000.s2``: 5000)."""
+    size = str(size)
+    return None if size == "full" else int(size.split(".s")[0])
+
+
+def size_seed(size: str | int, default: int) -> int:
+    """Subsample seed of a size wildcard: K of ``N.sK``, else the corpus's ``default``."""
+    size = str(size)
+    return int(size.split(".s")[1]) if ".s" in size else default
 
 
 def parse_heads_name(name: str) -> dict[str, str]:

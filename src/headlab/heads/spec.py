@@ -23,8 +23,9 @@ Grammar (whitespace is ignored)::
   fixed patterns 1-7 of paper A §3.2, head 8 is learned, as in paper A Table 4).
 * ``|gate`` etc. add a layer-level mixer acting on the stacked head outputs; ``~`` is the
   same as ``|`` (model paths use it, so that no shell reads a pipe).
-* ``*(LAYER)`` without a number fills the layers the other groups leave: ``*(8L),8L|dhicm``
-  is DHICM on the last layer whatever the depth (paper B §4.3). At most one such group.
+* ``*(LAYER)`` without a number fills the layers the other groups leave (none or more):
+  ``*(8L),8L|dhicm`` is DHICM on the last layer whatever the depth (paper B §4.3). At most
+  one such group.
 * Kinds and mixers say which sites they serve (``sites``): paper A's fixed patterns read
   the whole source sentence, so they are encoder-only; learned heads, gates and DHICM
   serve all three sites.
@@ -189,9 +190,9 @@ def parse_spec(spec: str, num_layers: int | None = None, site: str = "enc") -> l
         raise _bad(spec, text, "at most one '*(LAYER)' group may fill the remaining layers", site)
     fixed = sum(repeat for repeat, _ in parsed if repeat is not None)
     fill = 1 if num_layers is None else num_layers - fixed
-    if fills and fill < 1:
+    if fills and fill < 0:
         raise ConfigError(f"bad head spec {spec!r}: the other groups already describe {fixed} "
-                          f"layers, none is left for '*(...)' ({num_layers} layers)", key=key)
+                          f"layers, more than the {num_layers} layers of the {SITE_NAMES[site]}", key=key)
     layers = [layer for repeat, layer in parsed for _ in range(fill if repeat is None else repeat)]
     if num_layers is not None:
         if not repeated:

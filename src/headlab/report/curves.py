@@ -106,10 +106,10 @@ def figure(config: Mapping[str, Any], study: str, root: str):
     language pair."""
     import pandas as pd
 
-    from headlab.studies import STUDIES
+    from headlab.studies import study_models
     from headlab.workflow import model_path, results_paths
 
-    models = list({model_path(m): m for m, _ in STUDIES[study].models(config["studies"][study])}.values())
+    models = list({model_path(m): m for m, _ in study_models(config, study, root)}.values())
     labels = _label(models)
     scores = results_paths(root)["scores"]
     inputs = [f"{scores}/{model_path(m)}/learning_curve.csv" for m in models]

@@ -1,11 +1,17 @@
 """Study builders. A study module declares:
 
 - ``OUTDIR``: its outputs go to ``<results>/<OUTDIR>/``;
-- ``models(study)``: (model wildcards, OpenNMT overrides) of every model it trains;
+- ``models(study, root=None)``: (model wildcards, OpenNMT overrides) of every model it
+  trains (``root``: the results folder, for studies whose later models depend on results);
 - ``Files(config, study, results_root)``: where the generic rules wrote what it reads;
 - ``TABLES`` / ``FIGURES``: name -> builder(files) -> (inputs, build); ``build()`` returns
   (Table, tidy DataFrame) for tables and (tidy DataFrame, plot keywords) for figures;
-- optionally ``readme(files, provenance) -> str`` (a generated ``README.md``).
+- optionally ``readme(files, provenance) -> str`` (a generated ``README.md``);
+- optionally stages of a data-dependent DAG (paper B's grid search): ``STAGES``,
+  ``stage_keys(study)`` (dicts of corpus, pair, stage, in order), ``stage_inputs(files,
+  corpus, pair, stage)`` and ``select(files, corpus, pair, stage) -> dict``; the generic
+  ``study_stage`` Snakemake checkpoint writes ``<results>/<OUTDIR>/stages/CORPUS/PAIR/STAGE.json``
+  from ``select``, and ``models(study, root)`` reads those files to name the later models.
 
 One generic Snakemake rule per output kind renders them (rules/tables.smk).
 """
@@ -17,12 +23,29 @@ import os
 import subprocess
 import time
 
-from headlab.studies import baseline, paper_A
+from headlab.studies import baseline, paper_A, paper_B
 
 STUDIES = {
     "baseline": baseline,
     "paper_A": paper_A,
+    "paper_B": paper_B,
 }
+
+
+def study_models(config, study: str, root: str | None = None) -> list[tuple[dict, dict]]:
+    """(model, overrides) of every model a study trains; with ``root``, also those that its
+    finished stages name (see the module doc)."""
+    return list(STUDIES[study].models(config["studies"][study], root))
+
+
+def stage_keys(config, study: str) -> list[dict[str, str]]:
+    module = STUDIES[study]
+    return list(module.stage_keys(config["studies"][study])) if hasattr(module, "STAGES") else []
+
+
+def stage_inputs(config, study: str, corpus: str, pair: str, stage: str, root: str) -> list[str]:
+    module = STUDIES[study]
+    return module.stage_inputs(module.Files(config, config["studies"][study], root), corpus, pair, stage)
 
 
 def _learning_curves(config, study: str, root: str):
@@ -61,7 +84,7 @@ def config_slices(config, study: str) -> dict[str, str]:
     translation / evaluation settings): the generic rules pass them as params, so a change
     to another study reruns none of this study's outputs, and snakemake's rerun reason
     shows only the part that changed. :func:`merge_config` puts them back together."""
-    corpora = {m["corpus"] for m, _ in STUDIES[study].models(config["studies"][study])}
+    corpora = {m["corpus"] for m, _ in study_models(config, study)}
     parts = {"study": {"studies": {study: config["studies"][study]}},
              "corpora": {"corpora": {c: config["corpora"][c] for c in sorted(corpora) if c in config["corpora"]}},
              "settings": {k: config[k] for k in SETTINGS if k in config}}
@@ -90,7 +113,7 @@ def data_reports(config, study: str, root: str) -> list[str]:
     from headlab.workflow import results_paths
 
     paths: dict[str, None] = {}
-    for m, _ in STUDIES[study].models(config["studies"][study]):
+    for m, _ in study_models(config, study, root):
         c = config["corpora"].get(m["corpus"], {})
         if is_local(c):
             for split in [c["train"], c["valid"], *scored_tests(study, c)]:
@@ -177,4 +200,24 @@ def main(argv: list[str]) -> int:
         with atomic_write(args.out + ".csv") as handle:
             tidy.to_csv(handle, index=False)
         save(plot(tidy, **style), args.out)
+    return 0
+
+
+def main_study_stage(argv: list[str]) -> int:
+    """``headlab study-stage --study S --corpus C --pair P --stage K --results DIR
+    --config-json JSON --out FILE``: one stage of a study's data-dependent search, as JSON
+    (written by the generic ``study_stage`` checkpoint)."""
+    from headlab.io import atomic_write
+
+    parser = argparse.ArgumentParser(prog="headlab study-stage")
+    for name in ("study", "corpus", "pair", "stage", "results", "out"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--config-json", required=True, action="append")
+    args = parser.parse_args(argv)
+    config = merge_config(args.config_json)
+    module = STUDIES[args.study]
+    files = module.Files(config, config["studies"][args.study], args.results)
+    result = module.select(files, args.corpus, args.pair, args.stage)
+    with atomic_write(args.out) as handle:
+        json.dump(result, handle, indent=1, sort_keys=True)
     return 0

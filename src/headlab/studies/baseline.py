@@ -16,7 +16,7 @@ OUTDIR = "tables"
 _VARYING = ("size", "layers", "heads", "seed")  # shown in the row label only when they vary
 
 
-def models(study: Mapping[str, Any]):
+def models(study: Mapping[str, Any], root: str | None = None):
     for model in study_models(study):
         yield model, dict(study.get("overrides", {}))
 

@@ -48,7 +48,7 @@ def _grid(data: Mapping[str, list], preset: str, layers: list, heads: list, size
                                    layers=lay, heads=head, seed=str(seed), variant=variant_name(overrides))
 
 
-def models(study: Mapping[str, Any]):
+def models(study: Mapping[str, Any], root: str | None = None):
     """(model, OpenNMT overrides) for every model the study trains."""
     size, seeds = study.get("size", "full"), study.get("seeds", [1])
     heads, deep, eight = study["heads"], study["deep"], _eight(study)
