@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from headlab.config_check import check, where
+from test_workflow import set_dotted
 from headlab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,14 +16,7 @@ SMOKE = yaml.safe_load((ROOT / "tests/configs/smoke.yaml").read_text())
 
 
 def _config(**changes):
-    config = copy.deepcopy(SMOKE)
-    for dotted, value in changes.items():
-        node = config
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-    return config
+    return set_dotted(copy.deepcopy(SMOKE), changes)
 
 
 def _error(config) -> str:
