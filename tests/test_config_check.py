@@ -67,3 +67,12 @@ def test_where_finds_list_items_mapping_keys_and_scalars():
     assert where(study, "1L", "s") == "s.heads[1]"
     assert where(study, "300", "s") == "s.size"
     assert where(study, "nothing", "s") is None
+
+
+def test_subsample_larger_than_a_mirrored_corpus_is_a_config_error(mirror, tmp_path):
+    config = _config(**{"studies.paper_A.size": 29001, "results": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"\[studies.paper_A.size\] a subsample of 29001 pairs is larger than "
+                                          r"corpus 'multi30k', whose training split has 29000 lines"):
+        check(config, mirror=str(mirror))
+    check(_config(**{"studies.paper_A.size": 29000, "results": str(tmp_path)}), mirror=str(mirror))
+    check(config)  # no mirror, nothing fetched: left to the prepare job

@@ -92,6 +92,13 @@ def input_files(corpus: Mapping[str, Any], split: str) -> list[str]:
     return [entry["tsv"]] if "tsv" in entry else [entry[lang] for lang in sorted(entry)]
 
 
+def split_config(corpus: Mapping[str, Any], split: str) -> dict[str, Any]:
+    """What ``prepare-local`` reads of the corpus config for one split (the job's params:
+    another split's files or the BPE settings changing reruns nothing here)."""
+    return {"files": {split: dict(_entry(corpus, split))}, "train": corpus["train"], "valid": corpus["valid"],
+            "clean": dict(corpus.get("clean", {}))}
+
+
 def check_corpus(corpus: Mapping[str, Any], key: str) -> None:
     """ConfigError naming the key of a missing split, a bad language set or a missing file."""
     files = corpus.get("files")
