@@ -112,15 +112,16 @@ rule mucow_accuracy:
 
 
 # compare-mt over several systems of one group (same data, preset, layers and seed):
-# systems = "HEADS.ABLATION~HEADS.ABLATION~..." with the baseline first.
-GROUP = "{corpus}/{pair}/{size}/{preset}/{layers}/seed{seed}"
+# systems = "HEADS.ABLATION--HEADS.ABLATION--..." with the baseline first ("--": head
+# names hold "~" for mixers).
+GROUP = "{corpus}/{pair}/{size}/{preset}/{variant}/{layers}/seed{seed}"
 
 
 def _compare_hyps(w):
     hyps = {}
-    for system in w.systems.split("~"):
+    for system in w.systems.split("--"):
         heads, ablation = system.rsplit(".", 1)
-        hyps[system] = (f"{TRANS}/{w.corpus}/{w.pair}/{w.size}/{w.preset}/{w.layers}/{heads}/"
+        hyps[system] = (f"{TRANS}/{w.corpus}/{w.pair}/{w.size}/{w.preset}/{w.variant}/{w.layers}/{heads}/"
                         f"seed{w.seed}/{w.split}.{ablation}.txt")
     return hyps
 
@@ -135,8 +136,8 @@ rule compare:
     wildcard_constraints:
         systems=r"[^/]+",
     params:
-        systems=lambda w, input: " ".join(f"--sys {s}={input[s]}" for s in w.systems.split("~")),
-        baseline=lambda w: w.systems.split("~")[0],
+        systems=lambda w, input: " ".join(f"--sys {s}={input[s]}" for s in w.systems.split("--")),
+        baseline=lambda w: w.systems.split("--")[0],
         samples=config.get("evaluation", {}).get("bootstrap_samples", 1000),
         p=config.get("evaluation", {}).get("significance", 0.05),
     log:

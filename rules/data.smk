@@ -1,5 +1,6 @@
 # Data: fetch (mirror first, sha256-verified) -> prepare (pair/split, validated, subsampled)
-# -> Moses tokenise -> truecase -> joint BPE -> shared vocabulary (paper A §4.1).
+# -> Moses tokenise (or IndicNLP: corpora.NAME.tokenizers) -> truecase -> joint BPE -> shared
+# vocabulary (paper A §4.1).
 
 
 rule fetch:
@@ -54,12 +55,13 @@ rule tokenize:
         f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tok/{{split}}.{{side}}",
     params:
         lang=lambda w: lang(w.pair, w.side),
+        tokenizer=lambda w: tokenizer_arg(w.corpus, w.pair, w.side),
     log:
         f"{LOGS}/tokenize/{{corpus}}/{{pair}}/{{size}}/{{split}}.{{side}}.log",
     conda:
         "../envs/data.yaml"
     shell:
-        "headlab preprocess tokenize --lang {params.lang} --in {input} --out {output} 2> {log}"
+        "headlab preprocess tokenize --lang {params.lang} {params.tokenizer} --in {input} --out {output} 2> {log}"
 
 
 rule truecase_train:

@@ -38,7 +38,14 @@ def test_the_shipped_configs_pass():
      "[studies.paper_A.eight_fixed] bad head spec '8Ftokn': term '8Ftokn': unknown head kind 'Ftokn'; "
      "did you mean 'Ftoken'?"),
     ({"studies.baseline.layers": ["2+2"], "studies.baseline.heads": ["8L,8L,8L"]},
-     "[studies.baseline.heads[0]] bad head spec '8L,8L,8L': it describes 3 layers but the encoder has 2"),
+     "[studies.baseline.heads[0]] bad head spec '8L,8L,8L': it describes 3 layers but the encoder self-attention has 2"),
+    ({"studies.baseline.heads": ["8L@cross=7Ftoken+1L"]},
+     "[studies.baseline.heads[0]] bad head spec '7Ftoken+1L': term '7Ftoken': head kind 'Ftoken' cannot be used in "
+     "decoder cross-attention"),
+    ({"studies.baseline.heads": ["8L@dec=8L~dhicmm"]},
+     "[studies.baseline.heads[0]] bad head spec '8L~dhicmm': term '|dhicmm': unknown head mixer 'dhicmm'; did you mean 'dhicm'?"),
+    ({"studies.baseline.overrides": {"lambda_kl": -0.1}},
+     "[studies.baseline.overrides.lambda_kl] lambda_kl must be a number >= 0, got -0.1"),
     ({"studies.paper_A.lowres.preset": "tiny_lowress"},
      "[studies.paper_A.lowres.preset] unknown model preset 'tiny_lowress' (did you mean 'tiny_lowres'?)"),
     ({"training.overrides.lerning_rate": 1.0},

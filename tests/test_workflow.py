@@ -87,6 +87,33 @@ def test_paper_config_fetches_only_what_its_splits_read(tmp_path):
     assert "--file" not in mucow  # a test suite: all of its files
 
 
+def test_paper_config_paper_b_corpora(tmp_path):
+    """Paper B §4.1 corpora in config/paper.yaml: Hindi through IndicNLP both ways, be-en BPE per
+    side, WMT17-CS fetching both test archives, IWSLT14 with 10k merges."""
+    config = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    config["studies"] = {"baseline": {
+        "data": {"hindencorp-hi-en": ["en-hi"], "ted-be-en": ["be-en"], "wmt17cs-de-en": ["de-en"],
+                 "iwslt14-de-en-b10k": ["de-en"]},
+        "sizes": [10000], "layers": ["6+6"], "heads": ["8L"], "preset": "base_paper_B"}}
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "-p", "--configfile", str(tmp_path / "paper.yaml"),
+                       "--config", f"results={tmp_path / 'r'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout + result.stderr
+    assert re.search(r"preprocess tokenize --lang hi --tokenizer indic --in \S+/hindencorp-hi-en/en-hi/", out)
+    assert re.search(r"preprocess tokenize --lang en +--in \S+/hindencorp-hi-en/en-hi/", out)
+    assert re.search(r"preprocess postprocess --lang hi --tokenizer indic --in \S+/hindencorp-hi-en/en-hi/", out)
+    assert "data/ted-be-en/be-en/10000/bpe.src.codes" in out and "data/ted-be-en/be-en/10000/bpe.codes" not in out
+    assert re.search(r"bpe-learn --merges 5000 --in \S+/ted-be-en/be-en/10000/tc/train.src ", out)
+    assert re.search(r"bpe-learn --merges 10000 --in \S+/iwslt14-de-en-b10k/de-en/10000/", out)
+    assert re.search(r"--dataset iwslt14-de-en --pair de-en --split train_fairseq .*--size 10000 --seed 1", out)
+    assert "--split valid_fairseq" in out
+    [wmt17] = _fetch_commands(result, "wmt17-de-en")
+    assert "sacrebleu/wmt14-test-full.tgz sacrebleu/wmt17-test.tgz" in wmt17 and "rapid2016.tgz" in wmt17
+    [hindencorp] = _fetch_commands(result, "hindencorp")
+    assert "--allow-unverified" in hindencorp
+
+
 def test_unknown_config_key_is_an_error_naming_it(tmp_path, mirror):
     config = write_config(tmp_path, mirror, **{"training.treads": 2})
     result = snakemake("-n", "--configfile", str(config))
@@ -162,7 +189,7 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     assert prov["study"] == "paper_A" and prov["config"]["studies"]["paper_A"]["size"] == 300
     # T1 2 x 4, T5 2 x 8Ftoken + 1 low-res 8Ftoken, T2 4
     assert len(prov["training"]) == 15 and prov["training_wall_s_total"] > 0
-    model = "multi30k/de-en/300/tiny/1+1/7Ftoken+1L/seed1"
+    model = "multi30k/de-en/300/tiny/default/1+1/7Ftoken+1L/seed1"
     assert json.loads((published / f"scores/{model}/test_2016_flickr.no-h8.json").read_text())["signature"]
     assert len((published / f"translations/{model}/test_2016_flickr.full.txt").read_text().splitlines()) == 20
     assert (published / "T1.md").is_file() and (published / "README.md").is_file()

@@ -17,7 +17,7 @@ def test_config_override_with_numbers_keeps_their_types(tmp_path, mirror):
                        "--config", 'studies={"baseline": {"sizes": [200], "seeds": [3]}}')
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout + result.stderr
-    assert "multi30k/de-en/200/tiny/1+1/8L/seed3/model.pt" in out
+    assert "multi30k/de-en/200/tiny/default/1+1/8L/seed3/model.pt" in out
 
 
 def test_config_override_that_cannot_be_coerced_names_the_key(tmp_path, mirror):

@@ -6,9 +6,10 @@ preparation, with one error naming the config key:
 * corpora: the dataset is registered (or ``local`` with readable files), the configured
   train/valid/test splits exist;
 * every study's models: the corpus is configured, the language pair exists in it (for
-  every split it reads), the preset is known, the layers parse, the head spec parses for
-  the encoder depth (:func:`headlab.heads.spec.parse_spec`) and needs ``encoder_type:
-  headlab`` only where the preset has it;
+  every split it reads), the preset is known, the layers parse, and the model's training
+  config builds as ``headlab onmt-config`` builds it (:func:`headlab.onmt_config.train_config`):
+  the head specs of all three sites parse for their depths, a non-``8L`` encoder spec has
+  ``encoder_type: headlab``, option values such as ``lambda_kl`` are valid;
 * subsample sizes not larger than the training split, for own corpora and for registered
   ones in plain text files already on disk (Multi30k in the mirror); for the others the
   count is only known once ``prepare`` has read them (archives, XML): that job fails then;
@@ -24,9 +25,8 @@ from typing import Any, Iterator, Mapping
 
 from headlab.errors import ConfigError, HeadlabError
 
-#: model keys holding a head spec -> how to get its attention site's depth from ``layers``
-#: (encoder depth: the part before ``+``)
-SPEC_SITES = {"heads": lambda layers: layers[0]}
+#: option keys whose errors belong to the model's ``heads`` entry (all three sites)
+SPEC_KEYS = {"enc_heads", "dec_heads", "cross_heads", "heads"}
 
 
 def _message(err: HeadlabError) -> str:
@@ -178,8 +178,7 @@ def _check_size(config: Mapping, corpus: str, pair: str, size: str, key: str, ro
 
 
 def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None:
-    from headlab.heads.spec import parse_spec
-    from headlab.onmt_config import parse_layers, resolve_preset
+    from headlab.onmt_config import parse_layers, resolve_preset, train_config
     from headlab.studies import STUDIES
 
     study, prefix = config["studies"][name], f"studies.{name}"
@@ -202,26 +201,23 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
         _check_pair(config, model["corpus"], model["pair"], key("pair"), name)
         _check_size(config, model["corpus"], model["pair"], model["size"], key("size"), roots)
         try:
-            options = resolve_preset(model["preset"])
+            resolve_preset(model["preset"])
         except HeadlabError as err:
             raise _rekey(err, key("preset")) from None
-        options.update(global_overrides)
-        options.update(overrides)
         try:
-            depths = parse_layers(model["layers"])
+            parse_layers(model["layers"])
         except HeadlabError as err:
             raise _rekey(err, key("layers")) from None
-        for field, depth in SPEC_SITES.items():
-            if field not in model:
-                continue
-            try:
-                parse_spec(model[field], depth(depths))
-            except HeadlabError as err:
-                raise _rekey(err, key(field)) from None
-        if model["heads"] != "8L" and options.get("encoder_type") != "headlab":
-            raise ConfigError(f"head spec {model['heads']!r} needs encoder_type 'headlab', but preset "
-                              f"{model['preset']!r} with its overrides has {options.get('encoder_type')!r}",
-                              key=key("heads"))
+        # the model's whole training config as `headlab onmt-config` will write it: head
+        # specs of all three sites against the depths, option names and values
+        try:
+            train_config(preset=model["preset"], layers=model["layers"], heads=model["heads"],
+                         train_src="train.src", train_tgt="train.tgt", valid_src="valid.src",
+                         valid_tgt="valid.tgt", vocab="vocab", save_dir="model",
+                         overrides={**global_overrides, **overrides})
+        except HeadlabError as err:
+            field = "heads" if err.key in SPEC_KEYS else None
+            raise _rekey(err, key(field) if field else f"{prefix}.overrides.{err.key}") from None
 
 
 def check(config: Mapping, mirror: str | None = None) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.errors import ConfigError
-from headlab.workflow import MODEL, results_paths
+from headlab.workflow import model_path, results_paths
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -58,7 +58,7 @@ def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[
             files.append((Path(out), Path(out).name))
     seen = set()
     for m, _ in module.models(config["studies"][study]):
-        model = MODEL.format(**m)
+        model = model_path(m)
         if model in seen:
             continue
         seen.add(model)
@@ -81,7 +81,7 @@ def provenance(config: dict, study: str, results: str | os.PathLike) -> dict:
 
     training = {}
     for m, _ in STUDIES[study].models(config["studies"][study]):
-        model = MODEL.format(**m)
+        model = model_path(m)
         training[model] = _benchmark(Path(results_paths(str(results))["models"]) / model / "train.benchmark.tsv")
     data = {}
     for path in data_reports(config, study, str(results)):  # own corpora: sha256 of every file read

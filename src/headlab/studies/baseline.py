@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from headlab.report.tables import pivot
-from headlab.workflow import MODEL, results_paths, study_models
+from headlab.workflow import model_path, results_paths, study_models
 
 OUTDIR = "tables"
 _VARYING = ("size", "layers", "heads", "seed")  # shown in the row label only when they vary
@@ -26,7 +26,7 @@ class Files:
         self.config, self.study, self.scores = config, study, results_paths(root)["scores"]
 
     def bleu(self, model, test):
-        return f"{self.scores}/{MODEL.format(**model)}/{test}.full.json"
+        return f"{self.scores}/{model_path(model)}/{test}.full.json"
 
 
 def baseline(f: Files):
