@@ -12,6 +12,7 @@ from snakemake.utils import min_version, validate
 
 import headlab.config_check
 import headlab.config_types
+import headlab.data.fetch
 from headlab.errors import HeadlabError
 
 min_version("9.0")
@@ -39,7 +40,8 @@ shell.prefix("set -euo pipefail; set -f; ")
 # names), once, in the main process (cluster jobs re-read this file: already checked)
 if workflow.is_main_process:
     try:
-        headlab.config_check.check(config)
+        _mirror = config.get("data", {}).get("mirror") or headlab.data.fetch.default_mirror()
+        headlab.config_check.check(config, mirror=_mirror and os.path.join(workflow.basedir, _mirror))
     except HeadlabError as err:
         raise WorkflowError(f"config error: {err}") from None
 

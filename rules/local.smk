@@ -23,7 +23,7 @@ rule prepare_local:
         corpus=_alternatives(LOCAL_CORPORA),
         split=_alternatives({s for c in LOCAL_CORPORA.values() for s in c["files"]}),
     params:
-        corpus=lambda w: json.dumps(corpus(w.corpus), sort_keys=True),
+        corpus=lambda w: json.dumps(headlab.data.local.split_config(corpus(w.corpus), w.split), sort_keys=True),
         size=_prepare_size_args,
     log:
         f"{LOGS}/prepare/{{corpus}}/{{pair}}/{{size}}/{{split}}.log",

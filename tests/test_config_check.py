@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from headlab.config_check import check, where
+from test_workflow import set_dotted
 from headlab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,14 +16,7 @@ SMOKE = yaml.safe_load((ROOT / "tests/configs/smoke.yaml").read_text())
 
 
 def _config(**changes):
-    config = copy.deepcopy(SMOKE)
-    for dotted, value in changes.items():
-        node = config
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-    return config
+    return set_dotted(copy.deepcopy(SMOKE), changes)
 
 
 def _error(config) -> str:
@@ -80,3 +74,12 @@ def test_where_finds_list_items_mapping_keys_and_scalars():
     assert where(study, "1L", "s") == "s.heads[1]"
     assert where(study, "300", "s") == "s.size"
     assert where(study, "nothing", "s") is None
+
+
+def test_subsample_larger_than_a_mirrored_corpus_is_a_config_error(mirror, tmp_path):
+    config = _config(**{"studies.paper_A.size": 29001, "results": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"\[studies.paper_A.size\] a subsample of 29001 pairs is larger than "
+                                          r"corpus 'multi30k', whose training split has 29000 lines"):
+        check(config, mirror=str(mirror))
+    check(_config(**{"studies.paper_A.size": 29000, "results": str(tmp_path)}), mirror=str(mirror))
+    check(config)  # no mirror, nothing fetched: left to the prepare job

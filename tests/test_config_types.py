@@ -57,3 +57,14 @@ def test_a_value_that_cannot_be_coerced_names_its_key(over, key):
     with pytest.raises(ConfigError) as err:
         _coerced(copy.deepcopy(over), over)
     assert f"[{key}]" in str(err.value)
+
+
+def test_null_removes_a_key_where_the_schema_allows_no_null():
+    over = {"studies": {"paper_A": "null", "baseline": {"data": {"multi30k": "null", "mine": ["de-en"]}}},
+            "data": {"mirror": "null"}}
+    config = {"studies": {"paper_A": "null", "baseline": {"data": {"multi30k": "null", "mine": ["de-en"]},
+                                                          "preset": "mini"}},
+              "data": {"mirror": "null"}}
+    out = _coerced(config, over)
+    assert out["studies"] == {"baseline": {"data": {"mine": ["de-en"]}, "preset": "mini"}}
+    assert out["data"] == {"mirror": None}  # null is a value there: no download mirror

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from headlab.data.local import main, prepare
+from headlab.data.local import main, prepare, split_config
 from headlab.errors import ConfigError, DataError
 
 GOOD = [(f"das ist satz {i}", f"this is sentence {i}") for i in range(1, 21)]
@@ -143,7 +143,7 @@ def test_subsample_after_cleaning_and_too_large_a_sample(tmp_path):
 def test_cli_writes_outputs_and_report_or_nothing(tmp_path, capsys):
     corpus = _corpus(tmp_path, train=list(GOOD) + [("", "x")])
     out = tmp_path / "out"
-    args = ["--corpus-json", json.dumps(corpus), "--pair", "de-en", "--split", "train",
+    args = ["--corpus-json", json.dumps(split_config(corpus, "train")), "--pair", "de-en", "--split", "train",
             "--out-src", str(out / "a.src"), "--out-tgt", str(out / "a.tgt"), "--report", str(out / "a.json")]
     assert main(args) == 0
     assert len((out / "a.src").read_text().splitlines()) == 20

@@ -23,16 +23,21 @@ def snakemake(*args, timeout=900):
                           timeout=timeout, cwd=ROOT)
 
 
-def write_config(tmp_path, mirror, **changes) -> Path:
-    text = (ROOT / "tests/configs/smoke.yaml").read_text()
-    text = text.replace("RESULTS_DIR", str(tmp_path / "results")).replace("MIRROR_DIR", str(mirror))
-    config = yaml.safe_load(text)
+def set_dotted(config: dict, changes: dict) -> dict:
+    """``config`` with each ``"a.b.c": value`` of ``changes`` set (in place)."""
     for dotted, value in changes.items():
         node = config
         *parents, leaf = dotted.split(".")
         for key in parents:
             node = node[key]
         node[leaf] = value
+    return config
+
+
+def write_config(tmp_path, mirror, **changes) -> Path:
+    text = (ROOT / "tests/configs/smoke.yaml").read_text()
+    text = text.replace("RESULTS_DIR", str(tmp_path / "results")).replace("MIRROR_DIR", str(mirror))
+    config = set_dotted(yaml.safe_load(text), changes)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -145,9 +145,14 @@ def test_own_corpus_pair_and_size_are_checked_before_any_job(tmp_path, mirror):
 
 @pytest.mark.slow
 def test_own_corpus_trains_reports_and_publishes_its_cleaning(tmp_path, mirror):
-    config = _own_config(tmp_path, mirror)
-    result = snakemake("--cores", "2", "--configfile", str(config), "--config",
-                       'corpora={"mine": {"clean": {"max_ratio": 6}}}', 'studies={"baseline": {"sizes": [1500]}}')
+    # the corpus and a study on it from the command line alone: null drops the smoke
+    # config's paper_A and the baseline's Multi30k, numbers keep their types
+    config = write_config(tmp_path, mirror)
+    corpus = {**_own_corpus(tmp_path, mirror), "clean": {"max_ratio": 6}}
+    overrides = ["corpora=" + json.dumps({"mine": corpus}),
+                 'studies={"paper_A": null, "baseline": {"data": {"multi30k": null, "mine": ["en-de"]}, '
+                 '"sizes": [1500], "heads": ["7Ftoken+1L"]}}']
+    result = snakemake("--cores", "2", "--configfile", str(config), "--config", *overrides)
     assert result.returncode == 0, result.stderr[-5000:]
     results = tmp_path / "results"
     bleu = (results / "tables/baseline.csv").read_text().splitlines()[1].split(",")
@@ -162,8 +167,7 @@ def test_own_corpus_trains_reports_and_publishes_its_cleaning(tmp_path, mirror):
     from headlab.data.fetch import file_digest
     assert file_digest(tmp_path / "own/train.en.gz") in readme
     published = results / "published/tables"
-    result = snakemake(str(published), "--cores", "1", "--configfile", str(config), "--config",
-                       'corpora={"mine": {"clean": {"max_ratio": 6}}}', 'studies={"baseline": {"sizes": [1500]}}')
+    result = snakemake(str(published), "--cores", "1", "--configfile", str(config), "--config", *overrides)
     assert result.returncode == 0, result.stderr[-3000:]
     prov = json.loads((published / "provenance.json").read_text())
     train = prov["data"]["mine/en-de/1500/raw/train.report.json"]

@@ -10,14 +10,17 @@ preparation, with one error naming the config key:
   config builds as ``headlab onmt-config`` builds it (:func:`headlab.onmt_config.train_config`):
   the head specs of all three sites parse for their depths, a non-``8L`` encoder spec has
   ``encoder_type: headlab``, option values such as ``lambda_kl`` are valid;
-* subsample sizes not larger than a local corpus (its files are on disk; for registered
-  corpora the count is only known once ``prepare`` has read them: that job fails then);
+* subsample sizes not larger than the training split, for own corpora and for registered
+  ones in plain text files already on disk (Multi30k in the mirror); for the others the
+  count is only known once ``prepare`` has read them (archives, XML): that job fails then;
 * every ``overrides`` mapping anywhere in the config: OpenNMT-py option names, with the
   did-you-mean suggestion of :func:`headlab.onmt_config.validate_options`.
 """
 from __future__ import annotations
 
 import difflib
+import functools
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from headlab.errors import ConfigError, HeadlabError
@@ -132,19 +135,49 @@ def _check_pair(config: Mapping, corpus: str, pair: str, key: str, study: str) -
             raise _rekey(err, key) from None
 
 
-def _check_size(config: Mapping, corpus: str, size: str, key: str) -> None:
+@functools.lru_cache(maxsize=None)
+def _count(path: str) -> int:
+    from headlab.io import open_maybe_gz
+
+    with open_maybe_gz(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def registered_lines(dataset: str, pair: str, split: str, roots: tuple[str, ...]) -> int | None:
+    """Lines of a registered corpus's split where they can be counted without a job: plain
+    text files (.gz ok) already in one of ``roots`` (the data mirror, the fetched raw data);
+    None otherwise (archives, XML, TSV, not fetched yet)."""
+    from headlab.data import registry
+
+    src, _ = registry.get(dataset).pair_parts(pair, split)
+    total = 0
+    for part in src:
+        if part.fmt != "text" or part.member or part.select:
+            return None
+        found = [p for p in (Path(root) / dataset / part.rel for root in roots) if p.is_file()]
+        if not found:
+            return None
+        total += _count(str(found[0]))
+    return total
+
+
+def _check_size(config: Mapping, corpus: str, pair: str, size: str, key: str, roots: tuple[str, ...]) -> None:
+    """A subsample larger than the corpus: checked here for own corpora and for registered
+    ones whose files are plain text already on disk (Multi30k in the mirror); otherwise
+    the prepare job checks it (the first job that has read the data)."""
     from headlab.data import local
 
     c = config["corpora"][corpus]
-    if size == "full" or not local.is_local(c):
-        return  # a registered corpus's length is known once prepare has read it (it checks)
-    lines = local.count_lines(c, c["train"])
-    if int(size) > lines:
+    if size == "full":
+        return
+    lines = (local.count_lines(c, c["train"]) if local.is_local(c)
+             else registered_lines(c["dataset"], pair, c["train"], roots))
+    if lines is not None and int(size) > lines:
         raise ConfigError(f"a subsample of {size} pairs is larger than corpus {corpus!r}, whose training "
                           f"split has {lines} lines", key=key)
 
 
-def check_study(config: Mapping, name: str) -> None:
+def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None:
     from headlab.onmt_config import parse_layers, resolve_preset, train_config
     from headlab.studies import STUDIES
 
@@ -166,7 +199,7 @@ def check_study(config: Mapping, name: str) -> None:
             raise ConfigError(f"corpus {model['corpus']!r} is not configured under corpora; {hint}"
                               f"configured: {', '.join(config['corpora'])}", key=key("corpus"))
         _check_pair(config, model["corpus"], model["pair"], key("pair"), name)
-        _check_size(config, model["corpus"], model["size"], key("size"))
+        _check_size(config, model["corpus"], model["pair"], model["size"], key("size"), roots)
         try:
             resolve_preset(model["preset"])
         except HeadlabError as err:
@@ -187,9 +220,11 @@ def check_study(config: Mapping, name: str) -> None:
             raise _rekey(err, key(field) if field else f"{prefix}.overrides.{err.key}") from None
 
 
-def check(config: Mapping) -> None:
-    """Raise one :class:`ConfigError` naming the config key of the first problem."""
+def check(config: Mapping, mirror: str | None = None) -> None:
+    """Raise one :class:`ConfigError` naming the config key of the first problem.
+    ``mirror``: the data mirror, where registered corpora may already be countable."""
     check_overrides(config)
     check_corpora(config)
+    roots = (f"{config.get('results', 'results')}/data/raw",) + ((str(mirror),) if mirror else ())
     for name in config["studies"]:
-        check_study(config, name)
+        check_study(config, name, roots)

@@ -87,6 +87,8 @@ def coerce(value: Any, schema: Mapping, root: Mapping, key: str) -> Any:
     kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
     if not kinds:  # free-form (OpenNMT-py options): read as a config file would
         return _scalar(value) if isinstance(value, str) else value
+    if "null" in kinds and _is_null(value):
+        return None
     if any(_is_a(value, k) for k in kinds):
         return value
     if isinstance(value, str):
@@ -113,7 +115,10 @@ def _describe(schema: Mapping, root: Mapping) -> str:
 
 def coerce_overrides(config: dict, overrides: Mapping[str, Any], schema: Mapping) -> None:
     """Give the values of ``config`` that came from ``--config`` (``overrides``, as snakemake
-    parsed them and merged them into ``config``) the schema's types, in place."""
+    parsed them and merged them into ``config``) the schema's types, in place. ``null``
+    where the schema allows no null removes the key (``studies={"paper_A": null}``: a
+    mapping given with ``--config`` is merged into the config, so this is the only way to
+    drop a study, a corpus or a study's corpus from the command line)."""
 
     def walk(node: dict, over: Mapping, sub: Mapping, prefix: str) -> None:
         sub = _resolve(sub, schema)
@@ -121,10 +126,16 @@ def coerce_overrides(config: dict, overrides: Mapping[str, Any], schema: Mapping
             key = f"{prefix}.{k}" if prefix else k
             if isinstance(v, Mapping) and isinstance(node.get(k), dict):
                 walk(node[k], v, _child(sub, k), key)
+            elif k in node and _is_null(v) and not _fits(None, _resolve(_child(sub, k), schema), schema):
+                del node[k]
             elif k in node:
                 node[k] = coerce(node[k], _child(sub, k), schema, key)
 
     walk(config, overrides or {}, schema, "")
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value in ("null", "Null", "NULL", "~"))
 
 
 def load_schema(path) -> dict:

@@ -60,7 +60,7 @@ from headlab.data._cli import run
 from headlab.data.fetch import file_digest
 from headlab.data.prepare import subsample_indices, write_pair
 from headlab.errors import ConfigError, DataError
-from headlab.io import atomic_write, open_maybe_gz
+from headlab.io import atomic_write, iter_lines, open_maybe_gz
 
 KIND = "local"
 MAX_TOKENS, MAX_RATIO = 250, 9.0
@@ -90,6 +90,13 @@ def input_files(corpus: Mapping[str, Any], split: str) -> list[str]:
     """The files one split reads (the prepare-local job's inputs)."""
     entry = _entry(corpus, split)
     return [entry["tsv"]] if "tsv" in entry else [entry[lang] for lang in sorted(entry)]
+
+
+def split_config(corpus: Mapping[str, Any], split: str) -> dict[str, Any]:
+    """What ``prepare-local`` reads of the corpus config for one split (the job's params:
+    another split's files or the BPE settings changing reruns nothing here)."""
+    return {"files": {split: dict(_entry(corpus, split))}, "train": corpus["train"], "valid": corpus["valid"],
+            "clean": dict(corpus.get("clean", {}))}
 
 
 def check_corpus(corpus: Mapping[str, Any], key: str) -> None:
@@ -148,25 +155,19 @@ def read_file(path: str, counts: Counts, control: re.Pattern = _CONTROL) -> list
     """Strict UTF-8 lines, a leading BOM and CRLF endings removed, control characters
     replaced by a space (each counted in ``counts`` as ``path: what``)."""
     lines = []
-    with open_maybe_gz(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(f"invalid UTF-8 at byte {err.start} ({raw[err.start:err.start + 4]!r}); "
-                                f"re-encode the file as UTF-8", path=path, line=number) from None
-            if number == 1 and text.startswith(BOM):
-                text = text[1:]
-                counts.add(f"{path}: UTF-8 BOM removed", number)
-            if text.endswith("\r\n"):
-                text = text[:-2]
-                counts.add(f"{path}: CRLF line endings normalised", number)
-            elif text.endswith("\n"):
-                text = text[:-1]
-            if control.search(text):
-                text = control.sub(" ", text)
-                counts.add(f"{path}: lines with control characters (replaced by a space)", number)
-            lines.append(text)
+    for number, text in iter_lines(path):
+        if number == 1 and text.startswith(BOM):
+            text = text[1:]
+            counts.add(f"{path}: UTF-8 BOM removed", number)
+        if text.endswith("\r\n"):
+            text = text[:-2]
+            counts.add(f"{path}: CRLF line endings normalised", number)
+        elif text.endswith("\n"):
+            text = text[:-1]
+        if control.search(text):
+            text = control.sub(" ", text)
+            counts.add(f"{path}: lines with control characters (replaced by a space)", number)
+        lines.append(text)
     return lines
 
 
