@@ -136,7 +136,7 @@ rule compare:
     wildcard_constraints:
         systems=r"[^/]+",
     params:
-        systems=lambda w, input: " ".join(f"--sys {s}={input[s]}" for s in w.systems.split("--")),
+        systems=lambda w, input: " ".join(f"--sys {s}::{input[s]}" for s in w.systems.split("--")),
         baseline=lambda w: w.systems.split("--")[0],
         samples=config.get("evaluation", {}).get("bootstrap_samples", 1000),
         p=config.get("evaluation", {}).get("significance", 0.05),

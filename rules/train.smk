@@ -18,7 +18,7 @@ rule onmt_config:
         f"{MODELS}/{MODEL}/onmt.yaml",
     params:
         sets=lambda w: " ".join(
-            f"--set {k}={json.dumps(v)!r}" for k, v in study_overrides(w).items()
+            f"--set {k}={json.dumps(v)!r}" for k, v in sorted(study_overrides(w).items())
         ) + headlab.report.curves.tensorboard_args(config, model_dir(w)),
         gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
         save_dir=model_dir,

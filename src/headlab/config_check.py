@@ -172,7 +172,8 @@ def _check_size(config: Mapping, corpus: str, pair: str, size: str, key: str, ro
         return
     lines = (local.count_lines(c, c["train"]) if local.is_local(c)
              else registered_lines(c["dataset"], pair, c["train"], roots))
-    if lines is not None and int(size) > lines:
+    from headlab.workflow import size_count
+    if lines is not None and size_count(size) > lines:
         raise ConfigError(f"a subsample of {size} pairs is larger than corpus {corpus!r}, whose training "
                           f"split has {lines} lines", key=key)
 
@@ -182,6 +183,8 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
     from headlab.studies import STUDIES
 
     study, prefix = config["studies"][name], f"studies.{name}"
+    if hasattr(STUDIES[name], "check"):      # what the study's own module checks (paper B's grids)
+        STUDIES[name].check(study)
     global_overrides = dict(config.get("training", {}).get("overrides", {}))
     seen = set()
     for model, overrides in STUDIES[name].models(study):
