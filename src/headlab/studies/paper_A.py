@@ -27,6 +27,7 @@ import pandas as pd
 
 from headlab.errors import ConfigError
 from headlab.report.tables import Table, beside, pivot
+from headlab.report.timing import training_time
 from headlab.workflow import model_path, results_paths, variant_name
 
 OUTDIR = "paper_A"
@@ -435,22 +436,6 @@ def effects(f: Files) -> list[tuple[str, str]]:
     return out
 
 
-def _training_time(f: Files) -> str:
-    """Wall time of the study's trainings, from the train rule's snakemake benchmark files."""
-    seconds = {}
-    for m, _ in models(f.study):
-        path = f"{results_paths(f.root)['models']}/{model_path(m)}/train.benchmark.tsv"
-        try:
-            seconds[model_path(m)] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-        except (OSError, KeyError, IndexError, ValueError):
-            continue  # trained elsewhere (published checkpoint) or before benchmarks existed
-    if not seconds:
-        return f"{len(set(model_path(m) for m, _ in models(f.study)))} models (no benchmark files)"
-    longest = max(seconds, key=seconds.get)
-    return (f"{len(seconds)} models, {sum(seconds.values()) / 60:.1f} min of training wall time in all "
-            f"(jobs run in parallel), longest {seconds[longest] / 60:.1f} min ({longest})")
-
-
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
     s, config = f.study, f.config
     from headlab.onmt_config import resolve_preset
@@ -478,7 +463,7 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"- high-resource (T3): " + ("configured" if s.get("highres") else "not configured (paper numbers only)"),
         f"- device: {config.get('training', {}).get('device', 'cpu')}; seeds: {s.get('seeds', [1])}",
     ]
-    lines.append(f"- training: {_training_time(f)}")
+    lines.append(f"- training: {training_time([m for m, _ in models(f.study)], f.root)}")
     lines += [f"- {k}: {v}" for k, v in provenance.items()]
     lines += ["", "## Which effects of the paper hold here", "", "| claim | here |", "|---|---|"]
     lines += [f"| {claim} | {verdict} |" for claim, verdict in effects(f)]

@@ -48,6 +48,7 @@ import pandas as pd
 
 from headlab.errors import ConfigError, DataError
 from headlab.report.tables import Table, beside, pivot
+from headlab.report.timing import training_time
 from headlab.workflow import heads_name, model_path, results_paths, variant_name
 
 OUTDIR = "paper_B"
@@ -350,9 +351,9 @@ def t3(f: Files):
                                  p_value=float(row["p_value"]) if system == "DHICM" else None))
         ours = pd.DataFrame(rows)
         paper = reference("T3").assign(value=lambda r: r["value"].astype(float))
-        table = beside(pivot(ours, index="row", columns="column", values="bleu", mark="mark", best="max",
+        table = beside(pivot(ours, index="row", columns="column", values="bleu", mark="mark", best=None,
                              col_order=list(SYSTEMS)),
-                       pivot(paper, index="row", columns="column", values="value", best="max", col_order=list(SYSTEMS)))
+                       pivot(paper, index="row", columns="column", values="value", best=None, col_order=list(SYSTEMS)))
         table.caption = ("Paper B Table 3: BLEU (sacreBLEU) of T-base, T-optimal and DHICM. ⇑ / ↑: DHICM better than "
                          "T-optimal by paired bootstrap (compare-mt), p < 0.01 / p < the configured level.")
         return table, ours
@@ -544,6 +545,7 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"- DHICM: last layer of encoder self-, decoder self- and cross-attention, lambda_kl = {s.get('lambda_kl', 0.1)}",
         "- grid: " + "; ".join(f"{st}: " + ", ".join(f"{k} {v}" for k, v in s['grid'][st].items()) for st in STAGES),
         f"- data-size sweep: {', '.join(map(str, s.get('sizes', [])))} x {s.get('subsamples', 3)} subsamples, and the full set",
+        f"- training: {training_time([m for m, _ in models(s, f.root)], f.root)}",
         *[f"- {k}: {v}" for k, v in provenance.items()],
         "",
         "## Which effects of the paper hold here",
