@@ -6,12 +6,12 @@ OUTDIRS = {STUDIES[name].OUTDIR: name for name in config["studies"]}
 
 def _finished_stages(study, until=None):
     """Wait for the study's search stages (Snakemake checkpoints) before naming the models
-    they choose: all of them, or those before ``until`` (corpus, pair, stage)."""
+    they choose: all of them, or the earlier stages of ``until``'s (corpus, pair, stage)."""
+    stages = getattr(STUDIES[study], "STAGES", ())
     for key in headlab.studies.stage_keys(config, study):
-        if until is not None and (key["corpus"], key["pair"]) == until[:2]:
-            stages = STUDIES[study].STAGES
-            if stages.index(key["stage"]) >= stages.index(until[2]):
-                continue
+        if until is not None and ((key["corpus"], key["pair"]) != until[:2]
+                                  or stages.index(key["stage"]) >= stages.index(until[2])):
+            continue
         checkpoints.study_stage.get(outdir=STUDIES[study].OUTDIR, **key)
 
 

@@ -150,9 +150,9 @@ def final_models(study, root: str | None, corpus: str, pair: str, size="full") -
             "DHICM": (_model(study, corpus, pair, best, dhicm=True, size=size), best)}
 
 
-def sweep_sizes(study, pair: str | None = None) -> list[str]:
-    """Table 4's size wildcards (``N.sK``) for ``pair`` (all pairs unless ``sweep_pairs``)."""
-    if pair is not None and pair not in study.get("sweep_pairs", [pair]):
+def sweep_sizes(study, corpus: str, pair: str) -> list[str]:
+    """Table 4's size wildcards (``N.sK``) for a corpus pair (all of ``data`` unless ``sweep_data``)."""
+    if pair not in study.get("sweep_data", study["data"]).get(corpus, []):
         return []
     return [f"{n}.s{k}" for n in study.get("sizes", []) for k in range(1, study.get("subsamples", 3) + 1)]
 
@@ -163,12 +163,12 @@ def models(study: Mapping[str, Any], root: str | None = None) -> Iterator[tuple[
     stage-1 candidates."""
     for corpus, pair in _pairs(study):
         yield _model(study, corpus, pair, {}, dhicm=False), {}
-        for size in sweep_sizes(study, pair):
+        for size in sweep_sizes(study, corpus, pair):
             yield _model(study, corpus, pair, {}, dhicm=False, size=size), {}
         for stage in STAGES:
             for m, o in stage_models(study, root, corpus, pair, stage) or []:
                 yield m, o
-        for size in ["full", *sweep_sizes(study, pair)]:
+        for size in ["full", *sweep_sizes(study, corpus, pair)]:
             for m, o in (final_models(study, root, corpus, pair, size) or {}).values():
                 yield m, o
 
@@ -363,7 +363,7 @@ def t3(f: Files):
 def _sweep(f: Files):
     out = []
     for c, p in _pairs(f.study):
-        for size in ["full", *sweep_sizes(f.study, p)]:
+        for size in ["full", *sweep_sizes(f.study, c, p)]:
             for system, (m, _) in f.finals(c, p, size).items():
                 out.append((c, p, size, system, m))
     return out
@@ -439,7 +439,7 @@ def _cross_maps(f: Files, corpus, pair, size):
 def _attention_figure(f: Files, small: bool):
     s = f.study
     corpus, pair = _pairs(s)[0]
-    size = sweep_sizes(s, pair)[0] if small and sweep_sizes(s, pair) else "full"
+    size = sweep_sizes(s, corpus, pair)[0] if small and sweep_sizes(s, corpus, pair) else "full"
     systems = _cross_maps(f, corpus, pair, size)
     inputs = [f.attention(m, "cross") for _, m in systems]
     number = s.get("figure_sentence", 0)
