@@ -38,16 +38,22 @@ write_conf() {
 [ "$(id -u)" -eq 0 ] || die "needs root (it installs packages and starts daemons)"
 
 missing=()
-for exe in munged slurmctld slurmd slurmdbd sbatch sacct mariadbd; do
+for exe in munged slurmctld slurmd slurmdbd sbatch sacct mariadbd pgrep; do
     command -v "$exe" >/dev/null || missing+=("$exe")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
     echo "slurm up.sh: installing slurm-wlm, munge and mariadb (missing: ${missing[*]})"
     export DEBIAN_FRONTEND=noninteractive
+    # the packages' maintainer scripts must not start daemons (no config yet): this script does
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy=/usr/sbin/policy-rc.d
+        trap 'rm -f "$policy"' EXIT
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"
+    fi
     apt-get update -qq </dev/null
     apt-get install -y -qq --no-install-recommends \
-        slurmctld slurmd slurmdbd slurm-client munge mariadb-server </dev/null >/dev/null
+        slurmctld slurmd slurmdbd slurm-client munge mariadb-server procps </dev/null >/dev/null
 fi
 
 host=$(hostname -s)
