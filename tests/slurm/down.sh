@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stop what tests/slurm/up.sh started: cancel remaining jobs, stop slurmd, slurmctld and
-# munged (by their pid files / exact names). Leaves the packages and the config in place,
+# Stop what tests/slurm/up.sh started: cancel remaining jobs, stop slurmd, slurmctld,
+# slurmdbd, MariaDB and munged (by their pid files / exact names). Leaves the packages and the config in place,
 # so the next up.sh is quick. Idempotent.
 set -uo pipefail
 STATE=/var/lib/headlab-slurm
@@ -18,5 +18,7 @@ stop() {  # stop <name> <pidfile>
 }
 stop slurmd "$STATE/slurmd.pid"
 stop slurmctld "$STATE/slurmctld.pid"
+stop slurmdbd "$STATE/slurmdbd.pid"
+if pgrep -x mariadbd >/dev/null; then /etc/init.d/mariadb stop </dev/null >/dev/null; fi
 stop munged /run/munge/munged.pid
 echo "slurm down.sh: stopped"
