@@ -112,7 +112,7 @@ def test_gpu_requests_reach_sbatch_as_gpus(tmp_path):
             seen[rule[1]] = _Resources(kv.split("=", 1) for kv in resources[1].split(", "))
     for rule in ("train", "translate", "forced_score"):
         assert seen[rule]["gpu"] == "1" and seen[rule]["slurm_partition"] == "gpu", rule
-        assert set_gres_string(SimpleNamespace(resources=_Resources(gpu=1))) == " --gpus=1"
+    assert set_gres_string(SimpleNamespace(resources=_Resources(gpu=1))) == " --gpus=1"
     assert "gpu" not in seen["bleu"] and seen["bleu"]["slurm_partition"] == "cpu"
     profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
     for rule, resources in profile.get("set-resources", {}).items():
