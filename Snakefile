@@ -63,3 +63,8 @@ rule all:
     input:
         final_outputs(),
     default_target: True
+
+
+onerror:
+    # a job killed at its memory limit: say which rule and which resource to raise
+    headlab.workflow.print_memory_hints(log)

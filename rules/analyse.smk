@@ -62,12 +62,14 @@ rule forced_score:
         f"{SCORES}/{MODEL}/{{split}}.{{ablation}}.logprob.tsv",
     params:
         ablation=_ablation_args,
-        gpu="-gpu 0" if config.get("training", {}).get("device") == "gpu" else "",
+        gpu="-gpu 0" if GPU else "",
     log:
         f"{LOGS}/forced/{MODEL}/{{split}}.{{ablation}}.log",
     benchmark:
         f"{LOGS}/forced/{MODEL}/{{split}}.{{ablation}}.benchmark.tsv"
     threads: config["translation"].get("threads", 1)
+    resources:
+        gpu=GPU,
     conda:
         "../envs/onmt.yaml"
     shell:

@@ -22,6 +22,9 @@ for _key, _value in {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOL
     os.environ.setdefault(_key, _value)
 
 RESULTS = config.get("results", "results")
+# 1 when the config trains and decodes on a GPU: the `gpu` resource of every rule that
+# uses one (the local profile runs one at a time; on SLURM it becomes `--gpus=1`)
+GPU = 1 if config.get("training", {}).get("device") == "gpu" else 0
 DATA = f"{RESULTS}/data"
 MODELS = f"{RESULTS}/models"
 TRANS = f"{RESULTS}/translations"

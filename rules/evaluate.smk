@@ -14,7 +14,7 @@ rule translate:
         f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.bpe",
     params:
         ablation=_ablation_args,
-        gpu="-gpu 0" if config.get("training", {}).get("device") == "gpu" else "",
+        gpu="-gpu 0" if GPU else "",
         beam=config["translation"].get("beam_size", 5),
         batch=config["translation"].get("batch_size", 3000),
         batch_type=config["translation"].get("batch_type", "tokens"),
@@ -24,6 +24,8 @@ rule translate:
     benchmark:
         f"{LOGS}/translate/{MODEL}/{{split}}.{{ablation}}.benchmark.tsv"
     threads: config["translation"].get("threads", 1)
+    resources:
+        gpu=GPU,
     conda:
         "../envs/onmt.yaml"
     shell:

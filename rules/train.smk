@@ -44,7 +44,7 @@ rule train:
         f"{MODELS}/{MODEL}/train.benchmark.tsv"
     threads: config.get("training", {}).get("threads", 2)
     resources:
-        gpu=1 if config.get("training", {}).get("device") == "gpu" else 0,
+        gpu=GPU,
     conda:
         "../envs/onmt.yaml"
     shell:

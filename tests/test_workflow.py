@@ -17,9 +17,12 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snake
              "--directory", str(ROOT)]
 
 
+def snakemake_env() -> dict:
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
 def snakemake(*args, timeout=900):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(SNAKEMAKE + list(args), capture_output=True, text=True, env=env,
+    return subprocess.run(SNAKEMAKE + list(args), capture_output=True, text=True, env=snakemake_env(),
                           timeout=timeout, cwd=ROOT)
 
 

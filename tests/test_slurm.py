@@ -1,0 +1,259 @@
+"""The cluster route for real: the smoke config through `profiles/slurm` on a single-node
+SLURM started by tests/slurm/up.sh (real munged/slurmdbd/slurmctld/slurmd, real sbatch).
+
+One run (module fixture) builds the baseline table and one low-resource model whose
+training is `scancel`led mid-way; the profile's `retries` must resume it from its last
+checkpoint. The tests then read `sacct`, the logs and the table (against a local run of
+the same config); the last one makes a training job exceed its memory limit."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+import headlab.workflow
+from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
+
+SLURM = ROOT / "tests/slurm"
+# trained long enough (about 30 s) to be cancelled between two checkpoints
+CANCELLED = "multi30k/fr-en/300/tiny_lowres/1+1/8L/seed1"
+LONG_TRAINING = {"studies.paper_A.lowres.overrides": {"train_steps": 1500, "save_checkpoint_steps": 100}}
+SACCT_FIELDS = ["JobIDRaw", "Comment", "State", "Partition", "AllocCPUS", "ReqMem"]
+
+
+def merge(base: dict, overlay: dict) -> dict:
+    """overlay on base, key by key in nested mappings; None removes a key."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def test_merge_overlays_nested_keys_and_removes_nulls():
+    base = {"a": 1, "sdm": "conda", "res": {"train": {"p": "gpu", "mem": 9}}}
+    assert merge(base, {"sdm": None, "res": {"train": {"mem": 2}}}) == {"a": 1, "res": {"train": {"p": "gpu", "mem": 2}}}
+
+
+def slurm_profile(folder: Path) -> tuple[Path, dict]:
+    """profiles/slurm with the test overlay (tests/slurm/profile.yaml) applied."""
+    profile = merge(yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text()),
+                    yaml.safe_load((SLURM / "profile.yaml").read_text()))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(profile))
+    return folder, profile
+
+
+def rule_of(comment: str) -> str:
+    """the rule of a job from the comment the SLURM executor gives it (rule_NAME_wildcards_…)"""
+    return comment.split("_wildcards_")[0].removeprefix("rule_")
+
+
+def sacct(since: str) -> list[dict]:
+    out = subprocess.run(["sacct", "-X", "-P", "-n", "-S", since, "--format", ",".join(SACCT_FIELDS)],
+                         capture_output=True, text=True, check=True).stdout
+    return [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line]
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """snakemake's `Job stats:` table (rule -> number of jobs) from its output."""
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
+
+
+def test_memory_hint_names_the_rule_and_the_resource(tmp_path):
+    slurm_log = tmp_path / "53.log"
+    slurm_log.write_text("slurmstepd-vm: error: StepId=53.batch exceeded memory limit (271347712 > 209715200), "
+                         "being killed\n")
+    log = ("[Mon Nov 23 16:20:10 2026]\nrule train:\n    input: a/onmt.yaml\n    output: a/model.pt\n"
+           "    jobid: 7\n    resources: tmpdir=<TBD>, mem_mb=200, runtime=15\n\n"
+           "Error in rule train:\n    message: SLURM-job '53' failed, SLURM status is: 'FAILED'.\n    jobid: 7\n"
+           f"    log: a/train.log, {slurm_log} (check log file(s) for error details)\n\n"
+           "Error in rule bleu:\n    jobid: 9\n    log: b/bleu.log (check log file(s) for error details)\n")
+    [hint] = headlab.workflow.memory_hints(log)
+    assert hint.startswith("headlab: rule train exceeded its memory limit (mem_mb=200): raise mem_mb")
+    # cgroup clusters: the SLURM state says it, no log needed; other failures give no hint
+    assert headlab.workflow.memory_hints("Error in rule x:\n    message: SLURM status is: 'OUT_OF_MEMORY'\n")
+    slurm_log.write_text("Traceback: ValueError\n")
+    assert headlab.workflow.memory_hints(log) == []
+
+
+class _Resources(dict):
+    __getattr__ = dict.__getitem__
+
+
+def test_gpu_requests_reach_sbatch_as_gpus(tmp_path):
+    """A GPU config through profiles/slurm: train, translate and forced_score ask for a GPU
+    in the gpu partition (the executor's --gpus), the rest do not; no slurm_extra repeats an
+    option the executor manages (it refuses such jobs)."""
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+
+    result = snakemake("-n", "--profile", "profiles/slurm", "--configfile", "config/multi30k-gpu.yaml",
+                       "--config", f"results={tmp_path / 'results'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout + result.stderr):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        resources = re.search(r"^\s+resources: (.*)$", block, re.M)
+        if rule and resources:
+            seen[rule[1]] = _Resources(kv.split("=", 1) for kv in resources[1].split(", "))
+    for rule in ("train", "translate", "forced_score"):
+        assert seen[rule]["gpu"] == "1" and seen[rule]["slurm_partition"] == "gpu", rule
+    assert set_gres_string(SimpleNamespace(resources=_Resources(gpu=1))) == " --gpus=1"
+    assert "gpu" not in seen["bleu"] and seen["bleu"]["slurm_partition"] == "cpu"
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    for rule, resources in profile.get("set-resources", {}).items():
+        extra = str(resources.get("slurm_extra", ""))
+        for pattern, what in get_forbidden_slurm_options().items():
+            assert not re.search(pattern, extra), f"{rule}: slurm_extra sets the {what}"
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    if os.geteuid() != 0:
+        pytest.skip("a real SLURM needs root: tests/slurm/up.sh installs slurm-wlm with apt and starts its daemons")
+    if not shutil.which("sbatch") and not shutil.which("apt-get"):
+        pytest.skip("slurm-wlm is not installed and there is no apt-get to install it")
+    was_up = any(comm.read_text().strip() == "slurmctld" for comm in Path("/proc").glob("[0-9]*/comm")
+                 if comm.exists())
+    up = subprocess.run(["bash", str(SLURM / "up.sh")], stdin=subprocess.DEVNULL, capture_output=True,
+                        text=True, timeout=1200)
+    assert up.returncode == 0, up.stdout + up.stderr
+    yield
+    if not was_up:
+        subprocess.run(["bash", str(SLURM / "down.sh")], capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm, tmp_path_factory, mirror):
+    """The SLURM run; the training of CANCELLED is scancel'ed once it has saved a checkpoint."""
+    tmp = tmp_path_factory.mktemp("slurm")
+    config = write_config(tmp, mirror, **LONG_TRAINING)
+    profile_dir, profile = slurm_profile(tmp / "profile")
+    model = tmp / "results/models" / CANCELLED
+    targets = [str(tmp / "results/tables/baseline.csv"), str(model / "model.pt")]
+    since = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+    log = tmp / "snakemake.out"
+    started = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(SNAKEMAKE + targets + ["--profile", str(profile_dir), "--slurm-logdir",
+                                                       str(tmp / "slurm_logs"), "--configfile", str(config)],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                env=snakemake_env(), cwd=ROOT)
+        cancelled = None
+        try:
+            while proc.poll() is None:
+                assert time.monotonic() - started < 1200, "the SLURM run did not finish in 20 min"
+                train_log = model / "train.log"
+                if cancelled is None and train_log.exists() and "Saving checkpoint" in train_log.read_text():
+                    queue = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True,
+                                           text=True, check=True).stdout.splitlines()
+                    wanted = "rule_train_wildcards_" + CANCELLED.replace("/", "_").replace("_seed", "_")
+                    for job_id, comment in (line.split("|", 1) for line in queue):
+                        if comment == wanted:
+                            subprocess.run(["scancel", job_id], check=True)
+                            cancelled = job_id
+                time.sleep(0.5)
+        finally:
+            if proc.poll() is None:  # snakemake waits for its SLURM jobs on SIGTERM
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    wall = time.monotonic() - started
+    return SimpleNamespace(tmp=tmp, config=config, profile=profile, profile_dir=profile_dir, model=model,
+                           returncode=proc.returncode, output=log.read_text(), since=since,
+                           cancelled=cancelled, wall=wall)
+
+
+@pytest.mark.slow
+def test_slurm_run_finishes_after_a_cancelled_training_job(slurm_run):
+    assert slurm_run.returncode == 0, slurm_run.output[-5000:]
+    assert slurm_run.cancelled, f"{CANCELLED} finished training before it could be cancelled"
+    print(f"SLURM run: {slurm_run.wall:.0f} s, cancelled job {slurm_run.cancelled}")
+
+
+@pytest.mark.slow
+def test_every_rule_ran_as_a_slurm_job(slurm_run):
+    expected = job_stats(slurm_run.output)
+    assert {"fetch", "bpe_learn", "train", "translate", "bleu", "study_table"} <= set(expected)
+    jobs = sacct(slurm_run.since)
+    completed: dict[str, int] = {}
+    for job in jobs:
+        if job["State"] == "COMPLETED":
+            completed[rule_of(job["Comment"])] = completed.get(rule_of(job["Comment"]), 0) + 1
+    assert completed == expected
+    [cancelled] = [job for job in jobs if job["JobIDRaw"] == slurm_run.cancelled]
+    assert cancelled["State"].startswith("CANCELLED") and rule_of(cancelled["Comment"]) == "train"
+
+
+@pytest.mark.slow
+def test_train_jobs_got_the_profiles_partition_cpus_and_memory(slurm_run):
+    profile = slurm_run.profile
+    train = profile["set-resources"]["train"]
+    jobs = sacct(slurm_run.since)
+    trains = [job for job in jobs if rule_of(job["Comment"]) == "train"]
+    assert len(trains) == 3  # baseline, the cancelled attempt and its retry
+    for job in trains:
+        assert job["Partition"] == train["slurm_partition"] == "gpu"
+        assert int(job["AllocCPUS"]) == profile["set-threads"]["train"]
+        assert job["ReqMem"] == f"{train['mem_mb']}M"
+    others = [job for job in jobs if rule_of(job["Comment"]) in ("prepare", "bpe_learn", "bleu")]
+    assert others and all(job["Partition"] == profile["default-resources"]["slurm_partition"] == "cpu"
+                          and job["ReqMem"] == f"{profile['default-resources']['mem_mb']}M" for job in others)
+
+
+@pytest.mark.slow
+def test_cancelled_training_resumed_from_its_last_checkpoint(slurm_run):
+    text = (slurm_run.model / "train.log").read_text()
+    resumed = re.search(r"headlab: resuming interrupted training from checkpoint \S+model_step_(\d+)\.pt", text)
+    assert resumed, text[-3000:]
+    assert 100 <= int(resumed[1]) < 1500
+    # the retry trained only the remaining steps, up to the last one
+    after = text[resumed.end():]
+    assert f"Step {int(resumed[1]) + 50}/ 1500" in after and "Step 1500/ 1500" in after
+    assert "Step 50/ 1500" not in after
+    assert (slurm_run.model / "model.pt").is_file()
+    print(resumed[0])
+
+
+@pytest.mark.slow
+def test_table_equals_a_local_run_of_the_same_config(slurm_run, tmp_path, mirror):
+    config = write_config(tmp_path, mirror, **LONG_TRAINING)
+    table = tmp_path / "results/tables/baseline.csv"
+    threads = [f"{rule}={n}" for rule, n in slurm_run.profile["set-threads"].items()]
+    local = snakemake(str(table), "--cores", "2", "--set-threads", *threads, "--configfile", str(config))
+    assert local.returncode == 0, local.stderr[-3000:]
+    slurm_table = (slurm_run.tmp / "results/tables/baseline.csv").read_text()
+    assert slurm_table.startswith("system,test_2016_flickr\nde-en,")
+    assert slurm_table == table.read_text()
+
+
+@pytest.mark.slow
+def test_job_over_its_memory_limit_fails_naming_rule_and_resource(slurm_run):
+    # another model of the same run: onmt_config, then train with a 200 MB limit
+    model = slurm_run.tmp / "results/models/multi30k/de-en/300/tiny/1+1/1L/seed1/model.pt"
+    started = time.monotonic()
+    result = snakemake(str(model), "--profile", str(slurm_run.profile_dir), "--retries", "0",
+                       "--set-resources", "train:mem_mb=200", "--slurm-logdir", str(slurm_run.tmp / "slurm_logs"),
+                       "--configfile", str(slurm_run.config), timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and not model.exists()
+    assert time.monotonic() - started < 300, "a job over its memory limit must fail, not hang"
+    assert "Error in rule train" in output
+    assert re.search(r"rule train .*exceeded its memory limit.*raise mem_mb", output), output[-4000:]
