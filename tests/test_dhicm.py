@@ -190,3 +190,15 @@ def test_export_decoder_sites_and_importance(tmp_path):
     with pytest.raises(ConfigError, match=r"\[tgt\]"):
         export_main(["-model", str(path), "-src", str(tmp_path / "src"), "-out", str(tmp_path / "x.npz"),
                      "-site", "cross"])
+
+
+@pytest.mark.parametrize("spec, site, message", [
+    ("1L|dhicm", "enc", r"\[enc_heads\].*at least 2 heads"),
+    ("*(4L),1L|dhicm", "cross", r"\[cross_heads\].*at least 2 heads"),
+    ("4L|dhicmm", "dec", r"\[dec_heads\].*unknown head mixer 'dhicmm'; did you mean 'dhicm'"),
+    ("4L|dhicm|gate", "enc", r"\[enc_heads\].*'dhicm' replaces the output projection"),
+])
+def test_dhicm_where_it_cannot_go(spec, site, message):
+    from headlab.heads.spec import parse_spec
+    with pytest.raises(ConfigError, match=message):
+        parse_spec(spec, 2, site=site)
