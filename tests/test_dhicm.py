@@ -202,3 +202,24 @@ def test_dhicm_where_it_cannot_go(spec, site, message):
     from headlab.heads.spec import parse_spec
     with pytest.raises(ConfigError, match=message):
         parse_spec(spec, 2, site=site)
+
+
+def test_aux_share_is_the_trainers_normalisation():
+    """With accumulation the trainer divides the summed loss of all sub-batches by the summed
+    token count (Trainer._accum_batches): each sub-batch's term x its share then adds up to
+    exactly lambda x term per step, as the mean cross-entropy does."""
+    from headlab.engine.aux_loss import AuxLossCompute
+
+    compute = object.__new__(AuxLossCompute)
+    torch.nn.Module.__init__(compute)
+    compute.criterion = torch.nn.CrossEntropyLoss(ignore_index=1)   # padding_idx reads it
+    compute.norm_method = "tokens"
+    tgt = torch.tensor([[2, 5, 6, 3, 1], [2, 7, 3, 1, 1]]).unsqueeze(-1)   # BOS ... EOS pad
+    batch = {"tgt": tgt}
+    # trainer: non-pad tokens after BOS (3 + 2, EOS included) minus one EOS per sentence
+    assert compute.share(batch) == 5 - 2 == 3       # the real tokens 5, 6 and 7
+    compute.norm_method = "sents"
+    assert compute.share(batch) == 2
+    # two accumulated sub-batches: sum_k term * share_k / sum_k share_k == term
+    shares = [4, 9]
+    assert sum(0.7 * s for s in shares) / sum(shares) == pytest.approx(0.7)
