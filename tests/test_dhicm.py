@@ -223,3 +223,18 @@ def test_aux_share_is_the_trainers_normalisation():
     # two accumulated sub-batches: sum_k term * share_k / sum_k share_k == term
     shares = [4, 9]
     assert sum(0.7 * s for s in shares) / sum(shares) == pytest.approx(0.7)
+
+
+def test_validation_loss_has_no_label_smoothing():
+    """Model selection compares validation cross-entropy across label-smoothing values, so
+    the validation criterion is the plain NLL whatever the training one is."""
+    from headlab.engine.aux_loss import AuxLossCompute
+    from headlab.heads.onmt_model import build_model, model_opt, toy_vocabs
+
+    opt = model_opt(hidden_size=16, heads=4, transformer_ff=32, enc_layers=1, dec_layers=1, enc_heads="4L",
+                    extra=["-label_smoothing", "0.2"])
+    vocabs = toy_vocabs(20)
+    model = build_model(opt, vocabs, device="meta")
+    train = AuxLossCompute.from_opts(opt, model, vocabs["tgt"], train=True)
+    valid = AuxLossCompute.from_opts(opt, model, vocabs["tgt"], train=False)
+    assert train.criterion.label_smoothing == 0.2 and valid.criterion.label_smoothing == 0.0

@@ -21,7 +21,9 @@ that count, computed exactly as the trainer does: the step then weighs λ·term 
 mean cross-entropy, for any ``accum_count`` and either ``normalization``.
 
 Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
-early-stopping criterion, validation) stays pure cross-entropy. Each term is logged on its
+early-stopping criterion, validation) stays pure cross-entropy; validation also drops label
+smoothing (OpenNMT-py 3.5.1 would keep it), so validation cross-entropy is the true NLL,
+comparable across models trained with different label smoothing. Each term is logged on its
 own ``aux:`` line (mean per share, i.e. per target token with ``normalization tokens``)
 beside every training report, and in validation; they never enter the loss in validation.
 """
@@ -56,6 +58,12 @@ class AuxLossCompute(LossCompute):
     def from_opts(cls, opt, model, vocab, train=True):
         compute = super().from_opts(opt, model, vocab, train)
         object.__setattr__(compute, "_model", model)     # not a sub-module of the loss
+        if not train and hasattr(compute.criterion, "label_smoothing"):
+            # OpenNMT-py 3.5.1 validates with the training criterion, label smoothing
+            # included: validation cross-entropy and perplexity would then depend on the
+            # label-smoothing value, and model selection across a grid of them (paper B
+            # Table 2) would favour the least smoothing. Validation is the true NLL.
+            compute.criterion.label_smoothing = 0.0
         compute.norm_method = getattr(opt, "normalization", "sents")
         compute.aux_weights = weights(opt)
         return compute

@@ -305,10 +305,13 @@ def t2grid(f: Files):
     def build():
         rows = []
         for c, p in _pairs(s):
+            preset = _preset(s)
             for st in STAGES:
                 stage = read_stage(f.root, c, p, st)
                 for cand in stage["candidates"]:
-                    label = ", ".join(f"{k}={_plain(v)}" for k, v in sorted(cand["options"].items()))
+                    # every grid option, with the preset's value where the candidate keeps it
+                    label = ", ".join(f"{k}={_plain(cand['overrides'].get(k, preset.get(k)))}"
+                                      for k in sorted(s["grid"][st]))
                     rows.append(dict(row=f"{st}: {label}", column=_label(c, p), value=cand["valid_xent"],
                                      chosen=cand["model"] == stage["chosen_model"], stage=st,
                                      best_step=cand["best_step"], model=cand["model"]))
@@ -380,12 +383,12 @@ def t4(f: Files):
         ours = pd.DataFrame(rows)
         stats = ours.groupby(["pair", "size", "system"], sort=False)["bleu"].agg(["mean", "std", "count"]).reset_index()
         stats["row"] = stats["pair"] + " " + stats["size"]
-        table = pivot(stats, index="row", columns="system", values="mean", best="max", col_order=list(SYSTEMS))
+        table = pivot(stats, index="row", columns="system", values="mean", best=None, col_order=list(SYSTEMS))
         spread = stats.pivot(index="row", columns="system", values="std").reindex(
             index=table.values.index, columns=table.values.columns)
         table.marks = spread.map(lambda v: "" if pd.isna(v) else f"±{v:.1f}")
         paper = reference("T4").assign(value=lambda r: r["value"].astype(float))
-        table = beside(table, pivot(paper, index="row", columns="column", values="value", best="max",
+        table = beside(table, pivot(paper, index="row", columns="column", values="value", best=None,
                                     col_order=list(SYSTEMS)))
         table.caption = (f"Paper B Table 4: BLEU by training-set size, mean ± standard deviation over "
                          f"{f.study.get('subsamples', 3)} random subsamples (full size: one run). The paper: IWSLT14 "
