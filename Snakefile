@@ -5,7 +5,15 @@
 # The config says which studies, corpora, pairs, sizes, layer counts and head specs to run;
 # the rules below are generic (fetch, prepare, preprocess, bpe, vocab, train, translate,
 # score, table) and never copied per paper.
+import os
+
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
+
+import headlab.config_check
+import headlab.config_types
+import headlab.data.fetch
+from headlab.errors import HeadlabError
 
 min_version("9.0")
 
@@ -17,7 +25,25 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# --config values arrive as strings below the top level: give them the schema's types first
+try:
+    headlab.config_types.coerce_overrides(
+        config, workflow.config_settings.overwrite_config,
+        headlab.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml")))
+except HeadlabError as err:
+    raise WorkflowError(f"--config: {err}") from None
 validate(config, "config/schema.yaml")
+
+# Rule shells never glob: model paths may hold a head spec's "*" (headlab.workflow.MODEL).
+shell.prefix("set -euo pipefail; set -f; ")
+# everything checkable without running a job (head specs, presets, pairs, sizes, option
+# names), once, in the main process (cluster jobs re-read this file: already checked)
+if workflow.is_main_process:
+    try:
+        _mirror = config.get("data", {}).get("mirror") or headlab.data.fetch.default_mirror()
+        headlab.config_check.check(config, mirror=_mirror and os.path.join(workflow.basedir, _mirror))
+    except HeadlabError as err:
+        raise WorkflowError(f"config error: {err}") from None
 
 
 report: "report/workflow.rst"
@@ -25,7 +51,9 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/local.smk"
 include: "rules/train.smk"
+include: "rules/curves.smk"
 include: "rules/evaluate.smk"
 include: "rules/analyse.smk"
 include: "rules/tables.smk"

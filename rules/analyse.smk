@@ -114,15 +114,16 @@ rule mucow_accuracy:
 
 
 # compare-mt over several systems of one group (same data, preset, layers and seed):
-# systems = "HEADS.ABLATION~HEADS.ABLATION~..." with the baseline first.
-GROUP = "{corpus}/{pair}/{size}/{preset}/{layers}/seed{seed}"
+# systems = "HEADS.ABLATION--HEADS.ABLATION--..." with the baseline first ("--": head
+# names hold "~" for mixers).
+GROUP = "{corpus}/{pair}/{size}/{preset}/{variant}/{layers}/seed{seed}"
 
 
 def _compare_hyps(w):
     hyps = {}
-    for system in w.systems.split("~"):
+    for system in w.systems.split("--"):
         heads, ablation = system.rsplit(".", 1)
-        hyps[system] = (f"{TRANS}/{w.corpus}/{w.pair}/{w.size}/{w.preset}/{w.layers}/{heads}/"
+        hyps[system] = (f"{TRANS}/{w.corpus}/{w.pair}/{w.size}/{w.preset}/{w.variant}/{w.layers}/{heads}/"
                         f"seed{w.seed}/{w.split}.{ablation}.txt")
     return hyps
 
@@ -137,8 +138,8 @@ rule compare:
     wildcard_constraints:
         systems=r"[^/]+",
     params:
-        systems=lambda w, input: " ".join(f"--sys {s}={input[s]}" for s in w.systems.split("~")),
-        baseline=lambda w: w.systems.split("~")[0],
+        systems=lambda w, input: " ".join(f"--sys {s}::{input[s]}" for s in w.systems.split("--")),
+        baseline=lambda w: w.systems.split("--")[0],
         samples=config.get("evaluation", {}).get("bootstrap_samples", 1000),
         p=config.get("evaluation", {}).get("significance", 0.05),
     log:
@@ -162,3 +163,26 @@ rule params:
         "../envs/onmt.yaml"
     shell:
         "headlab params --model {input} --out {output} 2> {log}"
+
+
+# Per-layer, per-head attention of one site on the first test sentences (encoder self-,
+# decoder self- and cross-attention, teacher-forced on the reference) and, for DHICM
+# layers, the importance of each head for each token (paper B Figures 1-3).
+rule export_attention:
+    input:
+        model=f"{MODELS}/{MODEL}/model.pt",
+        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.src",
+        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.tgt",
+    output:
+        f"{SCORES}/{MODEL}/{{split}}.{{site}}.attention.npz",
+    wildcard_constraints:
+        site="enc|dec|cross",
+    params:
+        sents=config.get("evaluation", {}).get("attention_sentences", 100),
+    log:
+        f"{LOGS}/export_attention/{MODEL}/{{split}}.{{site}}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab export-attention -model {input.model} -src {input.src} -tgt {input.tgt} "
+        "-site {wildcards.site} -max_sents {params.sents} -out {output} 2> {log}"

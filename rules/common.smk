@@ -32,16 +32,18 @@ SCORES = f"{RESULTS}/scores"
 TABLES = f"{RESULTS}/tables"
 LOGS = f"{RESULTS}/logs"
 
-# one model of the grid: corpus/pair/size/preset/layers/heads/seedN
+# one model of the grid: corpus/pair/size/preset/variant/layers/heads/seedN
 MODEL = headlab.workflow.MODEL
+MODEL_KEYS = headlab.workflow.MODEL_KEYS
 
 wildcard_constraints:
     corpus=r"[A-Za-z0-9_.-]+",
     pair=r"[a-z]{2,3}-[a-z]{2,3}",
-    size=r"full|[0-9]+",
+    size=r"full|[0-9]+(?:\.s[0-9]+)?",
     preset=r"[A-Za-z0-9_]+",
     layers=r"[0-9]+\+[0-9]+",
-    heads=r"[A-Za-z0-9+*,()]+",
+    variant=r"default|[A-Za-z0-9_.,=+:-]+",
+    heads=r"[A-Za-z0-9_+*,~@=]+",
     seed=r"[0-9]+",
     side=r"src|tgt",
     split=r"[A-Za-z0-9_]+",
@@ -86,27 +88,35 @@ def lang(pair, side):
     return src if side == "src" else tgt
 
 
+def tokenizer_arg(corpus_name, pair, side):
+    """`--tokenizer NAME` where the corpus tokenises this side's language with other than Moses."""
+    name = corpus(corpus_name).get("tokenizers", {}).get(lang(pair, side), "moses")
+    return "" if name == "moses" else f"--tokenizer {name}"
+
+
 def data_dir(w):
     return f"{DATA}/{w.corpus}/{w.pair}/{w.size}"
 
 
 def model_dir(w):
-    return f"{MODELS}/" + MODEL.format(**{k: w[k] for k in ("corpus", "pair", "size", "preset", "layers", "heads", "seed")})
+    return f"{MODELS}/" + MODEL.format(**{k: w[k] for k in MODEL_KEYS})
 
 
 def study_models(name):
     """(model wildcards, OpenNMT overrides) of every model the study trains."""
-    return list(STUDIES[name].models(config["studies"][name]))
+    return headlab.studies.study_models(config, name, RESULTS)
 
 
 def study_overrides(w):
-    """OpenNMT-py overrides for a model: config[training][overrides], then those of every
-    study that trains it (studies sharing a model must agree, else it is ambiguous)."""
+    """OpenNMT-py overrides for a model: config[training][overrides], then those of the
+    studies that train it (the path's variant names them, so studies sharing a model
+    agree by construction; the check guards a study whose variant name hides a difference)."""
     overrides = dict(config.get("training", {}).get("overrides", {}))
     found = {}
     for name in config["studies"]:
         for m, extra in study_models(name):
-            if all(str(m[k]) == str(w[k]) for k in m):
+            m = headlab.workflow.with_variant(m, extra)
+            if all(str(m[k]) == str(w[k]) for k in MODEL_KEYS):
                 found[name] = extra
     if len({json.dumps(o, sort_keys=True) for o in found.values()}) > 1:
         raise ValueError(f"studies {sorted(found)} train {model_dir(w)} with different overrides")

@@ -1,5 +1,6 @@
 # Data: fetch (mirror first, sha256-verified) -> prepare (pair/split, validated, subsampled)
-# -> Moses tokenise -> truecase -> joint BPE -> shared vocabulary (paper A §4.1).
+# -> Moses tokenise (or IndicNLP: corpora.NAME.tokenizers) -> truecase -> joint BPE -> shared
+# vocabulary (paper A §4.1).
 
 
 rule fetch:
@@ -23,7 +24,8 @@ def _prepare_size_args(w):
     c = corpus(w.corpus)
     seed = c.get("subsample_seed", 1)
     if w.split == c["train"]:
-        return "" if w.size == "full" else f"--size {w.size} --seed {seed}"
+        count = headlab.workflow.size_count(w.size)
+        return "" if count is None else f"--size {count} --seed {headlab.workflow.size_seed(w.size, seed)}"
     if c.get("test_limit"):
         return f"--size {c['test_limit']} --seed {seed}"
     return ""
@@ -54,12 +56,13 @@ rule tokenize:
         f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tok/{{split}}.{{side}}",
     params:
         lang=lambda w: lang(w.pair, w.side),
+        tokenizer=lambda w: tokenizer_arg(w.corpus, w.pair, w.side),
     log:
         f"{LOGS}/tokenize/{{corpus}}/{{pair}}/{{size}}/{{split}}.{{side}}.log",
     conda:
         "../envs/data.yaml"
     shell:
-        "headlab preprocess tokenize --lang {params.lang} --in {input} --out {output} 2> {log}"
+        "headlab preprocess tokenize --lang {params.lang} {params.tokenizer} --in {input} --out {output} 2> {log}"
 
 
 rule truecase_train:

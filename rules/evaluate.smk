@@ -41,12 +41,13 @@ rule postprocess:
         f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.txt",
     params:
         lang=lambda w: lang(w.pair, "tgt"),
+        tokenizer=lambda w: tokenizer_arg(w.corpus, w.pair, "tgt"),
     log:
         f"{LOGS}/postprocess/{MODEL}/{{split}}.{{ablation}}.log",
     conda:
         "../envs/data.yaml"
     shell:
-        "headlab preprocess postprocess --lang {params.lang} --in {input} --out {output} 2> {log}"
+        "headlab preprocess postprocess --lang {params.lang} {params.tokenizer} --in {input} --out {output} 2> {log}"
 
 
 rule bleu:

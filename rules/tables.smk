@@ -4,13 +4,67 @@
 OUTDIRS = {STUDIES[name].OUTDIR: name for name in config["studies"]}
 
 
+def _finished_stages(study, until=None):
+    """Wait for the study's search stages (Snakemake checkpoints) before naming the models
+    they choose: all of them, or the earlier stages of ``until``'s (corpus, pair, stage)."""
+    stages = getattr(STUDIES[study], "STAGES", ())
+    for key in headlab.studies.stage_keys(config, study):
+        if until is not None and ((key["corpus"], key["pair"]) != until[:2]
+                                  or stages.index(key["stage"]) >= stages.index(until[2])):
+            continue
+        checkpoints.study_stage.get(outdir=STUDIES[study].OUTDIR, **key)
+
+
 def _study_output_inputs(w):
-    return headlab.studies.inputs(config, OUTDIRS[w.outdir], getattr(w, "name", "README"), RESULTS)
+    study = OUTDIRS[w.outdir]
+    _finished_stages(study)
+    return headlab.studies.inputs(config, study, getattr(w, "name", "README"), RESULTS)
+
+
+def _stage_inputs(w):
+    study = OUTDIRS[w.outdir]
+    _finished_stages(study, until=(w.corpus, w.pair, w.stage))
+    return headlab.studies.stage_inputs(config, study, w.corpus, w.pair, w.stage, RESULTS)
+
+
+def _slice(part):
+    """One part of the study's own config slice (headlab.studies.config_slices)."""
+    return lambda w: headlab.studies.config_slices(config, OUTDIRS[w.outdir])[part]
+
+
+# a study's outputs get only its own config slice: changing study X reruns nothing of study Y
+SLICES = dict(cfg_study=_slice("study"), cfg_corpora=_slice("corpora"), cfg_settings=_slice("settings"))
+SLICE_ARGS = (
+    "--config-json {params.cfg_study:q} --config-json {params.cfg_corpora:q} --config-json {params.cfg_settings:q}"
+)
 
 
 def _names(kind):
     names = [n for s in config["studies"] for n in getattr(STUDIES[s], kind)]
+    names += list(headlab.studies.COMMON_FIGURES) if kind == "FIGURES" else []
     return "|".join(names) or "^$"
+
+
+# A data-dependent DAG (paper B's two-stage grid search): each stage's choice is a JSON
+# file; the models of later stages and the final systems are read from it.
+checkpoint study_stage:
+    input:
+        _stage_inputs,
+    output:
+        f"{RESULTS}/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.json",
+    wildcard_constraints:
+        outdir="|".join(OUTDIRS),
+        stage=r"[A-Za-z0-9_]+",
+    params:
+        study=lambda w: OUTDIRS[w.outdir],
+        **SLICES,
+    log:
+        f"{LOGS}/study/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab study-stage --study {params.study} --corpus {wildcards.corpus} --pair {wildcards.pair} "
+        "--stage {wildcards.stage} --results {RESULTS} " f"{SLICE_ARGS} " "--out {output} 2> {log}"
 
 
 rule study_table:
@@ -26,14 +80,14 @@ rule study_table:
         name=_names("TABLES"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),  # travels with the job; a change reruns it
+        **SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
-        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
 
 
 rule study_figure:
@@ -49,14 +103,14 @@ rule study_figure:
         name=_names("FIGURES"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),
+        **SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
-        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
 
 
 rule study_readme:
@@ -68,14 +122,14 @@ rule study_readme:
         outdir="|".join(OUTDIRS),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),
+        **SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/README.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name README --results {RESULTS} "
-        "--config-json {params.config:q} --out {RESULTS}/{wildcards.outdir}/README 2> {log}"
+        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/README 2> {log}"
 
 
 ruleorder: study_readme > study_table
@@ -93,11 +147,11 @@ rule publish:
         tag=r"|-[A-Za-z0-9_.-]+",
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        config=json.dumps(config, sort_keys=True),
+        **SLICES,
     log:
         f"{LOGS}/publish/{{outdir}}{{tag}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
-        "headlab publish --study {params.study} --results {RESULTS} --config-json {params.config:q} "
+        "headlab publish --study {params.study} --results {RESULTS} " f"{SLICE_ARGS} "
         "--out {output} 2> {log}"

@@ -1,5 +1,6 @@
 # Training: one OpenNMT-py config per model of the grid, generated from a named preset
 # (src/headlab/presets.yaml) and validated, then `headlab train` (resumes after a crash).
+import headlab.report.curves
 
 
 def _data(w, split, side, kind="bpe"):
@@ -17,8 +18,8 @@ rule onmt_config:
         f"{MODELS}/{MODEL}/onmt.yaml",
     params:
         sets=lambda w: " ".join(
-            f"--set {k}={json.dumps(v)!r}" for k, v in study_overrides(w).items()
-        ),
+            f"--set {k}={json.dumps(v)!r}" for k, v in sorted(study_overrides(w).items())
+        ) + headlab.report.curves.tensorboard_args(config, model_dir(w)),
         gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
         save_dir=model_dir,
     log:

@@ -28,6 +28,10 @@ def test_tsv_column_keeps_every_line_in_place():
     assert list(tsv_column(lines, 0)) == ["Haus", "nur links", "", "Baum"]
     # the one-field and the three-field line give an empty target: the pair is dropped later
     assert list(tsv_column(lines, 1)) == ["house", "", "", "tree"]
+    # HindEnCorp: 5 fields (source, alignment type, quality, en, hi)
+    five = ["tides\t1-1\t0.9\tyes\tहाँ", "x\t1-1\t0.9\tyes\tहाँ\textra", "x\t1-1\t0.9\tonly en"]
+    assert list(tsv_column(five, 3, fields=5)) == ["yes", "", "only en"]
+    assert list(tsv_column(five, 4, fields=5)) == ["हाँ", "", ""]
 
 
 def test_tmx_units_by_language(tmp_path):

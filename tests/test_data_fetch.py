@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import urllib.error
 from pathlib import Path
 
@@ -154,3 +155,23 @@ def test_real_mirror(mirror, tmp_path):
     assert path == tmp_path / "translation" / "de-en.key.txt"
     assert sum(1 for _ in path.open(encoding="utf-8")) == 4268
     fetch("multi30k", "val.de.gz", tmp_path, mirror=mirror, allow_download=False)
+
+
+def test_paper_b_downloads_are_checked(tmp_path, monkeypatch):
+    """sacreBLEU's md5 guards the WMT17 test archive; HindEnCorp has no checksum: refused unless allowed."""
+    served = {}
+
+    def fake_urlopen(url, timeout=None):
+        served["url"] = url
+        return io.BytesIO(b"not the archive")
+
+    monkeypatch.setattr(fetch_mod, "urlopen", fake_urlopen)
+    with pytest.raises(DataError, match="md5 mismatch.*expected 86a1724c276004aa25455ae2a04cef26"):
+        fetch("wmt17-de-en", "sacrebleu/wmt17-test.tgz", tmp_path, mirror=tmp_path / "no-mirror")
+    assert served["url"] == "https://data.statmt.org/wmt17/translation-task/test.tgz"
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing half-downloaded
+    with pytest.raises(DataError, match="no checksum is known.*--allow-unverified"):
+        fetch("hindencorp", "hindencorp05.plaintext.gz", tmp_path, mirror=tmp_path / "no-mirror")
+    path = fetch("hindencorp", "hindencorp05.plaintext.gz", tmp_path, mirror=tmp_path / "no-mirror",
+                 allow_unverified=True)
+    assert path.read_bytes() == b"not the archive" and (tmp_path / "hindencorp05.plaintext.gz.sha256").exists()

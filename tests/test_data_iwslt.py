@@ -1,6 +1,7 @@
 """IWSLT train.tags and XML parsing, on hand-written fixtures and on the real mirror files."""
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -118,3 +119,28 @@ def test_iwslt15_stanford_train_is_unescaped(tmp_path):
     (tmp_path / "stanford" / "train.vi").write_text("Đó là một &quot; thử nghiệm &quot;\n", encoding="utf-8")
     assert prepare.extract("iwslt15-en-vi", "en-vi", "train", tmp_path) == (
         ['It \'s a " test " & more'], ['Đó là một " thử nghiệm "'])
+
+
+def test_iwslt14_fairseq_split_cleans_before_taking_every_23rd(tmp_path):
+    """train_fairseq/valid_fairseq: prepare-iwslt14.sh's clean-corpus-n (ratio 1.5, 1-175 Moses
+    tokens) first, then NR % 23 on what is left: the standard 160,239 / 7,283 split."""
+    import tarfile
+    body = {lang: ["<url>u</url>", "<talkid>1</talkid>"] + [f"{lang} sentence {i}" for i in range(1, 51)]
+            for lang in ("de", "en")}
+    body["en"][2 + 4] = "en sentence 5 , which is " + "much " * 5 + "longer"   # ratio > 1.5: dropped
+    body["de"][2 + 9] = body["en"][2 + 9] = " ".join(["wort"] * 176)            # > 175 tokens: dropped
+    body["de"][2 + 14] = "Geht's?"  # 3 Moses tokens against 3: kept
+    for lang, lines in body.items():
+        (tmp_path / f"train.tags.de-en.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with tarfile.open(tmp_path / "de-en.tgz", "w:gz") as tar:
+        for lang in body:
+            tar.add(tmp_path / f"train.tags.de-en.{lang}", arcname=f"de-en/train.tags.de-en.{lang}")
+    log = io.StringIO()
+    de, en = prepare.extract("iwslt14-de-en", "de-en", "valid_fairseq", tmp_path, log=log)
+    assert en == ["en sentence 25", "en sentence 48"] and de == ["de sentence 25", "de sentence 48"]
+    assert "moses:1.5:1:175 cleaning dropped 2 of 50 pairs" in log.getvalue()
+    de, en = prepare.extract("iwslt14-de-en", "de-en", "train_fairseq", tmp_path)
+    assert len(de) == len(en) == 46 and "de sentence 25" not in de and "Geht's?" in de
+    assert not any(line.endswith("longer") for line in en) and "de sentence 5" not in de
+    assert prepare.extract("iwslt14-de-en", "de-en", "valid", tmp_path)[1] == [
+        "en sentence 23", "en sentence 46"]  # the uncleaned rule

@@ -118,3 +118,30 @@ def test_real_multi30k(mirror, tmp_path):
     cs, fr = extract("multi30k", "cs-fr", "test_2016_flickr", mirror / "multi30k")
     assert len(cs) == len(fr) == 1000
     assert len(extract("multi30k", "en-de", "test_2017_mscoco", mirror / "multi30k")[0]) == 461
+
+
+def test_select_lines_sample_ranges_partition_the_corpus():
+    """sample:SEED:START:STOP takes the lines of rank START..STOP-1 (subsample_indices' ranking)."""
+    lines = list("abcdefghij")
+    assert prepare.select_lines(lines, "sample:0:0:3") == ["e", "h", "j"]  # = subsample_indices(10, 3, 0)
+    assert prepare.select_lines(lines, "sample:0:3:") == ["a", "b", "c", "d", "f", "g", "i"]
+    assert prepare.select_lines(lines, "sample:0:3:3") == []
+    parts = [prepare.select_lines(lines, f"sample:5:{a}:{b}") for a, b in ((0, 2), (2, 4), (4, ""))]
+    assert sorted(sum(parts, [])) == lines
+    assert prepare.select_lines(lines, "every23") == [] and prepare.select_lines(lines, "not23") == lines
+    for bad in ("sample:1:2", "sample:x:0:1", "sample:1:3:2", "random:1:0:1", "every7"):
+        with pytest.raises(DataError, match="unknown line selection"):
+            prepare.select_lines(lines, bad, "f.tsv")
+    with pytest.raises(DataError, match=r"f\.tsv: selection 'sample:1:0:11' needs 11 lines, the corpus has 10"):
+        prepare.select_lines(lines, "sample:1:0:11", "f.tsv")
+
+
+def test_clean_pairs_is_moses_clean_corpus_n():
+    src = ["a b c", "", "a " * 9, "x", "Geht's gut?"]
+    tgt = ["A B C D", "leer", "A", "y " * 5, "Is it ok?"]
+    # 3:4 ok; empty side; 9:1 and 1:5 over ratio 1.5; "Geht's gut?" is 4 Moses tokens, "Is it ok?" 4
+    assert prepare.clean_pairs(src, tgt, ("de", "en"), "moses:1.5:1:175") == [True, False, False, False, True]
+    assert prepare.clean_pairs(src, tgt, ("de", "en"), "moses:9:1:5") == [True, False, False, True, True]
+    for bad in ("moses:1.5:1", "perl:1.5:1:175", "moses:x:1:2"):
+        with pytest.raises(DataError, match="unknown cleaning rule"):
+            prepare.clean_pairs(src, tgt, ("de", "en"), bad)

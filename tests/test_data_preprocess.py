@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import itertools
+import sys
 
 import pytest
 
 from headlab.data import preprocess
 from headlab.data.preprocess import iter_lines, postprocessor, remove_bpe
+from headlab.errors import DataError
 
 
 def cli(*argv: str) -> int:
@@ -87,3 +89,38 @@ def test_usage_errors_exit_2():
     with pytest.raises(SystemExit) as err:
         preprocess.main(["tokenize", "--lang", "de"])
     assert err.value.code == 2
+
+
+HINDI = "मैं घर जा रहा हूँ। क्या, तुम भी (शायद) ई-मेल भेजोगे? 3.5 किमी है।"
+HINDI_TOK = "मैं घर जा रहा हूँ । क्या , तुम भी ( शायद ) ई - मेल भेजोगे ? 3.5 किमी है ।"
+
+
+def test_indic_tokeniser_for_hindi_and_its_detokeniser(tmp_path):
+    """paper B §4.1: IndicNLP tokenises Hindi (danda and ASCII punctuation split off, numbers kept);
+    postprocess --tokenizer indic undoes it, so BLEU sees the original text."""
+    pytest.importorskip("indicnlp")
+    (tmp_path / "raw.hi").write_text(f"{HINDI}\n\n", encoding="utf-8")
+    assert cli("tokenize", "--lang", "hi", "--tokenizer", "indic", "--in", tmp_path / "raw.hi",
+               "--out", tmp_path / "tok.hi", "--jobs", 2) == 0
+    assert (tmp_path / "tok.hi").read_text(encoding="utf-8") == f"{HINDI_TOK}\n\n"
+    # Moses keeps the hyphenated word whole: the choice matters
+    assert cli("tokenize", "--lang", "hi", "--in", tmp_path / "raw.hi", "--out", tmp_path / "moses.hi") == 0
+    assert " ई-मेल " in (tmp_path / "moses.hi").read_text(encoding="utf-8")
+    (tmp_path / "hyp.bpe").write_text("मैं घर जा रहा हू@@ ँ । क्या , तुम भी ( शा@@ यद ) ई - मेल भेजोगे ? 3.5 किमी है ।\n",
+                                      encoding="utf-8")
+    assert cli("postprocess", "--lang", "hi", "--tokenizer", "indic", "--in", tmp_path / "hyp.bpe",
+               "--out", tmp_path / "hyp.txt") == 0
+    assert (tmp_path / "hyp.txt").read_text(encoding="utf-8") == f"{HINDI}\n"
+    assert postprocessor("hi", tokenizer="indic")(HINDI_TOK) == HINDI
+
+
+def test_unknown_or_missing_tokeniser(tmp_path, monkeypatch, capsys):
+    with pytest.raises(DataError, match="unknown tokenizer 'spacy'; known: moses, indic"):
+        preprocess.tokenizer_function("hi", "spacy")
+    with pytest.raises(SystemExit):  # the CLI offers only the known ones
+        preprocess.main(["tokenize", "--lang", "hi", "--tokenizer", "spacy", "--in", "x", "--out", "y"])
+    monkeypatch.setitem(sys.modules, "indicnlp.tokenize", None)  # as if not installed
+    (tmp_path / "raw.hi").write_text(f"{HINDI}\n", encoding="utf-8")
+    assert cli("tokenize", "--lang", "hi", "--tokenizer", "indic", "--in", tmp_path / "raw.hi",
+               "--out", tmp_path / "tok.hi") == 1
+    assert "needs indic-nlp-library" in capsys.readouterr().err and not (tmp_path / "tok.hi").exists()

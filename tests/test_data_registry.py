@@ -11,7 +11,8 @@ MIRRORED = ("multi30k", "iwslt14-de-en", "iwslt15-en-vi", "mucow", "distil-linge
 
 
 def test_dataset_names():
-    assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en", "park-ko-en"}
+    assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en", "park-ko-en", "wmt17-de-en", "hindencorp",
+                                      "ted-be-en"}
     with pytest.raises(DataError, match="unknown dataset 'nope'.*multi30k"):
         registry.get("nope")
 
@@ -93,3 +94,33 @@ def test_registry_matches_the_mirror_manifest(mirror):
     registered = {f"{name}/{rel}": rf.sha256 for name in MIRRORED
                   for rel, rf in registry.get(name).files.items() if rf.sha256}
     assert {path: sha for path, sha in manifest.items()} == registered
+
+
+def test_paper_b_entries():
+    """Paper B §4.1: WMT17-CS, HindEnCorp 0.5, TED be-en (Qi et al. 2018)."""
+    wmt17 = registry.get("wmt17-de-en")
+    assert wmt17.files_for(["train"]) == [
+        "train/training-parallel-europarl-v7.tgz", "train/training-parallel-commoncrawl.tgz",
+        "train/training-parallel-nc-v12.tgz", "train/rapid2016.tgz"]
+    assert wmt17.file("train/rapid2016.tgz").url == "https://data.statmt.org/wmt17/translation-task/rapid2016.tgz"
+    assert all(not wmt17.file(rel).verifiable_download for rel in wmt17.files_for(["train"]))
+    assert wmt17.file("sacrebleu/wmt17-test.tgz").md5 == "86a1724c276004aa25455ae2a04cef26"  # sacreBLEU's
+    assert [(p.rel, p.member) for p in wmt17.parts("de", "test")] == [
+        ("sacrebleu/wmt14-test-full.tgz", "test-full/newstest2014-deen-src.de.sgm"),
+        ("sacrebleu/wmt17-test.tgz", "test/newstest2017-deen-src.de.sgm")]
+    assert wmt17.parts("en", "dev") == registry.get("wmt19-de-en").parts("en", "dev")  # newstest2013
+    assert wmt17.parts("en", "test")[1].member == "test/newstest2017-deen-ref.en.sgm"
+
+    hindencorp = registry.get("hindencorp")
+    [rel] = hindencorp.files
+    assert rel == "hindencorp05.plaintext.gz" and not hindencorp.file(rel).verifiable_download
+    assert "11858/00-097C-0000-0023-625F-0/hindencorp05.plaintext.gz" in hindencorp.file(rel).url
+    assert {split: hindencorp.parts("hi", split)[0].select for split in hindencorp.splits} == {
+        "valid": "sample:1:0:7000", "test": "sample:1:7000:14000", "train": "sample:1:14000:"}
+    assert (hindencorp.parts("en", "test")[0].column, hindencorp.parts("hi", "test")[0].column) == (3, 4)
+
+    ted = registry.get("ted-be-en")
+    assert ted.file("qi18naacl-dataset.tar.gz").url == "http://www.phontron.com/data/qi18naacl-dataset.tar.gz"
+    be = ted.parts("be", "test")[0]
+    assert (be.member, be.detokenize, be.unescape) == ("datasets/be_to_en/be.test", "be", True)
+    assert set(ted.splits) == {"train", "dev", "test"}

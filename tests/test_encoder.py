@@ -131,7 +131,7 @@ def test_word_heads_use_vocab_boundaries():
 
 
 def test_word_heads_without_vocab_fail_clearly():
-    from headlab.encoder import HeadlabEncoder
+    from headlab.engine.encoder import HeadlabEncoder
     from onmt.modules import Embeddings
     emb = Embeddings(64, 30, 1, position_encoding=True)
     enc = HeadlabEncoder(1, 64, 8, 128, 0.0, 0.0, emb, enc_heads="7Fword+1L")

@@ -38,7 +38,7 @@ def test_per_layer_forms():
     ("7Ftoken+", r"term ''.*expected \[COUNT\]KIND"),
     ("0L", r"term '0L'.*at least 1"),
     ("8L|gat", r"term '\|gat'.*did you mean 'gate'"),
-    ("8L,8L", r"describes 2 layers but the encoder has 6"),
+    ("8L,8L", r"describes 2 layers but the encoder self-attention has 6"),
     ("2*(8L", r"unbalanced"),
     ("", r"empty head spec"),
 ])

@@ -24,7 +24,7 @@ from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_confi
 
 SLURM = ROOT / "tests/slurm"
 # trained long enough (about 30 s) to be cancelled between two checkpoints
-CANCELLED = "multi30k/fr-en/300/tiny_lowres/1+1/8L/seed1"
+CANCELLED = "multi30k/fr-en/300/tiny_lowres/default/1+1/8L/seed1"
 LONG_TRAINING = {"studies.paper_A.lowres.overrides": {"train_steps": 1500, "save_checkpoint_steps": 100}}
 SACCT_FIELDS = ["JobIDRaw", "Comment", "State", "Partition", "AllocCPUS", "ReqMem"]
 
@@ -247,7 +247,7 @@ def test_table_equals_a_local_run_of_the_same_config(slurm_run, tmp_path, mirror
 @pytest.mark.slow
 def test_job_over_its_memory_limit_fails_naming_rule_and_resource(slurm_run):
     # another model of the same run: onmt_config, then train with a 200 MB limit
-    model = slurm_run.tmp / "results/models/multi30k/de-en/300/tiny/1+1/1L/seed1/model.pt"
+    model = slurm_run.tmp / "results/models/multi30k/de-en/300/tiny/default/1+1/1L/seed1/model.pt"
     started = time.monotonic()
     profile_dir, _ = slurm_profile(slurm_run.tmp / "profile-200mb", retries=0,
                                    **{"set-resources": {"train": {"mem_mb": 200}}})

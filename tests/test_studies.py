@@ -112,14 +112,14 @@ def test_mucow_split_keeps_requested_domains(mirror):
 
 
 def test_training_time_sums_the_benchmark_files(tmp_path):
-    files = paper_A.Files({"corpora": {}}, STUDY, str(tmp_path))
-    trained = [m for m, _ in paper_A.models(STUDY)][:3]
+    from headlab.report.timing import training_time
+    every = [m for m, _ in paper_A.models(STUDY)]
+    trained = every[:3]
     for m, seconds in zip(trained, (60.0, 120.0, 300.0)):
-        folder = tmp_path / "models" / paper_A.MODEL.format(**m)
+        folder = tmp_path / "models" / paper_A.model_path(m)
         folder.mkdir(parents=True)
         (folder / "train.benchmark.tsv").write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:01:00\t700\n")
-    line = paper_A._training_time(files)
+    line = training_time(every, str(tmp_path))
     assert line.startswith("3 models, 8.0 min of training wall time in all")
-    assert line.endswith(f"longest 5.0 min ({paper_A.MODEL.format(**trained[2])})")
-    assert paper_A._training_time(paper_A.Files({}, STUDY, str(tmp_path / "none"))) == \
-        "30 models (no benchmark files)"
+    assert line.endswith(f"longest 5.0 min ({paper_A.model_path(trained[2])})")
+    assert training_time(every, str(tmp_path / "none")) == "30 models (no benchmark files)"

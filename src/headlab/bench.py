@@ -8,7 +8,8 @@ encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on
   always takes its explicit matmul + softmax path (the SDPA branch is GPU-only).
 * ``headlab``: :class:`headlab.heads.attention.HeadlabSelfAttention` for ``8L`` (learned
   heads through torch SDPA), ``7Ftoken+1L`` and ``7Fword+1L`` (word boundaries: random,
-  ~30% of pieces continue into the next).
+  ~30% of pieces continue into the next), and ``8L|dhicm`` (paper B's second-level
+  attention over the heads in place of the output projection).
 
 Lengths are random in [n/2, n] (one sentence of length n), the same for every impl.
 attention_dropout is 0 for all (with dropout, CPU SDPA falls back to its n x n math
@@ -47,7 +48,8 @@ import subprocess
 import sys
 import time
 
-CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L")]
+CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L"),
+           ("headlab", "8L|dhicm")]
 COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "peak_mb"]
 
 
@@ -164,7 +166,8 @@ def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, d
     return rows
 
 
-TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L")]
+TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L"),
+           ("headlab", "8L|dhicm")]
 TRAIN_COLUMNS = ["impl", "spec", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
 _TOKS = __import__("re").compile(r"Step (\d+)/.*?; ([\d.]+)/([\d.]+) tok/s")
 

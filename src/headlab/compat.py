@@ -130,6 +130,7 @@ def _patch_options() -> None:
         return wrapped
 
     onmt.opts.model_opts = extend(onmt.opts.model_opts, ours.model_opts)
+    onmt.opts._add_train_general_opts = extend(onmt.opts._add_train_general_opts, ours.train_opts)
     onmt.opts.translate_opts = extend(onmt.opts.translate_opts, ours.translate_opts)
     # translate_opts does not include model_opts: our model options must still parse
     # from a translate config (they are ignored there; the checkpoint's values win).
@@ -172,8 +173,9 @@ def _patch_fresh_init() -> None:
         if checkpoint is not None:
             return model
         encoder = getattr(model, "encoder", None)
-        if hasattr(encoder, "reset_head_parameters"):
-            encoder.reset_head_parameters()
+        for part in (encoder, getattr(model, "decoder", None)):
+            if hasattr(part, "reset_head_parameters"):
+                part.reset_head_parameters()
         if getattr(model_opt, "embeddings_init", "onmt") == "normal":
             import torch
             std = model_opt.word_vec_size ** -0.5
@@ -188,24 +190,30 @@ def _patch_fresh_init() -> None:
 
 
 def _patch_test_model_loading() -> None:
-    """Test-time head ablation (paper A §4.3): the translate option ``-disable_enc_heads``
-    reaches the encoder loaded from the checkpoint."""
+    """Test-time head ablation (paper A §4.3): the translate options ``-disable_enc_heads``,
+    ``-disable_dec_heads`` and ``-disable_cross_heads`` reach the model loaded from the
+    checkpoint."""
     import onmt.model_builder as builder
-    import onmt.translate.translator as translator
 
     original = builder.load_test_model
 
     @functools.wraps(original)
     def load_test_model(opt, device_id=0, model_path=None):
         vocabs, model, model_opt = original(opt, device_id, model_path)
-        disabled = list(getattr(opt, "disable_enc_heads", None) or [])
-        encoder = getattr(model, "encoder", None)
-        if disabled:
-            if not hasattr(encoder, "disable_heads"):
-                from headlab.errors import ConfigError
-                raise ConfigError("-disable_enc_heads needs a model trained with "
-                                  "-encoder_type headlab", key="disable_enc_heads")
-            encoder.disable_heads(disabled)
+        from headlab.errors import ConfigError
+        for site, part, kind in (("enc", "encoder", "encoder_type"), ("dec", "decoder", "decoder_type"),
+                                 ("cross", "decoder", "decoder_type")):
+            disabled = list(getattr(opt, f"disable_{site}_heads", None) or [])
+            module = getattr(model, part, None)
+            if not disabled:
+                continue
+            if not hasattr(module, "disable_heads"):
+                raise ConfigError(f"-disable_{site}_heads needs a model trained with -{kind} headlab",
+                                  key=f"disable_{site}_heads")
+            if site == "enc":
+                module.disable_heads(disabled)
+            else:
+                module.disable_heads(site, disabled)
         return vocabs, model, model_opt
 
     builder.load_test_model = load_test_model
@@ -213,6 +221,55 @@ def _patch_test_model_loading() -> None:
     # onmt.utils.loss imported the name.
     import onmt.utils.loss
     onmt.utils.loss.load_test_model = load_test_model
+
+
+def _patch_aux_loss() -> None:
+    """OpenNMT-py has no hook for model-side loss terms (internals note §2). ``build_trainer``
+    looks ``LossCompute`` up as a module global at call time, and every ``Statistics`` is
+    created as ``onmt.utils.Statistics(...)``: replacing those two names installs
+    :mod:`headlab.engine.aux_loss` (weighted KL / L0 terms, logged apart, perplexity kept
+    pure cross-entropy)."""
+    import onmt.trainer
+    import onmt.utils
+    import onmt.utils.statistics
+    from headlab.engine.aux_loss import AuxLossCompute, AuxStatistics
+
+    onmt.trainer.LossCompute = AuxLossCompute
+    onmt.utils.Statistics = AuxStatistics
+    onmt.utils.statistics.Statistics = AuxStatistics
+
+
+def _patch_model_selection() -> None:
+    """Model selection by validation loss (:mod:`headlab.engine.selection`): each validation
+    result is recorded where the trainer reports it (``Trainer._report_step``), and
+    ``ModelSaver._rm_checkpoint`` (the ``-keep_checkpoint`` rotation) spares the best
+    checkpoint. Both are no-ops unless ``-model_selection valid_loss`` started a tracker."""
+    import onmt.models.model_saver as saver
+    import onmt.trainer
+    from headlab.engine import selection
+
+    report = onmt.trainer.Trainer._report_step
+
+    @functools.wraps(report)
+    def _report_step(self, learning_rate, step, valid_stats=None, train_stats=None):
+        if valid_stats is not None:
+            if selection.TRACKER is not None:
+                selection.TRACKER.record(step, valid_stats)
+            if getattr(valid_stats, "aux", None):
+                from onmt.utils.logging import logger
+                logger.info("Validation aux: %s", valid_stats.aux_line())
+        return report(self, learning_rate, step, valid_stats=valid_stats, train_stats=train_stats)
+
+    onmt.trainer.Trainer._report_step = _report_step
+    remove = saver.ModelSaver._rm_checkpoint
+
+    @functools.wraps(remove)
+    def _rm_checkpoint(self, name):
+        if selection.TRACKER is not None and selection.TRACKER.protects(name):
+            return
+        remove(self, name)
+
+    saver.ModelSaver._rm_checkpoint = _rm_checkpoint
 
 
 def apply() -> None:
@@ -228,4 +285,6 @@ def apply() -> None:
     _patch_model_building()
     _patch_fresh_init()
     _patch_test_model_loading()
+    _patch_aux_loss()
+    _patch_model_selection()
     _APPLIED = True

@@ -44,18 +44,18 @@ def open_maybe_gz(path: str | os.PathLike, mode: str = "rb") -> IO:
     return gzip.open(path, mode) if path.endswith(".gz") else open(path, mode)
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Read a text file (optionally .gz) as strict UTF-8 lines without newlines.
-
-    Raises :class:`DataError` naming the file and line of the first invalid byte.
-    """
-    lines = []
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(1-based number, line with its line ending) of a text file (optionally .gz), strict
+    UTF-8: :class:`DataError` naming the file and line of the first invalid byte."""
     with open_maybe_gz(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                text = raw.decode("utf-8")
+                yield number, raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise DataError(f"invalid UTF-8 at byte {err.start} ({raw[err.start:err.start + 4]!r})",
                                 path=str(path), line=number) from None
-            lines.append(text.rstrip("\r\n"))
-    return lines
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Read a text file (optionally .gz) as strict UTF-8 lines without newlines."""
+    return [text.rstrip("\r\n") for _, text in iter_lines(path)]

@@ -20,6 +20,7 @@ import yaml
 
 from headlab.errors import ConfigError
 from headlab.io import atomic_write
+from headlab.workflow import STOCK_HEADS, parse_heads_name
 
 # keys that are not OpenNMT options but structure of the onmt YAML
 _STRUCTURAL = {"data", "transforms_configs"}
@@ -185,13 +186,51 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
         # two vocabularies: the encoder and decoder embeddings cannot be one matrix; the
         # decoder's input and output embeddings stay tied where the preset says so
         options["share_embeddings"] = False
+    overrides = dict(overrides or {})
+    options.update(overrides)
+    # the head specs go in last: the encoder/decoder types are known only with the overrides
+    specs = parse_heads_name(heads)
     if options.get("encoder_type") == "headlab":
-        options["enc_heads"] = heads
-    elif heads != "8L":
-        raise ConfigError(f"head spec {heads!r} needs encoder_type 'headlab'", key="heads")
-    options.update(overrides or {})
+        options["enc_heads"] = specs["enc"]
+    elif specs["enc"] != STOCK_HEADS:
+        raise ConfigError(f"head spec {specs['enc']!r} needs encoder_type 'headlab', but preset {preset!r} "
+                          f"with its overrides has {options.get('encoder_type')!r}", key="heads")
+    if specs["dec"] != STOCK_HEADS or specs["cross"] != STOCK_HEADS:
+        # stock and headlab decoders are the same model at 8L: switch only when needed, so
+        # that 8L decoders keep stock checkpoints
+        if "decoder_type" in overrides and overrides["decoder_type"] != "headlab":
+            raise ConfigError(f"decoder head specs {specs['dec']!r} / {specs['cross']!r} need decoder_type "
+                              f"'headlab', but the overrides set {overrides['decoder_type']!r}", key="heads")
+        options["decoder_type"] = "headlab"
+    if options.get("decoder_type") == "headlab":
+        options["dec_heads"], options["cross_heads"] = specs["dec"], specs["cross"]
     validate_options(options, kind="train", source=f"preset {preset!r} + overrides")
+    check_values(options, source=f"preset {preset!r} + overrides")
     return options
+
+
+def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
+    """Values headlab can check before training starts: head specs of every site against
+    the layer counts, non-negative auxiliary weights, model selection against the
+    validation and checkpoint steps."""
+    from headlab.heads.spec import parse_spec
+
+    if options.get("encoder_type") == "headlab":
+        parse_spec(str(options.get("enc_heads", STOCK_HEADS)), int(options["enc_layers"]), site="enc")
+    if options.get("decoder_type") == "headlab":
+        for site in ("dec", "cross"):
+            parse_spec(str(options.get(f"{site}_heads", STOCK_HEADS)), int(options["dec_layers"]), site=site)
+    for key in ("lambda_kl", "lambda_l0", "dhicm_dropout", "dhicm_dm"):
+        value = options.get(key, 0)
+        value = value[0] if isinstance(value, list) else value
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{key} must be a number >= 0, got {value!r}", path=source, key=key)
+    if options.get("model_selection", "last") == "valid_loss":
+        valid, save = int(options.get("valid_steps", 10000)), int(options.get("save_checkpoint_steps", 5000))
+        if valid % save:
+            raise ConfigError(f"model_selection valid_loss needs a checkpoint at every validation: "
+                              f"valid_steps ({valid}) must be a multiple of save_checkpoint_steps ({save})",
+                              path=source, key="valid_steps")
 
 
 def write_yaml(options: Mapping[str, Any], path: str | Path) -> None:
@@ -203,7 +242,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab onmt-config", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", required=True)
     parser.add_argument("--layers", required=True, help="encoder+decoder layers, e.g. 6+6")
-    parser.add_argument("--heads", default="8L", help="encoder head spec, e.g. 7Ftoken+1L")
+    parser.add_argument("--heads", default="8L",
+                        help="head specs: the encoder's (e.g. 7Ftoken+1L), or all three sites as a "
+                             "model path names them, ENC[@dec=SPEC][@cross=SPEC]")
     parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"))
     parser.add_argument("--valid", nargs=2, required=True, metavar=("SRC", "TGT"))
     parser.add_argument("--vocab", required=True, nargs="+", metavar="VOCAB",

@@ -84,31 +84,43 @@ def train(argv: list[str]) -> int:
     from onmt.bin.train import _get_parser, train as onmt_train
     from onmt.utils.logging import init_logger, logger
 
+    from headlab.engine import selection
+
     opt = _parse(_get_parser(), argv, "train")
     init_logger(opt.log_file)
+    resume_step = 0
     if not opt.train_from:
         config = getattr(opt, "config", None)
         last = resume_point(opt.save_model, os.path.getmtime(config) if config else 0.0, opt.train_steps)
         if last is not None:
             logger.info("headlab: resuming interrupted training from checkpoint %s", last)
             opt.train_from = str(last)
+            resume_step = int(_STEP.search(last.name)[1])
+    tracker = selection.start(opt, resume_step)
     onmt_train(opt)
-    done = checkpoints(opt.save_model)
-    # the final model is this run's last step, never a newer-numbered stray checkpoint
-    last = dict(done).get(opt.train_steps)
-    if last is None:
-        raise HeadlabError(f"training stopped before step {opt.train_steps}: "
-                           f"no {opt.save_model}_step_{opt.train_steps}.pt")
+    done = [(step, path) for step, path in checkpoints(opt.save_model) if step <= opt.train_steps]
+    if tracker is not None:
+        step, chosen = selection.finish(tracker)
+        logger.info("headlab: best validation cross-entropy %.4f at step %d", tracker.best["xent"], step)
+    elif opt.early_stopping > 0 and done:
+        step, chosen = done[-1]          # stopped early: the last step it saved
+    else:
+        # the final model is this run's last step, never a newer-numbered stray checkpoint
+        step, chosen = opt.train_steps, dict(done).get(opt.train_steps)
+        if chosen is None:
+            raise HeadlabError(f"training stopped before step {opt.train_steps}: "
+                               f"no {opt.save_model}_step_{opt.train_steps}.pt")
     final = Path(opt.save_model + ".pt")
     tmp = final.with_suffix(".pt.tmp")
-    shutil.copyfile(last, tmp)
+    shutil.copyfile(chosen, tmp)
     os.replace(tmp, final)
-    logger.info("headlab: final model %s (step %d)", final, opt.train_steps)
+    logger.info("headlab: final model %s (step %d)", final, step)
     # a resumed run leaves the interrupted run's checkpoints behind: keep the newest ones
-    done = [(step, path) for step, path in done if step <= opt.train_steps]
+    # (and the chosen one)
     keep = opt.keep_checkpoint if opt.keep_checkpoint > 0 else len(done)
     for _, path in done[:-keep]:
-        path.unlink()
+        if path != chosen:
+            path.unlink()
     return 0
 
 

@@ -6,16 +6,45 @@ with the rest of the model options.
 """
 from __future__ import annotations
 
-#: encoder_type value under which the head-spec encoder is registered
+#: encoder_type / decoder_type values under which the head-spec modules are registered
 ENCODER_NAME = "headlab"
+DECODER_NAME = "headlab"
+
+
+def _non_negative(kind):
+    def parse(text):
+        value = kind(text)
+        if value < 0:
+            import argparse
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def model_opts(parser) -> None:
-    group = parser.add_argument_group("headlab: encoder heads")
+    group = parser.add_argument_group("headlab: attention heads")
     group.add(
         "--enc_heads", "-enc_heads", type=str, default="8L",
         help="Encoder self-attention head spec (paper A names: 8L, 7Ftoken+1L, 7Fword+1L, "
              "1L, 1Lwide, 8Ftoken, 8Fword). Used when -encoder_type headlab.",
+    )
+    group.add(
+        "--dec_heads", "-dec_heads", type=str, default="8L",
+        help="Decoder self-attention head spec (learned kinds and mixers, e.g. '*(4L),4L|dhicm'). "
+             "Used when -decoder_type headlab.",
+    )
+    group.add(
+        "--cross_heads", "-cross_heads", type=str, default="8L",
+        help="Decoder cross-attention (encoder-decoder) head spec. Used when -decoder_type headlab.",
+    )
+    group.add(
+        "--dhicm_dm", "-dhicm_dm", type=_non_negative(int), default=0,
+        help="d_m of DHICM's second-level attention (paper B eq. 2-3); 0 = the model size.",
+    )
+    group.add(
+        "--dhicm_dropout", "-dhicm_dropout", type=float, default=0.0,
+        help="Dropout after U x in DHICM (paper B §3.1, Table 2 'Dropout (Section 3.1)').",
     )
     group.add(
         "--embeddings_init", "-embeddings_init", type=str, default="onmt", choices=["onmt", "normal"],
@@ -25,10 +54,38 @@ def model_opts(parser) -> None:
     )
 
 
+def train_opts(parser) -> None:
+    group = parser.add_argument_group("headlab: auxiliary losses and model selection")
+    group.add(
+        "--lambda_kl", "-lambda_kl", type=_non_negative(float), default=0.0,
+        help="Weight of DHICM's KL term, maximised: L = L_xent - lambda_kl * L_KL (paper B eq. 5).",
+    )
+    group.add(
+        "--lambda_l0", "-lambda_l0", type=_non_negative(float), default=0.0,
+        help="Weight of the head gates' expected L0 norm: L = L_xent + lambda_l0 * L_C "
+             "(Voita et al. 2019; paper D).",
+    )
+    group.add(
+        "--model_selection", "-model_selection", type=str, default="last",
+        choices=["last", "valid_loss"],
+        help="Which checkpoint becomes the final model: the last step, or the one with the "
+             "lowest validation cross-entropy (paper B §4.3; validation every -valid_steps, "
+             "checkpoints saved at the same steps, the best never deleted).",
+    )
+
+
 def translate_opts(parser) -> None:
     group = parser.add_argument_group("headlab: test-time ablation")
     group.add(
         "--disable_enc_heads", "-disable_enc_heads", type=int, nargs="*", default=[],
         help="1-based encoder head indices whose output is zeroed in every encoder layer "
              "at test time (paper A §4.3).",
+    )
+    group.add(
+        "--disable_dec_heads", "-disable_dec_heads", type=int, nargs="*", default=[],
+        help="1-based decoder self-attention head indices zeroed in every decoder layer.",
+    )
+    group.add(
+        "--disable_cross_heads", "-disable_cross_heads", type=int, nargs="*", default=[],
+        help="1-based cross-attention head indices zeroed in every decoder layer.",
     )

@@ -1,7 +1,7 @@
 """Import this module before OpenNMT-py trains or translates.
 
 It applies :mod:`headlab.compat` and registers headlab's encoder (``-encoder_type
-headlab``) through OpenNMT-py's own registry. Stock tools work with it::
+headlab``) and decoder (``-decoder_type headlab``) through OpenNMT-py's own registries. Stock tools work with it::
 
     python -c "import headlab.plugin, sys; from onmt.bin.translate import main; sys.argv[0]='onmt_translate'; main()" -model m.pt -src in.txt
 """
@@ -9,4 +9,5 @@ from headlab import compat
 
 compat.apply()
 
-import headlab.encoder  # noqa: E402,F401  (registers the encoder)
+import headlab.engine.encoder  # noqa: E402,F401  (registers the encoder)
+import headlab.engine.decoder  # noqa: E402,F401  (registers the decoder)

@@ -11,8 +11,10 @@ What a reader needs to check the numbers without the models (a few MB at most):
   (ablated runs are left out: they are rebuilt from the model);
 - ``models/<model>/``: the OpenNMT-py config (``onmt.yaml``) and the snakemake benchmark of
   its training (wall time, peak memory);
-- ``provenance.json``: headlab commit, time, host, CPUs, GPU, torch build, the whole
-  workflow config, and the training wall time of each model.
+- ``provenance.json``: headlab commit, time, host, CPUs, GPU, torch build, the
+  study's config (its entry, corpora and training/translation/evaluation settings), the
+  training wall time of each model, and for own corpora (``dataset: local``) the report of
+  every split read: path and sha256 of each file, lines removed and normalised.
 
 Checkpoints and data are never copied. The folder is assembled beside ``--out`` and
 renamed into place once complete, so an interrupted publish leaves the old one intact.
@@ -29,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.errors import ConfigError
-from headlab.workflow import MODEL, results_paths
+from headlab.workflow import model_path, results_paths
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -46,17 +48,17 @@ def _benchmark(path: Path) -> dict | None:
 
 def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[Path, str]]:
     """(source file, path inside the published folder) for everything that is published."""
-    from headlab.studies import STUDIES, study_outputs
+    from headlab.studies import study_models, study_outputs
 
-    module, root = STUDIES[study], Path(results)
+    root = Path(results)
     paths = results_paths(str(root))
     files = []
     for out in study_outputs(study, str(root)):
         if out.endswith((".csv", ".md", ".png")):
             files.append((Path(out), Path(out).name))
     seen = set()
-    for m, _ in module.models(config["studies"][study]):
-        model = MODEL.format(**m)
+    for m, _ in study_models(config, study, str(root)):
+        model = model_path(m)
         if model in seen:
             continue
         seen.add(model)
@@ -75,13 +77,17 @@ def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[
 
 
 def provenance(config: dict, study: str, results: str | os.PathLike) -> dict:
-    from headlab.studies import STUDIES, _provenance
+    from headlab.studies import _provenance, data_reports, study_models
 
     training = {}
-    for m, _ in STUDIES[study].models(config["studies"][study]):
-        model = MODEL.format(**m)
+    for m, _ in study_models(config, study, str(results)):
+        model = model_path(m)
         training[model] = _benchmark(Path(results_paths(str(results))["models"]) / model / "train.benchmark.tsv")
-    return {**_provenance(config), "study": study, "config": config, "training": training,
+    data = {}
+    for path in data_reports(config, study, str(results)):  # own corpora: sha256 of every file read
+        data[str(Path(path).relative_to(results_paths(str(results))["data"]))] = json.loads(
+            Path(path).read_text(encoding="utf-8"))
+    return {**_provenance(config), "study": study, "config": config, "training": training, "data": data,
             "training_wall_s_total": round(sum(t["wall_s"] for t in training.values() if t), 1)}
 
 
@@ -115,9 +121,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab publish", description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", required=True)
     parser.add_argument("--results", required=True, help="the workflow's results folder")
-    parser.add_argument("--config-json", required=True, help="the workflow config as JSON")
+    parser.add_argument("--config-json", required=True, action="append",
+                        help="the workflow config as JSON, or slices of it (repeatable)")
     parser.add_argument("--out", required=True, help="the folder to write (replaced when complete)")
     args = parser.parse_args(argv)
-    size = publish(json.loads(args.config_json), args.study, args.results, args.out)
+    from headlab.studies import merge_config
+
+    size = publish(merge_config(args.config_json), args.study, args.results, args.out)
     print(f"headlab publish: {args.out} ({size / 1e6:.1f} MB)")
     return 0

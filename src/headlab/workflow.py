@@ -1,17 +1,95 @@
 """The experiment grid, shared by the Snakefile and the table builders.
 
-A *model* is identified by corpus/pair/size/preset/layers/heads/seed (``MODEL``); a study
-of the config names a grid of them. Keeping the expansion here (not in the Snakefile)
-lets table builders find their inputs exactly as the workflow produced them.
+A *model* is identified by corpus/pair/size/preset/variant/layers/heads/seed (``MODEL``);
+a study of the config names a grid of them. Keeping the expansion here (not in the
+Snakefile) lets table builders find their inputs exactly as the workflow produced them.
+
+The path names everything that changes a model, so a changed option retrains exactly what
+it affects:
+
+* ``variant``: the OpenNMT-py options a study sets on top of the preset
+  (:func:`variant_name`: ``default`` for none, else ``key=value`` pairs in key order, e.g.
+  ``heads=4,transformer_ff=1024``): a hyper-parameter variant is part of the model.
+* ``heads``: the head specs of all three attention sites (:func:`heads_name`): the encoder
+  self-attention spec alone when decoder self- and cross-attention are stock ``8L``
+  (paper A's paths), else ``ENC@dec=DEC@cross=CROSS``; ``|`` (a mixer) is written ``~``
+  and ``N*(LAYER)`` as ``N*LAYER`` in paths (the spec grammar reads both), so that no
+  shell sees a pipe or a parenthesis (rule shells run with globbing off: ``*`` is literal).
+* ``size``: ``full``, a number of training pairs (a subsample drawn with the corpus's
+  ``subsample_seed``), or ``N.sK``: N pairs drawn with seed K (paper B's "3 random
+  subsamples" per size, :func:`size_count` / :func:`size_seed`).
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 from typing import Any, Iterator, Mapping
 
-MODEL = "{corpus}/{pair}/{size}/{preset}/{layers}/{heads}/seed{seed}"
-MODEL_KEYS = ("corpus", "pair", "size", "preset", "layers", "heads", "seed")
+MODEL = "{corpus}/{pair}/{size}/{preset}/{variant}/{layers}/{heads}/seed{seed}"
+MODEL_KEYS = ("corpus", "pair", "size", "preset", "variant", "layers", "heads", "seed")
+DEFAULT_VARIANT = "default"
+SITES = ("enc", "dec", "cross")
+STOCK_HEADS = "8L"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+def variant_name(overrides: Mapping[str, Any] | None) -> str:
+    """The path name of a set of OpenNMT-py overrides: ``default`` for none, else the sorted
+    ``key=value`` pairs (one-element lists written as their element: OpenNMT-py's list
+    options such as ``dropout: [0.3]`` mean the same as ``0.3``)."""
+    if not overrides:
+        return DEFAULT_VARIANT
+    name = ",".join(f"{k}={_short(v)}" for k, v in sorted(overrides.items()))
+    for bad in "/ \t\n'\"":
+        name = name.replace(bad, "_")
+    return name
+
+
+def heads_name(enc: str = STOCK_HEADS, dec: str = STOCK_HEADS, cross: str = STOCK_HEADS) -> str:
+    """Path name of the head specs of the three sites (see the module docstring)."""
+    parts = [enc] + [f"{site}={spec}" for site, spec in (("dec", dec), ("cross", cross))
+                     if spec != STOCK_HEADS]
+    return "@".join(p.replace(" ", "").replace("|", "~").replace("(", "").replace(")", "") for p in parts)
+
+
+def size_count(size: str | int) -> int | None:
+    """Training pairs of a size wildcard (``full``: None; ``5000``, ``5000.s2``: 5000)."""
+    size = str(size)
+    return None if size == "full" else int(size.split(".s")[0])
+
+
+def size_seed(size: str | int, default: int) -> int:
+    """Subsample seed of a size wildcard: K of ``N.sK``, else the corpus's ``default``."""
+    size = str(size)
+    return int(size.split(".s")[1]) if ".s" in size else default
+
+
+def parse_heads_name(name: str) -> dict[str, str]:
+    """``heads_name`` backwards: {"enc": ..., "dec": ..., "cross": ...} (``~`` kept: the
+    spec grammar reads it as ``|``)."""
+    enc, *rest = name.split("@")
+    specs = {"enc": enc, "dec": STOCK_HEADS, "cross": STOCK_HEADS}
+    for part in rest:
+        site, sep, spec = part.partition("=")
+        if not sep or site not in ("dec", "cross") or not spec:
+            from headlab.errors import ConfigError
+            raise ConfigError(f"bad head configuration {name!r}: expected ENC[@dec=SPEC][@cross=SPEC]",
+                              key="heads")
+        specs[site] = spec
+    return specs
+
+
+def with_variant(model: Mapping[str, str], overrides: Mapping[str, Any] | None) -> dict[str, str]:
+    """The model dict with its ``variant`` set from the overrides that train it."""
+    return {**model, "variant": variant_name(overrides)}
 
 
 def study_models(study: Mapping[str, Any]) -> Iterator[dict[str, str]]:
@@ -26,11 +104,15 @@ def study_models(study: Mapping[str, Any]) -> Iterator[dict[str, str]]:
                         for seed in study.get("seeds", [1]):
                             yield dict(corpus=corpus, pair=pair, size=str(size),
                                        preset=study["preset"], layers=layers, heads=heads,
-                                       seed=str(seed))
+                                       seed=str(seed),
+                                       variant=variant_name(study.get("overrides")))
 
 
 def model_path(model: Mapping[str, str]) -> str:
-    return MODEL.format(**{k: model[k] for k in MODEL_KEYS})
+    """corpus/pair/size/preset/variant/layers/heads/seedN of a model dict (a dict without
+    ``variant`` is a model trained with the preset alone)."""
+    return MODEL.format(**{k: model.get(k, DEFAULT_VARIANT) if k == "variant" else model[k]
+                           for k in MODEL_KEYS})
 
 
 def score_path(scores_root: str, model: Mapping[str, str], test: str, ablation: str = "full") -> str:

@@ -1,8 +1,9 @@
 """Read the two bitext formats of the WMT19 training data: tab-separated pairs and TMX.
 
 * ``*.tsv(.gz)`` (Europarl v9, News Commentary v14, Wiki Titles v1): one pair a line,
-  ``de<TAB>en``. A line with one field has an empty other side; a line with more than two
-  fields cannot be split unambiguously, so both of its sides are read as empty. Either
+  ``de<TAB>en``; HindEnCorp 0.5 has 5 fields a line (3 of metadata, then en, hi), so the
+  expected field count is a parameter. A line with fewer fields has empty trailing sides; a
+  line with more fields cannot be split unambiguously, so all of its sides are read as empty. Either
   way the line keeps its place, so the two sides stay aligned, and ``prepare`` drops the
   pair from training data as it drops every pair with an empty side (and reports how many).
 * ``*.tmx(.gz)`` (ParaCrawl v3, bicleaner 0.7 filtered): ``<tu>`` units holding one
@@ -22,14 +23,14 @@ _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 FIELDS = 2  #: a bitext TSV line: source TAB target
 
 
-def tsv_column(lines: Iterable[str], column: int) -> Iterator[str]:
-    """Field ``column`` (0-based) of each line of a two-field TSV (see module doc)."""
+def tsv_column(lines: Iterable[str], column: int, fields: int = FIELDS) -> Iterator[str]:
+    """Field ``column`` (0-based) of each line of a TSV with ``fields`` fields a line (see module doc)."""
     for line in lines:
-        fields = line.split("\t")
-        if len(fields) > FIELDS:
+        values = line.split("\t")
+        if len(values) > fields:
             yield ""
         else:
-            yield fields[column].strip() if column < len(fields) else ""
+            yield values[column].strip() if column < len(values) else ""
 
 
 def _lang(element) -> str:

@@ -19,6 +19,10 @@ Decisions:
   with the official set; one-sided empty lines are only reported.
 * Characters that other tools treat as line breaks (\\r, \\v, \\f, U+0085, U+2028, U+2029,
   U+001C-U+001E) are replaced by a space, so that one line stays one sentence everywhere.
+* Cleaning. Where the registry gives a split a ``clean`` rule (IWSLT14's ``train_fairseq`` /
+  ``valid_fairseq``: Moses clean-corpus-n, ratio 1.5, 1-175 tokens, as fairseq's
+  prepare-iwslt14.sh), the rule filters the pairs of the whole parts first, and the parts'
+  line selection then applies to what it kept; the number dropped is reported.
 * Subsampling (``--size N --seed S``) picks the N pairs whose sha256("S:index") are smallest
   and keeps them in corpus order: deterministic on every platform and Python version, and
   nested (for one seed, the N=1000 sample is contained in the N=2000 sample), which suits
@@ -29,6 +33,7 @@ Decisions:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import html
 import io
@@ -70,7 +75,10 @@ def _read_member(archive: Path, member: str) -> list[str]:
                 data = bundle.read(member)
         else:
             with tarfile.open(archive) as tar:
-                handle = tar.extractfile(member)
+                try:
+                    handle = tar.extractfile(member)
+                except KeyError:  # archives made with `tar czf x.tgz ./dir` name members ./dir/...
+                    handle = tar.extractfile(f"./{member}")
                 if handle is None:
                     raise KeyError(member)
                 data = handle.read()
@@ -94,7 +102,7 @@ def read_part(raw_dir: str | os.PathLike, part: Part, dataset: str = "?") -> tup
     else:
         lines = _read_member(path, part.member) if part.member else read_lines(path)
     if part.fmt == "tsv":
-        lines = list(tsv_column(lines, part.column))
+        lines = list(tsv_column(lines, part.column, part.fields))
     elif part.fmt == "xml":
         segments = list(read_segments(lines, where))
         lines, ids = [s.text for s in segments], [(s.docid, s.segid) for s in segments]
@@ -104,11 +112,45 @@ def read_part(raw_dir: str | os.PathLike, part: Part, dataset: str = "?") -> tup
         raise DataError(f"unknown format {part.fmt!r}", path=where)
     if part.unescape:
         lines = [html.unescape(line) for line in lines]
-    if part.select == "every23":  # fairseq prepare-iwslt14.sh: NR % 23 == 0 -> valid
-        lines = [line for number, line in enumerate(lines, start=1) if number % 23 == 0]
-    elif part.select == "not23":
-        lines = [line for number, line in enumerate(lines, start=1) if number % 23 != 0]
+    if part.detokenize:
+        from headlab.data.preprocess import detokenizer
+        detok = detokenizer(part.detokenize)
+        lines = [detok(line) for line in lines]
+    if part.select:
+        lines = select_lines(lines, part.select, where)
     return [_LINE_BREAKS.sub(" ", line) for line in lines], ids
+
+
+def select_lines(lines: list[str], select: str, where: str = "?") -> list[str]:
+    """The lines of one part that a split takes (``Part.select``), in corpus order:
+
+    * ``every23`` / ``not23``: fairseq prepare-iwslt14.sh's valid/train rule, NR % 23 == 0 -> valid;
+    * ``sample:SEED:START:STOP``: the lines whose rank, when all lines are ordered by
+      sha256("SEED:index") as :func:`subsample_indices` orders them, lies in [START, STOP)
+      (STOP empty: to the end). Splits of one corpus that give disjoint rank ranges with the
+      same seed are disjoint, cover the corpus together, and are the same on every platform.
+    """
+    if select == "every23":
+        return [line for number, line in enumerate(lines, start=1) if number % 23 == 0]
+    if select == "not23":
+        return [line for number, line in enumerate(lines, start=1) if number % 23 != 0]
+    kind, _, spec = select.partition(":")
+    try:
+        seed, start, stop = spec.split(":")
+        seed, start, stop = int(seed), int(start), int(stop) if stop else len(lines)
+    except ValueError:
+        kind = "bad"
+    if kind != "sample" or not 0 <= start <= stop:
+        raise DataError(f"unknown line selection {select!r} (every23, not23 or sample:SEED:START:STOP)",
+                        path=where)
+    if stop > len(lines):
+        raise DataError(f"selection {select!r} needs {stop} lines, the corpus has {len(lines)}", path=where)
+    keep = sorted(_rank(len(lines), seed)[start:stop])
+    return [lines[i] for i in keep]
+
+
+def _rank(total: int, seed: int) -> list[int]:
+    return sorted(range(total), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).digest())
 
 
 def read_side(raw_dir, parts: tuple[Part, ...], dataset: str) -> tuple[list[str], list | None, str]:
@@ -128,8 +170,7 @@ def subsample_indices(total: int, size: int, seed: int) -> list[int]:
         raise DataError(f"subsample size must be positive, got {size}", key="size")
     if size > total:
         raise DataError(f"cannot subsample {size} pairs from a corpus of {total}", key="size")
-    rank = sorted(range(total), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).digest())
-    return sorted(rank[:size])
+    return sorted(_rank(total, seed)[:size])
 
 
 def extract(dataset: str, pair: str, split: str, raw_dir: str | os.PathLike, *, size: int | None = None,
@@ -137,11 +178,23 @@ def extract(dataset: str, pair: str, split: str, raw_dir: str | os.PathLike, *, 
     """The validated (and optionally subsampled) source and target sentences of a pair/split."""
     data = registry.get(dataset)
     src_parts, tgt_parts = data.pair_parts(pair, split)
+    clean = data.clean.get(split)
+    if clean:  # the filter sees the whole parts; their select applies to what it keeps
+        selects = [_one_select(parts, dataset, split) for parts in (src_parts, tgt_parts)]
+        src_parts, tgt_parts = (tuple(dataclasses.replace(p, select=None) for p in parts)
+                                for parts in (src_parts, tgt_parts))
     src, src_ids, src_label = read_side(raw_dir, src_parts, dataset)
     tgt, tgt_ids, tgt_label = read_side(raw_dir, tgt_parts, dataset)
     if len(src) != len(tgt):
         raise DataError(f"source and target differ in length: {src_label} has {len(src)} lines, "
                         f"{tgt_label} has {len(tgt)}", key=f"{dataset}/{pair}/{split}")
+    if clean:
+        keep = clean_pairs(src, tgt, registry.split_pair(pair), clean)
+        print(f"headlab prepare: {clean} cleaning dropped {keep.count(False)} of {len(src)} pairs", file=log)
+        src, tgt = ([line for line, k in zip(side, keep) if k] for side in (src, tgt))
+        src, tgt = (select_lines(side, select, label) if select else side
+                    for side, select, label in zip((src, tgt), selects, (src_label, tgt_label)))
+        src_ids = tgt_ids = None
     if not src:
         raise DataError(f"empty corpus: {src_label} and {tgt_label} have no lines",
                         key=f"{dataset}/{pair}/{split}")
@@ -169,6 +222,34 @@ def extract(dataset: str, pair: str, split: str, raw_dir: str | os.PathLike, *, 
         keep = subsample_indices(len(src), size, seed)
         src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
     return src, tgt
+
+
+def _one_select(parts: tuple[Part, ...], dataset: str, split: str) -> str | None:
+    selects = {part.select for part in parts}
+    if len(selects) > 1:
+        raise DataError("a cleaned split needs one line selection for all its parts",
+                        key=f"{dataset}/{split}")
+    return selects.pop()
+
+
+def clean_pairs(src: list[str], tgt: list[str], langs: tuple[str, str], rule: str) -> list[bool]:
+    """Which pairs a ``Dataset.clean`` rule keeps. ``moses:RATIO:MIN:MAX`` is Moses'
+    clean-corpus-n.perl on the Moses-tokenised pair (the text itself stays untokenised): both
+    sides have MIN..MAX tokens and neither is more than RATIO times longer than the other."""
+    kind, _, spec = rule.partition(":")
+    try:
+        ratio, low, high = (float(x) for x in spec.split(":"))
+    except ValueError:
+        kind = "bad"
+    if kind != "moses":
+        raise DataError(f"unknown cleaning rule {rule!r} (moses:RATIO:MIN:MAX)", key="clean")
+    from headlab.data.preprocess import tokenizer_function
+    tokenize = [tokenizer_function(lang) for lang in langs]
+    keep = []
+    for pair in zip(src, tgt):
+        a, b = (len(tok(line).split()) for tok, line in zip(tokenize, pair))
+        keep.append(low <= a <= high and low <= b <= high and a <= ratio * b and b <= ratio * a)
+    return keep
 
 
 def write_pair(src: list[str], tgt: list[str], out_src, out_tgt) -> None:

@@ -9,12 +9,17 @@ target, applied with ``@@ `` continuation markers).
 Reverse (system output before sacreBLEU): remove BPE (``@@ ``), detruecase, Moses
 detokenise (``unescape=False``, the inverse of ``escape=False``).
 
+Paper B §4.1 tokenises Hindi with the IndicNLP library instead of Moses: ``--tokenizer indic``
+(tokenise and postprocess alike, so that detokenisation matches), chosen per language by
+``corpora.NAME.tokenizers`` in the workflow config.
+
     headlab preprocess tokenize       --lang L --in F --out F [--jobs N] [--aggressive-dash-splits]
+                                      [--tokenizer moses|indic]
     headlab preprocess truecase-train --in F [F ...] --model M
     headlab preprocess truecase       --model M --in F --out F
     headlab preprocess bpe-learn      --merges N --in F [F ...] --codes C [--min-frequency 2]
     headlab preprocess bpe-apply      --codes C --in F --out F
-    headlab preprocess postprocess    --lang L --in F --out F [--no-detruecase]
+    headlab preprocess postprocess    --lang L --in F --out F [--no-detruecase] [--tokenizer moses|indic]
 
 Inputs are read as strict UTF-8 (.gz allowed; an invalid byte is reported as file:line),
 line by line; every output is written to a temporary file and renamed into place when
@@ -28,7 +33,7 @@ import os
 import re
 from multiprocessing import Pool
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 from headlab.data._cli import run
 from headlab.errors import DataError
@@ -65,48 +70,82 @@ def map_lines(fn: Callable[[str], str], src: str | os.PathLike, out: str | os.Pa
     return count
 
 
-# --- Moses tokenisation ---------------------------------------------------------------
+# --- tokenisation: Moses, or IndicNLP for Indian languages ---------------------------
 
-_tokenizer = None
-_tokenizer_args: tuple = ()
+#: per-language tokeniser choices (``corpora.NAME.tokenizers`` in the workflow config, e.g.
+#: ``{hi: indic}`` for paper B's Hindi); the detokeniser of the same name undoes each for BLEU
+TOKENIZERS = ("moses", "indic")
+INDIC_MISSING = ("the 'indic' tokeniser needs indic-nlp-library (pip install -c requirements/constraints.txt "
+                 "'.[indic]')")
 
 
-def _init_tokenizer(lang: str, aggressive: bool) -> None:
-    global _tokenizer, _tokenizer_args
+def _indic():
+    try:
+        from indicnlp.tokenize import indic_detokenize, indic_tokenize
+    except ImportError:
+        raise DataError(INDIC_MISSING, key="tokenizer") from None
+    return indic_tokenize, indic_detokenize
+
+
+def _check(tokenizer: str) -> None:
+    if tokenizer not in TOKENIZERS:
+        raise DataError(f"unknown tokenizer {tokenizer!r}; known: {', '.join(TOKENIZERS)}", key="tokenizer")
+
+
+def tokenizer_function(lang: str, tokenizer: str = "moses", aggressive_dash_splits: bool = False
+                       ) -> Callable[[str], str]:
+    """line -> tokenised line. Moses: sacremoses, ``escape=False``; indic: IndicNLP's
+    ``trivial_tokenize`` (splits at ASCII and Indic punctuation, keeps numbers together)."""
+    _check(tokenizer)
+    if tokenizer == "indic":
+        indic_tokenize = _indic()[0]
+        return lambda line: " ".join(indic_tokenize.trivial_tokenize(line, lang)).strip()
     from sacremoses import MosesTokenizer
-    _tokenizer, _tokenizer_args = MosesTokenizer(lang=lang), (aggressive,)
+    moses = MosesTokenizer(lang=lang)
+    return lambda line: moses.tokenize(line, aggressive_dash_splits=aggressive_dash_splits, return_str=True,
+                                       escape=False)
+
+
+def detokenizer(lang: str, tokenizer: str = "moses") -> Callable[[str], str]:
+    """tokenised line -> plain text, the inverse of :func:`tokenizer_function`'s tokeniser."""
+    _check(tokenizer)
+    if tokenizer == "indic":
+        indic_detokenize = _indic()[1]
+        return lambda line: indic_detokenize.trivial_detokenize(" ".join(line.split()), lang)
+    from sacremoses import MosesDetokenizer
+    moses = MosesDetokenizer(lang=lang)
+    return lambda line: moses.detokenize(line.split(), return_str=True, unescape=False)
+
+
+_tokenize: Callable[[str], str] | None = None
+
+
+def _init_tokenizer(lang: str, tokenizer: str, aggressive: bool) -> None:
+    global _tokenize
+    _tokenize = tokenizer_function(lang, tokenizer, aggressive)
 
 
 def _tokenize_line(line: str) -> str:
-    return _tokenizer.tokenize(line, aggressive_dash_splits=_tokenizer_args[0], return_str=True,
-                               escape=False)
+    return _tokenize(line)
 
 
-def tokenize_lines(lines: Iterable[str], lang: str, aggressive_dash_splits: bool = False) -> Iterator[str]:
-    _init_tokenizer(lang, aggressive_dash_splits)
-    return map(_tokenize_line, lines)
-
-
-def tokenize_file(lang: str, src, out, *, jobs: int = 1, aggressive_dash_splits: bool = False) -> int:
-    """Moses-tokenise ``src`` into ``out``; ``jobs`` > 1 uses a process pool (order kept)."""
+def tokenize_file(lang: str, src, out, *, jobs: int = 1, aggressive_dash_splits: bool = False,
+                  tokenizer: str = "moses") -> int:
+    """Tokenise ``src`` into ``out``; ``jobs`` > 1 uses a process pool (order kept)."""
     _require(src)
+    _init_tokenizer(lang, tokenizer, aggressive_dash_splits)  # fails early on a bad/missing tokeniser
     count = 0
     with atomic_write(out) as handle:
         if jobs > 1:
-            with Pool(jobs, _init_tokenizer, (lang, aggressive_dash_splits)) as pool:
+            with Pool(jobs, _init_tokenizer, (lang, tokenizer, aggressive_dash_splits)) as pool:
                 for line in pool.imap(_tokenize_line, iter_lines(src), chunksize=256):
                     handle.write(line + "\n")
                     count += 1
         else:
-            for line in tokenize_lines(iter_lines(src), lang, aggressive_dash_splits):
+            for line in map(_tokenize, iter_lines(src)):
                 handle.write(line + "\n")
                 count += 1
     return count
-
-
-def detokenize_line(line: str, lang: str) -> str:
-    from sacremoses import MosesDetokenizer
-    return MosesDetokenizer(lang=lang).detokenize(line.split(), return_str=True, unescape=False)
 
 
 # --- truecasing -----------------------------------------------------------------------
@@ -175,16 +214,17 @@ def remove_bpe(line: str) -> str:
 
 # --- the reverse, for scoring ---------------------------------------------------------
 
-def postprocessor(lang: str, detruecase: bool = True) -> Callable[[str], str]:
-    """un-BPE, detruecase, detokenise: system output -> plain text for sacreBLEU."""
-    from sacremoses import MosesDetokenizer, MosesDetruecaser
-    detok, detrue = MosesDetokenizer(lang=lang), MosesDetruecaser()
+def postprocessor(lang: str, detruecase: bool = True, tokenizer: str = "moses") -> Callable[[str], str]:
+    """un-BPE, detruecase, detokenise (with the tokeniser's own detokeniser): system output ->
+    plain text for sacreBLEU."""
+    from sacremoses import MosesDetruecaser
+    detok, detrue = detokenizer(lang, tokenizer), MosesDetruecaser()
 
     def post(line: str) -> str:
         text = remove_bpe(line)
         if detruecase:
             text = detrue.detruecase(text, return_str=True)
-        return detok.detokenize(text.split(), return_str=True, unescape=False)
+        return detok(text)
 
     return post
 
@@ -192,8 +232,9 @@ def postprocessor(lang: str, detruecase: bool = True) -> Callable[[str], str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab preprocess", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("tokenize", help="Moses-tokenise (escape=False)")
+    p = sub.add_parser("tokenize", help="Moses-tokenise (escape=False), or IndicNLP (--tokenizer indic)")
     p.add_argument("--lang", required=True)
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default="moses")
     p.add_argument("--in", dest="inp", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
@@ -216,6 +257,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", required=True)
     p = sub.add_parser("postprocess", help="remove BPE, detruecase, detokenise")
     p.add_argument("--lang", required=True)
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default="moses", help="whose detokeniser (as tokenize)")
     p.add_argument("--in", dest="inp", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--no-detruecase", action="store_true")
@@ -224,7 +266,7 @@ def main(argv: list[str]) -> int:
     def go() -> int:
         if args.step == "tokenize":
             tokenize_file(args.lang, args.inp, args.out, jobs=args.jobs,
-                          aggressive_dash_splits=args.aggressive_dash_splits)
+                          aggressive_dash_splits=args.aggressive_dash_splits, tokenizer=args.tokenizer)
         elif args.step == "truecase-train":
             truecase_train(args.inp, args.model)
         elif args.step == "truecase":
@@ -234,7 +276,7 @@ def main(argv: list[str]) -> int:
         elif args.step == "bpe-apply":
             bpe_apply_file(args.codes, args.inp, args.out)
         elif args.step == "postprocess":
-            map_lines(postprocessor(args.lang, not args.no_detruecase), args.inp, args.out)
+            map_lines(postprocessor(args.lang, not args.no_detruecase, args.tokenizer), args.inp, args.out)
         return 0
 
     return run(go)

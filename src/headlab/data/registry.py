@@ -50,10 +50,14 @@ class Part:
     fmt: str = "text"          #: "text" (one sentence a line, .gz ok), "xml" (<seg id=..>), "tags" (train.tags),
                                #: "tsv" (field ``column`` of src<TAB>tgt lines), "tmx" (the ``lang`` segments)
     member: str | None = None  #: member of the ``rel`` tar/zip archive to read instead of ``rel`` itself
-    select: str | None = None  #: "every23" / "not23": fairseq's IWSLT14 valid/train split by line number
+    select: str | None = None  #: "every23" / "not23": fairseq's IWSLT14 valid/train split by line number;
+                               #: "sample:SEED:START:STOP": a seeded random split (see prepare.select_lines)
     unescape: bool = False     #: undo Moses XML escapes (&apos; &quot; &amp; ...), e.g. Stanford's files
     column: int | None = None  #: "tsv": which field (0-based)
+    fields: int = 2            #: "tsv": fields a line has (2: src<TAB>tgt; more where columns carry metadata)
     lang: str | None = None    #: "tmx": which language's segments
+    detokenize: str | None = None  #: upstream text is Moses-tokenised: detokenise it with this language's
+                                   #: rules, so that every corpus enters the pipeline as plain text
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,9 @@ class Dataset:
     splits: dict[str, dict[str, tuple[Part, ...]]] = field(default_factory=dict)
     #: splits whose pairs with an empty side are dropped by prepare (never a test set)
     train_splits: tuple[str, ...] = ("train",)
+    #: split -> pair filter applied to the whole parts before their ``select`` (prepare.clean_pairs),
+    #: e.g. "moses:1.5:1:175", Moses clean-corpus-n.perl as fairseq's prepare-iwslt14.sh runs it
+    clean: dict[str, str] = field(default_factory=dict)
     note: str = ""
 
     def file(self, rel: str) -> RemoteFile:
@@ -408,6 +415,10 @@ def _multi30k_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
 IWSLT14_TEST_SETS = ("TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012")
 
 
+#: prepare-iwslt14.sh: clean-corpus-n.perl -ratio 1.5 ... 1 175 on the Moses-tokenised text
+IWSLT14_FAIRSEQ_CLEAN = "moses:1.5:1:175"
+
+
 def _iwslt14_xml(set_name: str, lang: str) -> Part:
     return Part(f"raw/IWSLT16.{set_name}.de-en.{lang}.xml", "xml")
 
@@ -420,6 +431,10 @@ def _iwslt14_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
         "train": {lang: tags(lang, "not23") for lang in ("de", "en")},
         "valid": {lang: tags(lang, "every23") for lang in ("de", "en")},
         "test": {lang: tuple(_iwslt14_xml(s, lang) for s in IWSLT14_TEST_SETS) for lang in ("de", "en")},
+        # fairseq's split exactly as prepare-iwslt14.sh makes it: length/ratio cleaning, then every
+        # 23rd pair (the standard 160,239 / 7,283; cased here, fairseq lowercases)
+        "train_fairseq": {lang: tags(lang, "not23") for lang in ("de", "en")},
+        "valid_fairseq": {lang: tags(lang, "every23") for lang in ("de", "en")},
         # fairseq's own (Moses-tokenised, lowercased) valid/test, for comparison with prior work
         "valid_tok": {lang: (Part(f"tok/valid.{lang}"),) for lang in ("de", "en")},
         "test_tok": {lang: (Part(f"tok/test.{lang}"),) for lang in ("de", "en")},
@@ -484,30 +499,62 @@ def _park_ko_en_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
             for split in ("train", "dev", "test")}
 
 
+STATMT = "https://data.statmt.org"
+_UNVERIFIED = "statmt publishes no checksum for this file"
+
+#: sacreBLEU's own test-set archives and md5s (sacrebleu.dataset DATASETS wmt13, wmt14/full, wmt17)
+SACREBLEU_TESTS = {row.rel: row for row in (
+    RemoteFile("sacrebleu/wmt13-test.tgz", "https://statmt.org/wmt13/test.tgz", None,
+               md5="48eca5d02f637af44e85186847141f67", note="newstest2013 (dev), sacreBLEU's md5"),
+    RemoteFile("sacrebleu/wmt14-test-full.tgz", "https://statmt.org/wmt14/test-full.tgz", None,
+               md5="a8cd784e006feb32ac6f3d9ec7eb389a", note="newstest2014 (test), sacreBLEU's md5"),
+    RemoteFile("sacrebleu/wmt17-test.tgz", f"{STATMT}/wmt17/translation-task/test.tgz", None,
+               md5="86a1724c276004aa25455ae2a04cef26", note="newstest2017, sacreBLEU's md5"),
+)}
+
+#: WMT news test sets as <seg> SGML inside sacreBLEU's archives: the de-en files, read for
+#: either direction (src.de / ref.en; newstest2013 has one "src" file per language)
+NEWSTEST_DE_EN = {
+    "newstest2013": ("sacrebleu/wmt13-test.tgz", "test/newstest2013-src.{lang}.sgm"),
+    "newstest2014": ("sacrebleu/wmt14-test-full.tgz", "test-full/newstest2014-deen-{role}.{lang}.sgm"),
+    "newstest2017": ("sacrebleu/wmt17-test.tgz", "test/newstest2017-deen-{role}.{lang}.sgm"),
+}
+
+
+def _newstest(*names: str) -> dict[str, tuple[Part, ...]]:
+    """One split made of the named test sets, concatenated in this order (a multi-part split)."""
+    def part(name: str, lang: str) -> Part:
+        archive, member = NEWSTEST_DE_EN[name]
+        return Part(archive, "xml", member=member.format(lang=lang, role="src" if lang == "de" else "ref"))
+
+    return {lang: tuple(part(name, lang) for name in names) for lang in ("de", "en")}
+
+
+def _statmt(rel: str, url: str, note: str = _UNVERIFIED) -> RemoteFile:
+    return RemoteFile(rel, url, None, note=note)
+
+
+def _sockeye_md5(md5: str) -> str:
+    return (f"{_UNVERIFIED}; Sockeye autopilot's task list (third party) records md5 {md5} "
+            f"(unconfirmed, so not enforced): compare it with the recorded sha256/md5")
+
+
+COMMONCRAWL = "train/training-parallel-commoncrawl.tgz"
+
+
 def _wmt19_files() -> dict[str, RemoteFile]:
-    statmt = "https://data.statmt.org"
-    unverified = "statmt publishes no checksum for this file"
     rows = [
-        # sacreBLEU's own test-set archives and md5s (sacrebleu.dataset DATASETS wmt13, wmt14/full)
-        RemoteFile("sacrebleu/wmt13-test.tgz", "https://statmt.org/wmt13/test.tgz", None,
-                   md5="48eca5d02f637af44e85186847141f67", note="newstest2013 (dev), sacreBLEU's md5"),
-        RemoteFile("sacrebleu/wmt14-test-full.tgz", "https://statmt.org/wmt14/test-full.tgz", None,
-                   md5="a8cd784e006feb32ac6f3d9ec7eb389a", note="newstest2014 (test), sacreBLEU's md5"),
-        RemoteFile("train/europarl-v9.de-en.tsv.gz",
-                   "https://www.statmt.org/europarl/v9/training/europarl-v9.de-en.tsv.gz", None, note=unverified),
-        RemoteFile("train/training-parallel-commoncrawl.tgz",
-                   "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz", None, note=unverified),
-        RemoteFile("train/news-commentary-v14.de-en.tsv.gz",
-                   f"{statmt}/news-commentary/v14/training/news-commentary-v14.de-en.tsv.gz", None,
-                   note=unverified),
-        RemoteFile("train/wikititles-v1.de-en.tsv.gz",
-                   f"{statmt}/wikititles/v1/wikititles-v1.de-en.tsv.gz", None, note=unverified),
-        RemoteFile("train/rapid2019.de-en.zip",
-                   "https://s3-eu-west-1.amazonaws.com/tilde-model/rapid2019.de-en.zip", None, note=unverified),
+        *(SACREBLEU_TESTS[rel] for rel in ("sacrebleu/wmt13-test.tgz", "sacrebleu/wmt14-test-full.tgz")),
+        _statmt("train/europarl-v9.de-en.tsv.gz",
+                "https://www.statmt.org/europarl/v9/training/europarl-v9.de-en.tsv.gz"),
+        _statmt(COMMONCRAWL, "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"),
+        _statmt("train/news-commentary-v14.de-en.tsv.gz",
+                f"{STATMT}/news-commentary/v14/training/news-commentary-v14.de-en.tsv.gz"),
+        _statmt("train/wikititles-v1.de-en.tsv.gz", f"{STATMT}/wikititles/v1/wikititles-v1.de-en.tsv.gz"),
+        _statmt("train/rapid2019.de-en.zip", "https://s3-eu-west-1.amazonaws.com/tilde-model/rapid2019.de-en.zip"),
         # paper A §4.2 high-resource scenario: + filtered ParaCrawl (bicleaner v3)
-        RemoteFile("train/paracrawl-release3.en-de.bicleaner07.tmx.gz",
-                   "https://s3.amazonaws.com/web-language-models/paracrawl/release3/en-de.bicleaner07.tmx.gz",
-                   None, note=unverified),
+        _statmt("train/paracrawl-release3.en-de.bicleaner07.tmx.gz",
+                "https://s3.amazonaws.com/web-language-models/paracrawl/release3/en-de.bicleaner07.tmx.gz"),
     ]
     return {row.rel: row for row in rows}
 
@@ -518,7 +565,7 @@ def _wmt19_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
 
     def train(lang: str) -> tuple[Part, ...]:
         return (tsv("train/europarl-v9.de-en.tsv.gz", lang),
-                Part("train/training-parallel-commoncrawl.tgz", member=f"commoncrawl.de-en.{lang}"),
+                Part(COMMONCRAWL, member=f"commoncrawl.de-en.{lang}"),
                 tsv("train/news-commentary-v14.de-en.tsv.gz", lang))
 
     def extra(lang: str) -> tuple[Part, ...]:
@@ -530,11 +577,74 @@ def _wmt19_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
         "train": {lang: train(lang) for lang in ("de", "en")},
         "train_all": {lang: train(lang) + extra(lang) for lang in ("de", "en")},
         "train_paracrawl": {lang: train(lang) + (Part(paracrawl, "tmx", lang=lang),) for lang in ("de", "en")},
-        "dev": {"de": (Part("sacrebleu/wmt13-test.tgz", "xml", member="test/newstest2013-src.de.sgm"),),
-                "en": (Part("sacrebleu/wmt13-test.tgz", "xml", member="test/newstest2013-src.en.sgm"),)},
-        "test": {"de": (Part("sacrebleu/wmt14-test-full.tgz", "xml", member="test-full/newstest2014-deen-src.de.sgm"),),
-                 "en": (Part("sacrebleu/wmt14-test-full.tgz", "xml", member="test-full/newstest2014-deen-ref.en.sgm"),)},
+        "dev": _newstest("newstest2013"),
+        "test": _newstest("newstest2014"),
     }
+
+
+#: WMT17 news task de-en training corpora, as its download page lists them: archive ->
+#: (member with {lang}, URL, md5 recorded by Sockeye autopilot)
+WMT17_DE_EN_TRAIN = {
+    "train/training-parallel-europarl-v7.tgz": (
+        "training/europarl-v7.de-en.{lang}", "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz",
+        "c52404583294a1b609e56d45b2ed06f5"),
+    COMMONCRAWL: ("commoncrawl.de-en.{lang}", "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+                  "7e0acbe86b0d7816300e14650f5b2bd4"),
+    "train/training-parallel-nc-v12.tgz": (
+        "training/news-commentary-v12.de-en.{lang}", f"{STATMT}/wmt17/translation-task/training-parallel-nc-v12.tgz",
+        "fc6b83b809347e64f511d291e4bc8731"),
+    "train/rapid2016.tgz": ("rapid2016.de-en.{lang}", f"{STATMT}/wmt17/translation-task/rapid2016.tgz",
+                            "17a3a1846433ad26acb95da02f93af93"),
+}
+
+
+def _wmt17_files() -> dict[str, RemoteFile]:
+    files = {rel: SACREBLEU_TESTS[rel] for rel in SACREBLEU_TESTS}
+    for rel, (_, url, md5) in WMT17_DE_EN_TRAIN.items():
+        files[rel] = _statmt(rel, url, _sockeye_md5(md5))
+    return files
+
+
+def _wmt17_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
+    return {
+        "train": {lang: tuple(Part(rel, member=member.format(lang=lang))
+                              for rel, (member, _, _) in WMT17_DE_EN_TRAIN.items()) for lang in ("de", "en")},
+        "dev": _newstest("newstest2013"),
+        # Iida et al. (2019), paper B §4.1: newstest2014 and newstest2017 concatenated into one test set
+        "test": _newstest("newstest2014", "newstest2017"),
+        "newstest2014": _newstest("newstest2014"),
+        "newstest2017": _newstest("newstest2017"),
+    }
+
+
+HINDENCORP = ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11858/00-097C-0000-0023-625F-0/"
+              "hindencorp05.plaintext.gz?sequence=3&isAllowed=y")
+#: hindencorp05.plaintext: one pair a line, 5 tab-separated fields, as the Hugging Face datasets
+#: reader `hind_encorp` parses the same file: source corpus, alignment type, alignment quality,
+#: English, Hindi
+HINDENCORP_FIELDS = ("source", "alignment_type", "alignment_quality", "en", "hi")
+#: paper B §4.1: "we randomly sampled 7K sentence pairs each for validation and test sets, and used
+#: the remaining sentences as the training set"; the sample is seeded here (prepare.select_lines)
+HINDENCORP_HELDOUT, HINDENCORP_SEED = 7000, 1
+
+
+def _hindencorp_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
+    n, seed = HINDENCORP_HELDOUT, HINDENCORP_SEED
+    ranks = {"valid": f"0:{n}", "test": f"{n}:{2 * n}", "train": f"{2 * n}:"}
+    return {split: {lang: (Part("hindencorp05.plaintext.gz", "tsv", column=HINDENCORP_FIELDS.index(lang),
+                                fields=len(HINDENCORP_FIELDS), select=f"sample:{seed}:{span}"),)
+                    for lang in ("hi", "en")} for split, span in ranks.items()}
+
+
+QI18_TGZ = "http://www.phontron.com/data/qi18naacl-dataset.tar.gz"
+
+
+def _qi18_splits(src: str, tgt: str) -> dict[str, dict[str, tuple[Part, ...]]]:
+    """Qi et al. (2018)'s files datasets/SRC_to_TGT/{SRC,TGT}.{train,dev,test}, Moses-tokenised
+    (their README): unescaped and detokenised, so that BLEU is computed on plain text."""
+    return {split: {lang: (Part("qi18naacl-dataset.tar.gz", member=f"datasets/{src}_to_{tgt}/{lang}.{split}",
+                                unescape=True, detokenize=lang),) for lang in (src, tgt)}
+            for split in ("train", "dev", "test")}
 
 
 DATASETS: dict[str, Dataset] = {d.name: d for d in (
@@ -543,9 +653,11 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
             _files(_MULTI30K_SHA256, _multi30k_url), ("en", "de", "fr", "cs"), _multi30k_splits()),
     Dataset("iwslt14-de-en", "IWSLT 2014 TED de-en (paper A §4.2 low-resource DE-EN)",
             "CC BY-NC-ND 3.0 (TED)", f"fairseq de-en.tgz; github.com/maroxtn/IWSLT-BACKUP@{IWSLT_BACKUP_COMMIT}",
-            _iwslt14_files(), ("de", "en"), _iwslt14_splits(),
+            _iwslt14_files(), ("de", "en"), _iwslt14_splits(), train_splits=("train", "train_fairseq"),
+            clean={split: IWSLT14_FAIRSEQ_CLEAN for split in ("train_fairseq", "valid_fairseq")},
             note="valid = every 23rd training pair (fairseq's rule, applied to the tag-stripped "
-                 "text, before fairseq's length cleaning, so not line-identical to tok/valid)"),
+                 "text, before fairseq's length cleaning, so not line-identical to tok/valid); "
+                 "train_fairseq/valid_fairseq clean first, as fairseq does"),
     Dataset("iwslt15-en-vi", "IWSLT 2015 TED en-vi (paper A §4.2: dev tst2012, test tst2013)",
             "CC BY-NC-ND 3.0 (TED)", f"nlp.stanford.edu; github.com/quockhuongtrann/preprocess_IWSLT15@{IWSLT15_COMMIT}",
             _iwslt15_files(), ("en", "vi"), _iwslt15_splits()),
@@ -563,6 +675,33 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
                  "cleaning; a study's `size: 2900000` takes the paper's count), `train_all` adds "
                  "Wiki Titles v1 and Rapid 2019, `train_paracrawl` adds ParaCrawl v3 to `train` "
                  "(Table 3)"),
+    Dataset("wmt17-de-en", "WMT17 news de-en; as WMT17-CS (paper B §4.1, after Iida et al. 2019): "
+            "newstest2013 dev, newstest2014 + newstest2017 test", "WMT terms (research use)",
+            "statmt.org; sacreBLEU test-set archives", _wmt17_files(), ("de", "en"), _wmt17_splits(),
+            note="train = Europarl v7 + Common Crawl + News Commentary v12 + Rapid 2016 (5.9M pairs, "
+                 "paper B Table 1); test = newstest2014 (3,003) then newstest2017 (3,004) in one split"),
+    Dataset("hindencorp", "HindEnCorp 0.5 hi-en (paper B §4.1: 7k random valid, 7k random test, "
+            "the rest train)", "CC BY-NC-SA 3.0",
+            "LINDAT/CLARIN hdl:11858/00-097C-0000-0023-625F-0",
+            {"hindencorp05.plaintext.gz": RemoteFile(
+                "hindencorp05.plaintext.gz", HINDENCORP, None,
+                note="LINDAT shows no sha256 for it; the download is recorded with --allow-unverified")},
+            ("hi", "en"), _hindencorp_splits(),
+            note=f"one gzipped TSV, fields {', '.join(HINDENCORP_FIELDS)}; valid/test/train are the "
+                 f"lines ranked 0-{HINDENCORP_HELDOUT}, {HINDENCORP_HELDOUT}-{2 * HINDENCORP_HELDOUT} "
+                 f"and the rest by sha256('{HINDENCORP_SEED}:line index') (prepare.select_lines): "
+                 f"deterministic and disjoint. Hindi is tokenised with IndicNLP "
+                 f"(corpora.NAME.tokenizers: {{hi: indic}})"),
+    Dataset("ted-be-en", "TED talks be-en of Qi et al. (2018) (paper B §4.1: 4.5k training pairs)",
+            "CC BY-NC-ND 4.0 (TED)", "github.com/neulab/word-embeddings-for-nmt (qi18naacl-dataset.tar.gz)",
+            {"qi18naacl-dataset.tar.gz": RemoteFile(
+                "qi18naacl-dataset.tar.gz", QI18_TGZ, None,
+                note="no published checksum; if phontron.com is down, the Internet Archive keeps a copy: "
+                     "https://web.archive.org/web/20240301220426if_/" + QI18_TGZ)},
+            ("be", "en"), _qi18_splits("be", "en"),
+            note="Qi et al.'s be_to_en files (train 4,509 / dev 248 / test 664 pairs as they report them; "
+                 "paper B Table 1 says 4.5K / 1K / 2.6K): their text is Moses-tokenised, so prepare "
+                 "detokenises it; BPE is learnt per side (bpe_joint: false, 5k merges each)"),
     Dataset("mucow", "MuCoW WMT19 WSD test suites (translation and scoring)", "CC BY 4.0",
             f"github.com/Helsinki-NLP/MuCoW@{MUCOW_COMMIT}", _files(_MUCOW_SHA256, _mucow_url)),
     Dataset("distil-lingeval", "DistilLingEval EN-DE contrastive minimal pairs", "MIT (code); WMT data terms",

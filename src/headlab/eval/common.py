@@ -48,10 +48,13 @@ def write_csv(path: str | os.PathLike, frame) -> None:
 
 
 def parse_named(values: list[str], what: str, form: str = "NAME=PATH") -> dict[str, str]:
-    """``["base=a.txt", "fix=b.txt"]`` -> ``{"base": "a.txt", "fix": "b.txt"}`` (order kept)."""
+    """``["base=a.txt", "fix=b.txt"]`` -> ``{"base": "a.txt", "fix": "b.txt"}`` (order kept).
+
+    ``NAME::PATH`` is the same where the name holds a ``=`` (workflow system names such
+    as ``8L@dec=8L|dhicm``)."""
     out: dict[str, str] = {}
     for value in values:
-        name, sep, path = value.partition("=")
+        name, sep, path = value.partition("::") if "::" in value else value.partition("=")
         if not sep or not name or not path:
             raise DataError(f"{what} must be {form}, got {value!r}")
         if name in out:

@@ -1,13 +1,21 @@
-"""One self-attention layer assembled from a :class:`LayerSpec`.
+"""One attention layer of any site (encoder self, decoder self, cross) from a :class:`LayerSpec`.
 
-    x -> linear_values (d -> sum of head widths) -> split per group
-      -> each HeadGroup: (x, its values, ctx) -> head outputs
-      -> ablation mask (disable_heads) -> mixers (gates, DHICM) -> concat -> final_linear
+    queries' input x, key/value input kv (x itself for self-attention, the encoder output
+    for cross-attention, the cache while decoding step by step)
+      -> linear_values(kv) (d -> sum of head widths), each learned group's keys of kv
+      -> each HeadGroup: (x, its values, its keys, ctx) -> head outputs
+      -> ablation mask (disable_*_heads) -> mixers (gates) -> concat -> final_linear
+                                                      or -> an output mixer (DHICM)
 
 Only learned groups own query/key projections, so a fixed head costs exactly its value
 and output columns (paper A §4.4, Table 5 parameter counts). For ``8L`` the parameters are
 those of OpenNMT-py's MultiHeadedAttention (``linear_query``/``linear_keys`` live in the
-group, ``linear_values``/``final_linear`` here; see :func:`stock_key_map`).
+group, ``linear_values``/``final_linear`` here; see :func:`stock_key_map`). A layer whose
+last mixer ``replaces_output`` (DHICM) has no ``final_linear``: the mixer projects.
+
+:class:`HeadlabAttention` is the encoder's self-attention (``forward(x, ctx)``);
+:class:`headlab.engine.decoder.DecoderAttention` wraps it in OpenNMT-py's decoder call
+protocol and KV cache.
 """
 from __future__ import annotations
 
@@ -15,13 +23,15 @@ import torch
 from torch import Tensor, nn
 
 from headlab.heads.base import HeadContext, scale_heads
-from headlab.heads.spec import HEAD_KINDS, HEAD_MIXERS, LayerSpec
+from headlab.heads.spec import HEAD_KINDS, HEAD_MIXERS, SITES, LayerSpec
 
 
-class HeadlabSelfAttention(nn.Module):
-    def __init__(self, layer: LayerSpec, d_model: int, default_d_head: int, *,
-                 add_qkvbias: bool = False, attention_dropout: float = 0.0):
+class HeadlabAttention(nn.Module):
+    def __init__(self, layer: LayerSpec, d_model: int, default_d_head: int, *, site: str = "enc",
+                 add_qkvbias: bool = False, attention_dropout: float = 0.0,
+                 mixer_options: dict | None = None):
         super().__init__()
+        self.site, self.spec = site, layer
         groups = []
         for term in layer.terms:
             cls = HEAD_KINDS[term.kind]
@@ -30,50 +40,95 @@ class HeadlabSelfAttention(nn.Module):
                               attention_dropout=attention_dropout))
         self.heads = nn.ModuleList(groups)
         self.widths = [g.count * g.d_head for g in groups]
+        self.key_widths = [g.key_width for g in groups if g.key_width]
         self.num_heads = sum(g.count for g in groups)
         self.linear_values = nn.Linear(d_model, sum(self.widths), bias=add_qkvbias)
-        self.final_linear = nn.Linear(sum(self.widths), d_model, bias=add_qkvbias)
-        self.mixers = nn.ModuleList(HEAD_MIXERS[name](self.num_heads, d_model) for name in layer.mixers)
+        head_widths = [g.d_head for g in groups for _ in range(g.count)]
+        # mixers' errors name the site's option and the layer
+        options = {**(mixer_options or {}), "site_key": SITES[site], "layer": str(layer)}
+        mixers = [HEAD_MIXERS[name].build(self.num_heads, d_model, head_widths, options, add_qkvbias)
+                  for name in layer.mixers]
+        self.mixers = nn.ModuleList(mixers)
+        if self.output_mixer is None:
+            self.final_linear = nn.Linear(sum(self.widths), d_model, bias=add_qkvbias)
         # 1 = enabled, 0 = ablated at test time (paper A §4.3). A plain attribute, not a
         # buffer: not saved, and OpenNMT-py's strict loader rejects unsaved buffers.
         self.head_scale = torch.ones(self.num_heads, device="cpu")
         self.needs_words = any(g.needs_words for g in groups)
 
-    def head_outputs(self, x: Tensor, ctx: HeadContext) -> list[Tensor]:
-        B, N, _ = x.shape
-        values = self.linear_values(x).split(self.widths, dim=-1)
-        outs = []
-        for group, v in zip(self.heads, values):
-            outs.append(group(x, v.view(B, N, group.count, group.d_head), ctx))
+    @property
+    def output_mixer(self):
+        """The mixer that replaces the output projection (DHICM), or None. A property, not
+        an attribute: a second registration would save its weights twice."""
+        last = self.mixers[-1] if len(self.mixers) else None
+        return last if last is not None and last.replaces_output else None
+
+    # -- keys and values ----------------------------------------------------------------
+    def project_kv(self, kv: Tensor) -> tuple[Tensor, Tensor]:
+        """(keys (B, Nk, sum of key widths), values (B, Nk, sum of head widths)) of ``kv``;
+        the decoder caches exactly these two tensors (batch first, as OpenNMT-py's
+        ``map_state`` expects)."""
+        values = self.linear_values(kv)
+        keys = [g.project_keys(kv) for g in self.heads if g.key_width]
+        if not keys:
+            return values.new_zeros(*values.shape[:2], 0), values
+        return (keys[0] if len(keys) == 1 else torch.cat(keys, -1)), values
+
+    def _per_group(self, kv: tuple[Tensor, Tensor]):
+        keys, values = kv
+        B, Nk, _ = values.shape
+        key_parts = iter(keys.split(self.key_widths, -1)) if self.key_widths else iter(())
+        for group, v in zip(self.heads, values.split(self.widths, -1)):
+            yield group, v.view(B, Nk, group.count, group.d_head), (next(key_parts) if group.key_width else None)
+
+    # -- forward ------------------------------------------------------------------------
+    def head_outputs(self, x: Tensor, ctx: HeadContext, kv: tuple[Tensor, Tensor] | None = None) -> list[Tensor]:
+        """One (B, Nq, count, d_head) tensor per group, after ablation and the list mixers."""
+        outs = [group(x, v, ctx, k) for group, v, k in self._per_group(kv or self.project_kv(x))]
         if not bool(self.head_scale.all()):
             outs = scale_heads(outs, self.head_scale.to(x.device))
         for mixer in self.mixers:
-            outs = mixer(outs, ctx)
+            if mixer is not self.output_mixer:
+                outs = mixer(outs, ctx, x)
         return outs
 
-    def forward(self, x: Tensor, ctx: HeadContext) -> Tensor:
+    def attend(self, x: Tensor, ctx: HeadContext, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """x: (B, Nq, d) queries' input; kv: from :meth:`project_kv` (None: self-attention
+        over ``x``) -> (B, Nq, d)."""
+        outs = self.head_outputs(x, ctx, kv)
+        if self.output_mixer is not None:
+            return self.output_mixer.project(outs, ctx, x)
         B, N, _ = x.shape
-        outs = [o.reshape(B, N, -1) for o in self.head_outputs(x, ctx)]
+        outs = [o.reshape(B, N, -1) for o in outs]
         return self.final_linear(outs[0] if len(outs) == 1 else torch.cat(outs, -1))
 
-    def attention(self, x: Tensor, ctx: HeadContext) -> Tensor:
-        """(B, num_heads, N, N) attention probabilities of every head (export only).
+    def forward(self, x: Tensor, ctx: HeadContext) -> Tensor:
+        return self.attend(x, ctx)
+
+    def attention(self, x: Tensor, ctx: HeadContext, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """(B, num_heads, Nq, Nk) attention probabilities of every head (export only).
 
         Mixers and ablation act on head outputs, not on these distributions."""
-        return torch.cat([g.attention(x, ctx).float() for g in self.heads], 1)
+        return torch.cat([g.attention(x, ctx, k).float()
+                          for g, _, k in self._per_group(kv or self.project_kv(x))], 1)
 
-    def aux_loss(self) -> Tensor | None:
-        losses = [m.aux_loss() for m in [*self.heads, *self.mixers]]
-        losses = [loss for loss in losses if loss is not None]
-        return sum(losses) if losses else None
+    def aux_terms(self) -> dict[str, Tensor]:
+        """Named auxiliary terms of the last forward, summed over groups and mixers."""
+        from headlab.engine.common import sum_terms
+        return sum_terms(module.aux_terms() for module in [*self.heads, *self.mixers])
 
     def update_dropout(self, attention_dropout: float) -> None:
         for group in self.heads:
             group.update_dropout(attention_dropout)
 
 
+#: the name paper A's encoder used
+HeadlabSelfAttention = HeadlabAttention
+
+
 def stock_key_map(name: str) -> str:
-    """Map a stock TransformerEncoder state-dict key to headlab's (8L only)."""
-    for proj in ("linear_query", "linear_keys"):
-        name = name.replace(f"self_attn.{proj}.", f"self_attn.heads.0.{proj}.")
+    """Map a stock TransformerEncoder/Decoder state-dict key to headlab's (``8L`` sites)."""
+    for site in ("self_attn", "context_attn"):
+        for proj in ("linear_query", "linear_keys"):
+            name = name.replace(f"{site}.{proj}.", f"{site}.heads.0.{proj}.")
     return name

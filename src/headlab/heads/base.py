@@ -1,13 +1,16 @@
 """The two interfaces every head kind and every head mixer implements.
 
 ``HeadGroup``: ``count`` heads of one kind (one spec term, e.g. ``7Ftoken``), each of
-width ``d_head``. It receives the layer input ``x`` (for its own query/key projections,
-if any), its slice of the shared value projection and the :class:`HeadContext`, and
-returns one output per head. Head tensors are token-major, (B, N, count, d_head): the
-layout of the value projection's output and of the output projection's input, so fixed
-heads never transpose. ``HeadMixer``: a layer-level module acting on the stacked
-head outputs of all groups before the output projection (hard-concrete gates, DHICM).
-Both may contribute an auxiliary loss, collected by ``HeadlabEncoder.aux_loss()``.
+width ``d_head``. It receives the queries' layer input ``x`` (for its own query
+projection, if any), its slice of the shared value projection, its keys (projected by
+:meth:`HeadGroup.project_keys` from the key/value input: ``x`` itself for self-attention,
+the encoder output for cross-attention, the cached past for incremental decoding) and the
+:class:`HeadContext`, and returns one output per head. Head tensors are token-major,
+(B, N, count, d_head): the layout of the value projection's output and of the output
+projection's input, so fixed heads never transpose. ``HeadMixer``: a layer-level module
+acting on the stacked head outputs of all groups before the output projection
+(hard-concrete gates), or replacing it (DHICM). Both may contribute named auxiliary
+terms (:meth:`aux_terms`), weighed by the training loss (:mod:`headlab.engine.aux_loss`).
 """
 from __future__ import annotations
 
@@ -28,6 +31,12 @@ class HeadContext:
                when no word-based head needs it.
     side:      optional per-sentence side inputs for later kinds, e.g.
                ``{"dep_mask": (B, N, N) bool}`` (paper C DEA) or a phrase bias (LPEA).
+    allowed:   (B, 1, Nq or 1, Nk) bool, True where query i may attend key j, for sites
+               whose keys are not the queries' own unpadded sequence (decoder: causal
+               mask; cross-attention: source padding). None: derived from ``pad_mask``.
+
+    In the encoder every field describes the one sequence. In the decoder ``pad_mask``
+    and ``lengths`` describe the queries (target tokens), ``allowed`` the keys.
     """
 
     pad_mask: Tensor
@@ -35,10 +44,13 @@ class HeadContext:
     token_ids: Tensor | None = None
     word_ids: Tensor | None = None
     side: dict[str, Tensor] = field(default_factory=dict)
+    allowed: Tensor | None = None
 
     @property
     def key_mask(self) -> Tensor:
-        """(B, 1, 1, N) bool, True where a key may be attended (SDPA convention)."""
+        """(B, 1, 1 or Nq, Nk) bool, True where a key may be attended (SDPA convention)."""
+        if self.allowed is not None:
+            return self.allowed
         return (~self.pad_mask).view(self.pad_mask.size(0), 1, 1, -1)
 
 
@@ -53,6 +65,10 @@ class HeadGroup(nn.Module):
 
     kind_name = "?"
     needs_words = False
+    #: attention sites this kind can serve (see headlab.heads.spec.SITES)
+    sites: tuple[str, ...] = ("enc", "dec", "cross")
+    #: width of this group's keys per token (0: no keys, e.g. fixed patterns)
+    key_width = 0
 
     def __init__(self, count: int, d_model: int, d_head: int, *, add_qkvbias: bool = False,
                  attention_dropout: float = 0.0):
@@ -68,16 +84,22 @@ class HeadGroup(nn.Module):
         """Width of one head; ``default`` is d_model / opt.heads."""
         return default
 
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
-        """x: (B, N, d_model) layer input; values: (B, N, count, d_head) -> same shape."""
-        raise NotImplementedError
-
-    def attention(self, x: Tensor, ctx: HeadContext) -> Tensor:
-        """Dense (B, count, N, N) attention probabilities (analysis/export only)."""
-        raise NotImplementedError
-
-    def aux_loss(self) -> Tensor | None:
+    def project_keys(self, kv: Tensor) -> Tensor | None:
+        """(B, Nk, key_width) keys of the key/value input ``kv``; None for key-less kinds."""
         return None
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        """x: (B, Nq, d_model) queries' input; values: (B, Nk, count, d_head); keys: from
+        :meth:`project_keys` (None: project ``x``) -> (B, Nq, count, d_head)."""
+        raise NotImplementedError
+
+    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        """Dense (B, count, Nq, Nk) attention probabilities (analysis/export only)."""
+        raise NotImplementedError
+
+    def aux_terms(self) -> dict[str, Tensor]:
+        """Named auxiliary terms of the last forward (see headlab.engine.aux_loss)."""
+        return {}
 
     def update_dropout(self, attention_dropout: float) -> None:
         pass
@@ -92,16 +114,37 @@ class HeadMixer(nn.Module):
     """
 
     mixer_name = "?"
+    #: attention sites this mixer can serve
+    sites: tuple[str, ...] = ("enc", "dec", "cross")
+    #: True: :meth:`project` replaces the layer's output projection (it must be the last
+    #: mixer of a layer, and the layer has no ``final_linear``)
+    replaces_output = False
 
     def __init__(self, num_heads: int, d_model: int):
         super().__init__()
         self.num_heads, self.d_model = num_heads, d_model
 
-    def forward(self, heads: list[Tensor], ctx: HeadContext) -> list[Tensor]:
+    @classmethod
+    def check_layer(cls, layer, bad: Callable[[str], Exception]) -> None:
+        """Raise ``bad(why)`` if this mixer cannot act on ``layer`` (a LayerSpec)."""
+
+    @classmethod
+    def build(cls, num_heads: int, d_model: int, widths: list[int], options: dict, add_bias: bool):
+        """The mixer for a layer whose groups have head ``widths``; ``options`` are the
+        model options (``dhicm_dm``, ``dhicm_dropout``, ...). Default: ``cls(H, d)``."""
+        return cls(num_heads, d_model)
+
+    def forward(self, heads: list[Tensor], ctx: HeadContext, x: Tensor) -> list[Tensor]:
+        """heads: one (B, N, count, d_head) tensor per group; x: the layer's query input."""
         raise NotImplementedError
 
-    def aux_loss(self) -> Tensor | None:
-        return None
+    def project(self, heads: list[Tensor], ctx: HeadContext, x: Tensor) -> Tensor:
+        """(B, N, d_model) layer output, for mixers that ``replaces_output``."""
+        raise NotImplementedError
+
+    def aux_terms(self) -> dict[str, Tensor]:
+        """Named auxiliary terms of the last forward (see headlab.engine.aux_loss)."""
+        return {}
 
 
 def scale_heads(heads: list[Tensor], scale: Tensor) -> list[Tensor]:

@@ -1,17 +1,24 @@
-"""``headlab export-attention``: per-layer, per-head encoder self-attention of given sentences.
+"""``headlab export-attention``: per-layer, per-head attention of one site, for given sentences.
 
     headlab export-attention -model ckpt.pt -src tokenised_bpe.txt -out att.npz [-max_sents N]
+                             [-site enc|dec|cross -tgt tokenised_bpe.txt]
                              [-batch_size 32] [-gpu -1] [-disable_enc_heads k ...]
 
-Works for any OpenNMT-py checkpoint whose encoder has an ``attention(src, src_len)``
-method (``-encoder_type headlab``: learned heads give their softmax, fixed heads their
-pattern, materialised densely only here). The model is loaded with OpenNMT-py's own
-``load_test_model`` (plugin loaded), so test-time options behave as in translation.
+Encoder self-attention (``-site enc``, the default) works for any checkpoint whose encoder
+has an ``attention(src, src_len)`` method (``-encoder_type headlab``: learned heads give
+their softmax, fixed heads their pattern, materialised densely only here). Decoder
+self-attention (``dec``) and cross-attention (``cross``, rows = target tokens, columns =
+source tokens: paper B Figures 1-2) need ``-decoder_type headlab`` and the target
+sentences (``-tgt``), decoded by teacher forcing. The model is loaded with OpenNMT-py's
+own ``load_test_model`` (plugin loaded), so test-time options behave as in translation.
 
 The ``.npz`` (no pickles) holds: ``att_000000``, ... one float32 array (layers, heads,
-n, n) per sentence, rows = attending token; ``tokens``: the sentences (space-joined
-pieces, as in the input); ``lengths``; ``spec``: the encoder head spec. Read it back with
-:func:`load_attention`.
+n_query, n_key) per sentence; ``tokens``: the sentences of the queries' side (space-joined
+pieces, as in the input; for ``dec``/``cross`` the target with its leading ``<s>``),
+``src_tokens`` for ``cross``; ``lengths``; ``spec``: the site's head spec; ``site``. Where
+the site has DHICM layers, ``imp_000000``, ... (layers, n_query, heads): the second-level
+importance G of each query token for each head (paper B Figure 3), NaN for layers without
+DHICM. Read it back with :func:`load_attention` / :func:`load_importance`.
 """
 from __future__ import annotations
 
@@ -40,47 +47,125 @@ def load_model(model_path: str, gpu: int = -1, disable_heads=()):
     return load_test_model(opt)
 
 
-def sentence_attention(encoder, vocab, sentences: list[list[str]], batch_size: int = 32,
-                       device="cpu"):
-    """Yield (tokens, array (layers, heads, n, n)) for each tokenised sentence."""
-    if not hasattr(encoder, "attention"):
-        raise ConfigError("attention export needs a model trained with -encoder_type headlab",
-                          key="encoder_type")
+def _dhicm_mixers(modules) -> list:
+    """Per layer, its DHICM mixer (the output mixer that records importance) or None."""
+    return [m if m is not None and hasattr(m, "importance") else None
+            for m in (getattr(attn, "output_mixer", None) for attn in modules)]
+
+
+def _importance(mixers, n_query: int, heads: int, b: int) -> np.ndarray | None:
+    if not any(m is not None for m in mixers):
+        return None
+    out = np.full((len(mixers), n_query, heads), np.nan, dtype=np.float32)
+    for layer, mixer in enumerate(mixers):
+        if mixer is not None:
+            out[layer] = mixer.importance[b, :n_query].float().cpu().numpy()
+    return out
+
+
+def _ids(vocab, sentences, device):
+    from onmt.constants import DefaultTokens
+    lengths = torch.tensor([len(s) for s in sentences], device=device)
+    ids = torch.full((len(sentences), int(lengths.max()), 1), vocab[DefaultTokens.PAD], dtype=torch.long,
+                     device=device)
+    for b, tokens in enumerate(sentences):
+        ids[b, :len(tokens), 0] = torch.tensor(vocab(tokens), device=device)
+    return ids, lengths
+
+
+def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | None, site: str = "enc",
+                   batch_size: int = 32, device="cpu"):
+    """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None)."""
     from onmt.constants import DefaultTokens
 
-    pad = vocab[DefaultTokens.PAD]
-    for start in range(0, len(sentences), batch_size):
-        batch = sentences[start:start + batch_size]
-        lengths = torch.tensor([len(s) for s in batch], device=device)
-        src = torch.full((len(batch), int(lengths.max()), 1), pad, dtype=torch.long, device=device)
-        for b, tokens in enumerate(batch):
-            src[b, :len(tokens), 0] = torch.tensor(vocab(tokens), device=device)
-        maps = torch.stack(encoder.attention(src, lengths), 1).cpu()   # (B, L, H, N, N)
-        for b, tokens in enumerate(batch):
-            n = len(tokens)
-            yield tokens, maps[b, :, :, :n, :n].numpy().astype(np.float32)
+    if site == "enc":
+        if not hasattr(model.encoder, "attention"):
+            raise ConfigError("attention export needs a model trained with -encoder_type headlab",
+                              key="encoder_type")
+        modules = [layer.self_attn for layer in model.encoder.transformer]
+    else:
+        if not hasattr(model.decoder, "attentions"):
+            raise ConfigError(f"-site {site} needs a model trained with -decoder_type headlab",
+                              key="decoder_type")
+        modules = model.decoder.attentions(site)
+    mixers = _dhicm_mixers(modules)
+    recorders = [m for m in [*modules, *mixers] if m is not None and hasattr(m, "record")]
+    for module in recorders:
+        module.record = True
+    try:
+        for start in range(0, len(src), batch_size):
+            s_batch = src[start:start + batch_size]
+            src_t, src_len = _ids(vocabs["src"], s_batch, device)
+            if site == "enc":
+                maps = torch.stack(model.encoder.attention(src_t, src_len), 1).cpu()
+                model.encoder(src_t, src_len)                    # fills the importance
+                queries = s_batch
+            else:
+                queries = [[DefaultTokens.BOS] + t for t in tgt[start:start + batch_size]]
+                tgt_t, _ = _ids(vocabs["tgt"], [q + [DefaultTokens.EOS] for q in queries], device)
+                model(src_t, tgt_t, src_len)                     # teacher forcing (drops the EOS input)
+                maps = torch.stack([m.recorded.float() for m in modules], 1).cpu()
+            heads = maps.size(2)
+            for b, tokens in enumerate(queries):
+                n_key = len(tokens) if site == "dec" else len(s_batch[b])
+                yield (tokens, maps[b, :, :, :len(tokens), :n_key].numpy().astype(np.float32),
+                       _importance(mixers, len(tokens), heads, b))
+    finally:
+        for module in recorders:
+            module.record = False
 
 
-def export_attention(model_path: str, src_path: str, out_path: str, max_sents: int | None = None,
-                     batch_size: int = 32, gpu: int = -1, disable_heads=()) -> int:
-    """Write the npz described in the module doc; returns the number of sentences."""
-    vocabs, model, model_opt = load_model(model_path, gpu, disable_heads)
-    lines = read_lines(src_path)
+def sentence_attention(encoder, vocab, sentences: list[list[str]], batch_size: int = 32,
+                       device="cpu"):
+    """Yield (tokens, array (layers, heads, n, n)) of encoder self-attention per sentence."""
+    class _Model:                                   # site_attention reads model.encoder only
+        pass
+    model = _Model()
+    model.encoder = encoder
+    for tokens, att, _ in site_attention(model, {"src": vocab}, sentences, None, "enc", batch_size, device):
+        yield tokens, att
+
+
+def _sentences(path: str, max_sents: int | None, what: str) -> list[list[str]]:
+    lines = read_lines(path)
     if max_sents is not None:
         lines = lines[:max_sents]
     sentences = [line.split() for line in lines]
     for number, tokens in enumerate(sentences, 1):
         if not tokens:
-            raise ConfigError("empty source sentence (OpenNMT-py drops these)", path=src_path, line=number)
+            raise ConfigError(f"empty {what} sentence (OpenNMT-py drops these)", path=path, line=number)
+    return sentences
+
+
+def export_attention(model_path: str, src_path: str, out_path: str, max_sents: int | None = None,
+                     batch_size: int = 32, gpu: int = -1, disable_heads=(), site: str = "enc",
+                     tgt_path: str | None = None) -> int:
+    """Write the npz described in the module doc; returns the number of sentences."""
+    if site not in ("enc", "dec", "cross"):
+        raise ConfigError(f"unknown attention site {site!r}; known: enc, dec, cross", key="site")
+    if site != "enc" and not tgt_path:
+        raise ConfigError(f"-site {site} decodes by teacher forcing: give the target sentences (-tgt)",
+                          key="tgt")
+    vocabs, model, model_opt = load_model(model_path, gpu, disable_heads)
+    sentences = _sentences(src_path, max_sents, "source")
+    targets = _sentences(tgt_path, max_sents, "target") if tgt_path else None
+    if targets is not None and len(targets) != len(sentences):
+        raise ConfigError(f"{len(targets)} target sentences for {len(sentences)} sources", path=tgt_path)
     device = next(model.parameters()).device
-    arrays = {}
+    arrays, queries = {}, []
     with torch.no_grad():
-        for i, (_, att) in enumerate(sentence_attention(model.encoder, vocabs["src"], sentences,
-                                                        batch_size, device)):
+        for i, (tokens, att, imp) in enumerate(site_attention(model, vocabs, sentences, targets, site,
+                                                              batch_size, device)):
             arrays[f"att_{i:06d}"] = att
-    arrays["tokens"] = np.array([" ".join(s) for s in sentences], dtype=str)
-    arrays["lengths"] = np.array([len(s) for s in sentences], dtype=np.int64)
-    arrays["spec"] = np.array(getattr(model_opt, "enc_heads", ""), dtype=str)
+            if imp is not None:
+                arrays[f"imp_{i:06d}"] = imp
+            queries.append(tokens)
+    arrays["tokens"] = np.array([" ".join(s) for s in queries], dtype=str)
+    if site != "enc":
+        arrays["src_tokens"] = np.array([" ".join(s) for s in sentences], dtype=str)
+    arrays["lengths"] = np.array([len(s) for s in queries], dtype=np.int64)
+    arrays["spec"] = np.array(getattr(model_opt, f"{site}_heads", ""), dtype=str)
+    arrays["site"] = np.array(site, dtype=str)
     with atomic_write(out_path, "wb") as handle:
         np.savez_compressed(handle, **arrays)
     return len(sentences)
@@ -93,6 +178,13 @@ def load_attention(path: str) -> list[tuple[list[str], np.ndarray]]:
         return [(toks, data[f"att_{i:06d}"]) for i, toks in enumerate(tokens)]
 
 
+def load_importance(path: str) -> list[tuple[list[str], np.ndarray]]:
+    """[(tokens, (layers, n, heads) DHICM importance), ...] from an export (empty: no DHICM)."""
+    with np.load(path) as data:
+        tokens = [str(t).split() for t in data["tokens"]]
+        return [(toks, data[f"imp_{i:06d}"]) for i, toks in enumerate(tokens) if f"imp_{i:06d}" in data]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab export-attention",
                                      description="dump per-layer, per-head encoder attention to npz")
@@ -103,8 +195,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-batch_size", type=int, default=32)
     parser.add_argument("-gpu", type=int, default=-1)
     parser.add_argument("-disable_enc_heads", type=int, nargs="*", default=[])
+    parser.add_argument("-site", default="enc", choices=["enc", "dec", "cross"],
+                        help="encoder self-, decoder self- or cross-attention")
+    parser.add_argument("-tgt", help="target sentences (tokenised, BPE) for -site dec/cross")
     args = parser.parse_args(argv)
     n = export_attention(args.model, args.src, args.out, args.max_sents, args.batch_size,
-                         args.gpu, args.disable_enc_heads)
+                         args.gpu, args.disable_enc_heads, args.site, args.tgt)
     print(f"{args.out}: {n} sentences")
     return 0

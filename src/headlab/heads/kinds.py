@@ -41,15 +41,20 @@ class LearnedHeads(HeadGroup):
         # same names as OpenNMT-py's MultiHeadedAttention, so stock weights map 1:1
         self.linear_query = nn.Linear(d_model, count * d_head, bias=add_qkvbias)
         self.linear_keys = nn.Linear(d_model, count * d_head, bias=add_qkvbias)
+        self.key_width = count * d_head
         self.dropout_p = attention_dropout
 
     def update_dropout(self, attention_dropout: float) -> None:
         self.dropout_p = attention_dropout
 
-    def _qk(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def project_keys(self, kv: Tensor) -> Tensor:
+        return self.linear_keys(kv)
+
+    def _qk(self, x: Tensor, keys: Tensor | None) -> tuple[Tensor, Tensor]:
         B, N, _ = x.shape
+        keys = self.linear_keys(x) if keys is None else keys
         q = self.linear_query(x).view(B, N, self.count, self.d_head).transpose(1, 2)
-        k = self.linear_keys(x).view(B, N, self.count, self.d_head).transpose(1, 2)
+        k = keys.view(B, keys.size(1), self.count, self.d_head).transpose(1, 2)
         return q, k
 
     def score_bias(self, ctx: HeadContext) -> Tensor | None:
@@ -66,15 +71,15 @@ class LearnedHeads(HeadGroup):
             return ctx.key_mask
         return bias.to(dtype).masked_fill(~ctx.key_mask, float("-inf"))
 
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
-        q, k = self._qk(x)
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        q, k = self._qk(x, keys)
         out = F.scaled_dot_product_attention(
             q, k, values.transpose(1, 2), attn_mask=self._mask(ctx, q.dtype),
             dropout_p=self.dropout_p if self.training else 0.0)
         return out.transpose(1, 2)
 
-    def attention(self, x: Tensor, ctx: HeadContext) -> Tensor:
-        q, k = self._qk(x)
+    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        q, k = self._qk(x, keys)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
         mask = self._mask(ctx, scores.dtype)
         if mask.dtype == torch.bool:
@@ -94,7 +99,12 @@ class WideLearnedHeads(LearnedHeads):
 
 
 class _FixedHeads(HeadGroup):
-    """Heads 1..count are paper A's patterns 1..count; see headlab.heads.patterns."""
+    """Heads 1..count are paper A's patterns 1..count; see headlab.heads.patterns.
+
+    Encoder-only: the patterns look at following tokens (not causal) and at positions of
+    the queries' own sentence (not a cross-attention)."""
+
+    sites = ("enc",)
 
     @classmethod
     def check_count(cls, count, bad):
@@ -109,11 +119,11 @@ class _FixedHeads(HeadGroup):
     def _word_ids(self, ctx: HeadContext) -> Tensor | None:
         return None
 
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         out = apply_patterns(self.patterns, values, ctx.lengths, self._word_ids(ctx))
         return out.to(values.dtype)
 
-    def attention(self, x: Tensor, ctx: HeadContext) -> Tensor:
+    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         return dense_patterns(self.patterns, ctx.lengths, x.size(1), self._word_ids(ctx))
 
 

@@ -1,13 +1,12 @@
-"""Layer-level head mixers: act on the stacked head outputs before the output projection.
+"""Layer-level head mixers: act on the stacked head outputs of a layer.
 
 ``gate``: hard-concrete gates (Louizos 2018, as used by Voita et al. 2019 for head
 pruning; paper D): one gate per head, temperature 0.33, stretch (-0.1, 1.1). In training
 the gate is sampled; in eval it is the deterministic clamp(sigmoid(log_alpha)(r-l)+l).
-Auxiliary loss: the expected L0 norm sum_h sigmoid(log_alpha_h - T log(-l/r)); the
-training loop multiplies it by its own coefficient (lambda).
+Auxiliary term ``l0``: the expected L0 norm sum_h sigmoid(log_alpha_h - T log(-l/r)),
+weighed by ``-lambda_l0`` in the training loss.
 
-Planned: ``dhicm`` (paper B): second-level attention over the head outputs plus a KL
-term, implemented as another HeadMixer subclass returning its KL term from aux_loss().
+``dhicm``: paper B's second-level attention over the heads (:mod:`headlab.heads.dhicm`).
 """
 from __future__ import annotations
 
@@ -46,9 +45,12 @@ class HardConcreteGate(HeadMixer):
             s = torch.sigmoid(self.log_alpha)
         return (s * (high - low) + low).clamp(0.0, 1.0)
 
-    def forward(self, heads: list[Tensor], ctx: HeadContext) -> list[Tensor]:
+    def forward(self, heads: list[Tensor], ctx: HeadContext, x: Tensor) -> list[Tensor]:
         return scale_heads(heads, self.gates())
 
-    def aux_loss(self) -> Tensor:
+    def expected_l0(self) -> Tensor:
         low, high = self.stretch
         return torch.sigmoid(self.log_alpha - self.temperature * math.log(-low / high)).sum()
+
+    def aux_terms(self) -> dict[str, Tensor]:
+        return {"l0": self.expected_l0()}

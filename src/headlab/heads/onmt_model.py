@@ -18,7 +18,8 @@ PRESETS = {
 
 def model_opt(*, encoder_type="headlab", enc_heads="8L", enc_layers=6, dec_layers=6,
               hidden_size=512, heads=8, transformer_ff=2048, add_qkvbias=True,
-              share_embeddings=False, dropout=0.1, attention_dropout=0.1, extra=()):
+              share_embeddings=False, dropout=0.1, attention_dropout=0.1, extra=(),
+              decoder_type="transformer", dec_heads="8L", cross_heads="8L"):
     import headlab.plugin  # noqa: F401  (options, encoder registration)
     import onmt.opts as opts
     from onmt.utils.parse import ArgumentParser
@@ -26,8 +27,8 @@ def model_opt(*, encoder_type="headlab", enc_heads="8L", enc_layers=6, dec_layer
     parser = ArgumentParser()
     opts.train_opts(parser)
     args = ["-data", "{}", "-src_vocab", "unused",
-            "-encoder_type", encoder_type, "-decoder_type", "transformer",
-            "-enc_heads", enc_heads, "-enc_layers", str(enc_layers), "-dec_layers", str(dec_layers),
+            "-encoder_type", encoder_type, "-decoder_type", decoder_type,
+            "-enc_heads", enc_heads, "-dec_heads", dec_heads, "-cross_heads", cross_heads, "-enc_layers", str(enc_layers), "-dec_layers", str(dec_layers),
             "-hidden_size", str(hidden_size), "-word_vec_size", str(hidden_size),
             "-heads", str(heads), "-transformer_ff", str(transformer_ff), "-position_encoding",
             "-dropout", str(dropout), "-attention_dropout", str(attention_dropout), *extra]

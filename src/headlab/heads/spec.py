@@ -1,13 +1,15 @@
-"""Head spec grammar: one string describes every encoder layer's self-attention heads.
+"""Head spec grammar: one string describes the heads of every layer of one attention site.
 
-The same string is used in configs (``enc_heads: 7Ftoken+1L``), on the command line
-(``-enc_heads``, ``headlab params --heads``) and in checkpoints (it is a model option).
+There are three sites (:data:`SITES`): encoder self-attention (``-enc_heads``), decoder
+self-attention (``-dec_heads``) and decoder cross-attention (``-cross_heads``), each with
+its own spec. The same strings are used in configs, on the command line
+(``headlab params --heads``) and in checkpoints (they are model options).
 
 Grammar (whitespace is ignored)::
 
     spec   := group ("," group)*
-    group  := [REPEAT "*"] "(" layer ")"  |  [REPEAT "*"] layer
-    layer  := term ("+" term)* ("|" MIXER)*
+    group  := [REPEAT] "*" "(" layer ")"  |  [REPEAT "*"] layer
+    layer  := term ("+" term)* (("|" | "~") MIXER)*
     term   := [COUNT] KIND
 
 * ``KIND`` is a name registered with :func:`register_head_kind` (``L``, ``Lwide``,
@@ -19,7 +21,14 @@ Grammar (whitespace is ignored)::
   ``6*(7Ftoken+1L)``.
 * Heads are numbered 1.. in the order of the terms (``7Ftoken+1L``: heads 1-7 are the
   fixed patterns 1-7 of paper A §3.2, head 8 is learned, as in paper A Table 4).
-* ``|gate`` etc. add a layer-level mixer acting on the stacked head outputs.
+* ``|gate`` etc. add a layer-level mixer acting on the stacked head outputs; ``~`` is the
+  same as ``|`` (model paths use it, so that no shell reads a pipe).
+* ``*(LAYER)`` without a number fills the layers the other groups leave (none or more):
+  ``*(8L),8L|dhicm`` is DHICM on the last layer whatever the depth (paper B §4.3). At most
+  one such group.
+* Kinds and mixers say which sites they serve (``sites``): paper A's fixed patterns read
+  the whole source sentence, so they are encoder-only; learned heads, gates and DHICM
+  serve all three sites.
 
 Paper A's names: ``8L``, ``7Ftoken+1L``, ``7Fword+1L``, ``1L``, ``1Lwide``, ``8Ftoken``,
 ``8Fword``.
@@ -31,6 +40,11 @@ import re
 from dataclasses import dataclass, field
 
 from headlab.errors import ConfigError
+
+#: attention sites and the option naming each one's head spec
+SITES = {"enc": "enc_heads", "dec": "dec_heads", "cross": "cross_heads"}
+SITE_NAMES = {"enc": "encoder self-attention", "dec": "decoder self-attention",
+              "cross": "decoder cross-attention"}
 
 #: kind name -> HeadGroup subclass (see headlab.heads.base)
 HEAD_KINDS: dict[str, type] = {}
@@ -83,13 +97,14 @@ class LayerSpec:
 
 
 _TERM = re.compile(r"^(\d*)([A-Za-z_][A-Za-z0-9_]*)$")
-_GROUP = re.compile(r"^(?:(\d+)\*)?(?:\((.*)\)|(.*))$")
+_GROUP = re.compile(r"^(?:(\d*)\*)?(?:\((.*)\)|(.*))$")
 
 
 def _ensure_registered() -> None:
     # the built-in kinds register themselves on import
     import headlab.heads.kinds  # noqa: F401
     import headlab.heads.mixers  # noqa: F401
+    import headlab.heads.dhicm  # noqa: F401
 
 
 def _suggest(name: str, choices) -> str:
@@ -99,81 +114,110 @@ def _suggest(name: str, choices) -> str:
     return hint + "known: " + ", ".join(sorted(choices))
 
 
-def _bad(spec: str, term: str, why: str) -> ConfigError:
-    return ConfigError(f"bad head spec {spec!r}: term {term!r}: {why}", key="enc_heads")
+def _bad(spec: str, term: str, why: str, site: str = "enc") -> ConfigError:
+    return ConfigError(f"bad head spec {spec!r}: term {term!r}: {why}", key=SITES.get(site, "enc_heads"))
 
 
-def _parse_layer(spec: str, text: str) -> LayerSpec:
-    parts = text.split("|")
+def _parse_layer(spec: str, text: str, site: str) -> LayerSpec:
+    parts = text.replace("~", "|").split("|")
     terms = []
     for raw in parts[0].split("+"):
         match = _TERM.match(raw)
         if not match:
             raise _bad(spec, raw, "expected [COUNT]KIND, e.g. '7Ftoken' or '1L' "
-                                  "(paper A: 8L, 7Ftoken+1L, 7Fword+1L, 1L, 1Lwide, 8Ftoken, 8Fword)")
+                                  "(paper A: 8L, 7Ftoken+1L, 7Fword+1L, 1L, 1Lwide, 8Ftoken, 8Fword)", site)
         count = int(match.group(1)) if match.group(1) else 1
         kind = match.group(2)
         if kind not in HEAD_KINDS:
-            raise _bad(spec, raw, f"unknown head kind {kind!r}; " + _suggest(kind, HEAD_KINDS))
+            raise _bad(spec, raw, f"unknown head kind {kind!r}; " + _suggest(kind, HEAD_KINDS), site)
         if count < 1:
-            raise _bad(spec, raw, "a head count must be at least 1")
-        HEAD_KINDS[kind].check_count(count, lambda why, raw=raw: _bad(spec, raw, why))
+            raise _bad(spec, raw, "a head count must be at least 1", site)
+        _check_site(HEAD_KINDS[kind], f"head kind {kind!r}", site, lambda why, raw=raw: _bad(spec, raw, why, site))
+        HEAD_KINDS[kind].check_count(count, lambda why, raw=raw: _bad(spec, raw, why, site))
         terms.append(Term(count, kind))
+    layer = LayerSpec(tuple(terms))
     mixers = []
     for raw in parts[1:]:
         if raw not in HEAD_MIXERS:
-            raise _bad(spec, "|" + raw, f"unknown head mixer {raw!r}; " + _suggest(raw, HEAD_MIXERS))
+            raise _bad(spec, "|" + raw, f"unknown head mixer {raw!r}; " + _suggest(raw, HEAD_MIXERS), site)
+        cls = HEAD_MIXERS[raw]
+        bad = lambda why, raw=raw: _bad(spec, "|" + raw, why, site)  # noqa: E731
+        _check_site(cls, f"head mixer {raw!r}", site, bad)
+        cls.check_layer(layer, bad)
+        if mixers and getattr(HEAD_MIXERS[mixers[-1]], "replaces_output", False):
+            raise bad(f"{mixers[-1]!r} replaces the output projection, so it must be the last mixer")
         mixers.append(raw)
     return LayerSpec(tuple(terms), tuple(mixers))
 
 
-def parse_spec(spec: str, num_layers: int | None = None) -> list[LayerSpec]:
-    """Parse ``spec`` into one :class:`LayerSpec` per encoder layer.
+def _check_site(cls, what: str, site: str, bad) -> None:
+    sites = getattr(cls, "sites", tuple(SITES))
+    if site not in sites:
+        raise bad(f"{what} cannot be used in {SITE_NAMES.get(site, site)} (it serves: "
+                  f"{', '.join(SITE_NAMES[s] for s in sites)})")
 
-    ``num_layers`` (the encoder depth) expands a single-layer spec and checks per-layer
-    specs; without it a single-layer spec gives a one-element list.
+
+def parse_spec(spec: str, num_layers: int | None = None, site: str = "enc") -> list[LayerSpec]:
+    """Parse ``spec`` into one :class:`LayerSpec` per layer of attention site ``site``.
+
+    ``num_layers`` (the encoder or decoder depth) expands a single-layer spec, sizes a
+    ``*(LAYER)`` fill group and checks per-layer specs; without it a single-layer spec
+    gives a one-element list (and a fill group one layer).
     """
     _ensure_registered()
+    key = SITES.get(site)
+    if key is None:
+        raise ConfigError(f"unknown attention site {site!r}; known: {', '.join(SITES)}")
     if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"empty head spec {spec!r}; e.g. '8L' or '7Ftoken+1L'", key="enc_heads")
+        raise ConfigError(f"empty head spec {spec!r}; e.g. '8L' or '7Ftoken+1L'", key=key)
     text = re.sub(r"\s+", "", spec)
-    groups = _split_groups(spec, text)
-    layers: list[LayerSpec] = []
+    groups = _split_groups(spec, text, site)
+    parsed: list[tuple[int | None, LayerSpec]] = []     # (repeat, layer); None = fill
     repeated = len(groups) > 1
     for group in groups:
         match = _GROUP.match(group)
-        repeat = int(match.group(1)) if match.group(1) else 1
-        repeated |= match.group(1) is not None
+        digits = match.group(1)
+        repeat = None if digits == "" else int(digits) if digits else 1
+        repeated |= digits is not None
         body = match.group(2) if match.group(2) is not None else match.group(3)
-        if repeat < 1:
-            raise _bad(spec, group, "a repeat count must be at least 1")
+        if repeat is not None and repeat < 1:
+            raise _bad(spec, group, "a repeat count must be at least 1", site)
         if not body or "(" in body or ")" in body:
-            raise _bad(spec, group, "expected LAYER or N*(LAYER), e.g. '6*(7Ftoken+1L)'")
-        layers += [_parse_layer(spec, body)] * repeat
+            raise _bad(spec, group, "expected LAYER, N*(LAYER) or *(LAYER), e.g. '6*(7Ftoken+1L)'", site)
+        parsed.append((repeat, _parse_layer(spec, body, site)))
+    fills = [layer for repeat, layer in parsed if repeat is None]
+    if len(fills) > 1:
+        raise _bad(spec, text, "at most one '*(LAYER)' group may fill the remaining layers", site)
+    fixed = sum(repeat for repeat, _ in parsed if repeat is not None)
+    fill = 1 if num_layers is None else num_layers - fixed
+    if fills and fill < 0:
+        raise ConfigError(f"bad head spec {spec!r}: the other groups already describe {fixed} "
+                          f"layers, more than the {num_layers} layers of the {SITE_NAMES[site]}", key=key)
+    layers = [layer for repeat, layer in parsed for _ in range(fill if repeat is None else repeat)]
     if num_layers is not None:
         if not repeated:
             layers = layers * num_layers
         elif len(layers) != num_layers:
             raise ConfigError(f"bad head spec {spec!r}: it describes {len(layers)} layers but "
-                              f"the encoder has {num_layers}; give one layer per encoder layer "
-                              f"or a single layer spec used for all", key="enc_heads")
+                              f"the {SITE_NAMES[site]} has {num_layers}; give one layer per layer, "
+                              f"a single layer spec used for all, or a '*(LAYER)' group", key=key)
     return layers
 
 
-def _split_groups(spec: str, text: str) -> list[str]:
+def _split_groups(spec: str, text: str, site: str = "enc") -> list[str]:
     """Split on commas outside parentheses."""
     groups, depth, start = [], 0, 0
     for pos, char in enumerate(text):
         depth += (char == "(") - (char == ")")
         if depth < 0:
-            raise _bad(spec, text, "unbalanced ')'")
+            raise _bad(spec, text, "unbalanced ')'", site)
         if char == "," and depth == 0:
             groups.append(text[start:pos])
             start = pos + 1
     if depth:
-        raise _bad(spec, text, "unbalanced '('")
+        raise _bad(spec, text, "unbalanced '('", site)
     groups.append(text[start:])
     for group in groups:
         if not group:
-            raise _bad(spec, text, "empty layer between commas")
+            raise _bad(spec, text, "empty layer between commas", site)
     return groups

@@ -22,22 +22,32 @@ FORMATS = ("png", "pdf")
 
 
 def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", style: str | None = None,
-         col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None):
-    """Return a matplotlib Figure (Agg backend, nothing shown)."""
+         col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None,
+         x_numeric: bool = False, col_wrap: int | None = None, value: str | None = None):
+    """Return a matplotlib Figure (Agg backend, nothing shown). ``x_numeric``: a line plot
+    over a numeric x (training steps) instead of ordered categories. ``kind="heatmap"``:
+    one cell per (x, y) holding ``value`` (attention maps, head importance), x and y in
+    the order they first appear, one panel per ``col``."""
     import matplotlib
     matplotlib.use("Agg")
     import seaborn as sns
 
+    if kind == "heatmap":
+        return _heatmap(tidy, x=x, y=y, value=value, col=col, xlabel=xlabel, ylabel=ylabel, title=title)
     for name in [x, y] + [c for c in (hue, style, col) if c]:
         if name not in tidy.columns:
             raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")
     tidy = tidy.copy()
+    sns.set_theme(style="whitegrid", context="paper")
+    if x_numeric:
+        grid = sns.relplot(data=tidy, x=x, y=y, hue=hue, style=style or hue, col=col, col_wrap=col_wrap if col else None,
+                           kind="line", dashes=True, height=3.2, aspect=1.4)
+        return _finish(grid, x, y, xlabel, ylabel, title, ylim)
     tidy[x] = tidy[x].astype(str)
     order = list(x_order) if x_order else list(dict.fromkeys(tidy[x]))
     missing = set(tidy[x]) - set(order)
     if missing:
         raise DataError(f"--x-order lacks {sorted(missing)}")
-    sns.set_theme(style="whitegrid", context="paper")
     if kind == "line":
         # categorical x kept in order: map to positions, label the ticks
         tidy["_pos"] = tidy[x].map({v: i for i, v in enumerate(order)})
@@ -51,6 +61,40 @@ def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", st
                            height=3.2, aspect=1.4)
     else:
         raise DataError(f"unknown figure kind {kind!r} (line or bar)")
+    return _finish(grid, x, y, xlabel, ylabel, title, ylim)
+
+
+def _heatmap(tidy, *, x: str, y: str, value: str | None, col: str | None, xlabel, ylabel, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    for name in [x, y, value] + ([col] if col else []):
+        if name is None or name not in tidy.columns:
+            raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")
+    panels = list(dict.fromkeys(tidy[col])) if col else [None]
+    first = tidy if col is None else tidy[tidy[col] == panels[0]]
+    width = 1.2 + 0.35 * first[x].nunique()
+    height = 1.0 + 0.3 * first[y].nunique()
+    figure, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height), squeeze=False)
+    vmax = float(tidy[value].max()) or 1.0
+    for ax, panel in zip(axes[0], panels):
+        part = tidy if panel is None else tidy[tidy[col] == panel]
+        grid = part.pivot(index=y, columns=x, values=value).reindex(
+            index=list(dict.fromkeys(part[y])), columns=list(dict.fromkeys(part[x])))
+        sns.heatmap(grid, ax=ax, vmin=0.0, vmax=vmax, cmap="viridis", cbar=panel == panels[-1], square=False)
+        ax.set_xlabel(xlabel or x)
+        ax.set_ylabel(ylabel or y)
+        if panel is not None:
+            ax.set_title(str(panel))
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def _finish(grid, x, y, xlabel, ylabel, title, ylim):
     grid.set_axis_labels(xlabel or x, ylabel or y)
     if ylim:
         grid.set(ylim=ylim)

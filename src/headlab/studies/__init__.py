@@ -1,11 +1,17 @@
 """Study builders. A study module declares:
 
 - ``OUTDIR``: its outputs go to ``<results>/<OUTDIR>/``;
-- ``models(study)``: (model wildcards, OpenNMT overrides) of every model it trains;
+- ``models(study, root=None)``: (model wildcards, OpenNMT overrides) of every model it
+  trains (``root``: the results folder, for studies whose later models depend on results);
 - ``Files(config, study, results_root)``: where the generic rules wrote what it reads;
 - ``TABLES`` / ``FIGURES``: name -> builder(files) -> (inputs, build); ``build()`` returns
   (Table, tidy DataFrame) for tables and (tidy DataFrame, plot keywords) for figures;
-- optionally ``readme(files, provenance) -> str`` (a generated ``README.md``).
+- optionally ``readme(files, provenance) -> str`` (a generated ``README.md``);
+- optionally stages of a data-dependent DAG (paper B's grid search): ``STAGES``,
+  ``stage_keys(study)`` (dicts of corpus, pair, stage, in order), ``stage_inputs(files,
+  corpus, pair, stage)`` and ``select(files, corpus, pair, stage) -> dict``; the generic
+  ``study_stage`` Snakemake checkpoint writes ``<results>/<OUTDIR>/stages/CORPUS/PAIR/STAGE.json``
+  from ``select``, and ``models(study, root)`` reads those files to name the later models.
 
 One generic Snakemake rule per output kind renders them (rules/tables.smk).
 """
@@ -17,12 +23,39 @@ import os
 import subprocess
 import time
 
-from headlab.studies import baseline, paper_A
+from headlab.studies import baseline, paper_A, paper_B
 
 STUDIES = {
     "baseline": baseline,
     "paper_A": paper_A,
+    "paper_B": paper_B,
 }
+
+
+def study_models(config, study: str, root: str | None = None) -> list[tuple[dict, dict]]:
+    """(model, overrides) of every model a study trains; with ``root``, also those that its
+    finished stages name (see the module doc)."""
+    return list(STUDIES[study].models(config["studies"][study], root))
+
+
+def stage_keys(config, study: str) -> list[dict[str, str]]:
+    module = STUDIES[study]
+    return list(module.stage_keys(config["studies"][study])) if hasattr(module, "STAGES") else []
+
+
+def stage_inputs(config, study: str, corpus: str, pair: str, stage: str, root: str) -> list[str]:
+    module = STUDIES[study]
+    return module.stage_inputs(module.Files(config, config["studies"][study], root), corpus, pair, stage)
+
+
+def _learning_curves(config, study: str, root: str):
+    from headlab.report.curves import figure
+
+    return figure(config, study, root)
+
+
+#: figures every study has: name -> builder(config, study, root) -> (inputs, build)
+COMMON_FIGURES = {"learning_curves": _learning_curves}
 
 
 def study_outputs(name: str, root: str) -> list[str]:
@@ -30,7 +63,7 @@ def study_outputs(name: str, root: str) -> list[str]:
     module = STUDIES[name]
     prefix = f"{root}/{module.OUTDIR}"
     files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
-    files += [f"{prefix}/{fig}.{ext}" for fig in module.FIGURES for ext in ("png", "pdf", "csv")]
+    files += [f"{prefix}/{fig}.{ext}" for fig in [*module.FIGURES, *COMMON_FIGURES] for ext in ("png", "pdf", "csv")]
     if hasattr(module, "readme"):
         files.append(f"{prefix}/README.md")
     return files
@@ -41,7 +74,71 @@ def outputs(config, root: str) -> list[str]:
     return [path for name in config["studies"] for path in study_outputs(name, root)]
 
 
+#: top-level config sections every study output may read (beside its own study and corpora)
+SETTINGS = ("training", "translation", "evaluation")
+
+
+def config_slices(config, study: str) -> dict[str, str]:
+    """What one study's tables, figures, README and publish read of the config, as compact
+    JSON in three parts (its ``studies`` entry, the corpora its models use, the training /
+    translation / evaluation settings): the generic rules pass them as params, so a change
+    to another study reruns none of this study's outputs, and snakemake's rerun reason
+    shows only the part that changed. :func:`merge_config` puts them back together."""
+    corpora = {m["corpus"] for m, _ in study_models(config, study)}
+    parts = {"study": {"studies": {study: config["studies"][study]}},
+             "corpora": {"corpora": {c: config["corpora"][c] for c in sorted(corpora) if c in config["corpora"]}},
+             "settings": {k: config[k] for k in SETTINGS if k in config}}
+    return {name: json.dumps(part, sort_keys=True, separators=(",", ":")) for name, part in parts.items()}
+
+
+def merge_config(parts: list[str]) -> dict:
+    """The config slices of :func:`config_slices` (JSON texts) as one config dict."""
+    config: dict = {}
+    for text in parts:
+        config.update(json.loads(text))
+    return config
+
+
+def scored_tests(study: str, corpus) -> list[str]:
+    """The test sets of a corpus that a study scores: ``tests(corpus)`` of its module where
+    it has one (paper A: the first), else all of them."""
+    module = STUDIES[study]
+    return list(module.tests(corpus)) if hasattr(module, "tests") else list(corpus["tests"])
+
+
+def data_reports(config, study: str, root: str) -> list[str]:
+    """The ``prepare-local`` reports (sha256 of each file read, lines removed and normalised)
+    of every split the study's models read from local corpora (``dataset: local``)."""
+    from headlab.data.local import is_local
+    from headlab.workflow import results_paths
+
+    paths: dict[str, None] = {}
+    for m, _ in study_models(config, study, root):
+        c = config["corpora"].get(m["corpus"], {})
+        if is_local(c):
+            for split in [c["train"], c["valid"], *scored_tests(study, c)]:
+                paths[f"{results_paths(root)['data']}/{m['corpus']}/{m['pair']}/{m['size']}/raw/{split}.report.json"] = None
+    return list(paths)
+
+
+def data_provenance(config, study: str, root: str) -> dict[str, str]:
+    """``data CORPUS/PAIR/SIZE/SPLIT`` -> one line: the files' sha256, pairs read, removed
+    (by reason) and normalised; for a study README."""
+    from headlab.data.local import summary
+
+    lines = {}
+    for path in data_reports(config, study, root):
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+        name = "/".join(path.split("/")[-5:-2] + [report["split"]])
+        files = ", ".join(f"`{f['path']}` sha256 {f['sha256']}" for f in report["files"])
+        lines[f"data {name}"] = f"{files}; {summary(report)}"
+    return lines
+
+
 def builder(config, study: str, name: str, root: str):
+    if name in COMMON_FIGURES and name not in STUDIES[study].FIGURES:
+        return COMMON_FIGURES[name](config, study, root)
     module = STUDIES[study]
     files = module.Files(config, config["studies"][study], root)
     kind = module.TABLES.get(name) or module.FIGURES.get(name)
@@ -55,7 +152,8 @@ def inputs(config, study: str, name: str, root: str) -> list[str]:
         module = STUDIES[study]
         prefix = f"{root}/{module.OUTDIR}"
         return ([f"{prefix}/{t}.csv" for t in module.TABLES] + [f"{prefix}/{f}.csv" for f in module.FIGURES]
-                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]])
+                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]]
+                + data_reports(config, study, root))
     return builder(config, study, name, root)[0]
 
 
@@ -83,15 +181,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--study", required=True, choices=sorted(STUDIES))
     parser.add_argument("--name", required=True, help="a table, a figure, or README")
     parser.add_argument("--results", required=True, help="the workflow's results folder")
-    parser.add_argument("--config-json", required=True)
+    parser.add_argument("--config-json", required=True, action="append",
+                        help="the config, or slices of it (repeatable; see config_slices)")
     parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv/md/tex, .png/pdf/csv, or .md)")
     args = parser.parse_args(argv)
-    config = json.loads(args.config_json)
+    config = merge_config(args.config_json)
     module = STUDIES[args.study]
     if args.name == "README":
         files = module.Files(config, config["studies"][args.study], args.results)
         with atomic_write(args.out + ".md") as handle:
-            handle.write(module.readme(files, _provenance(config)))
+            provenance = {**_provenance(config), **data_provenance(config, args.study, args.results)}
+            handle.write(module.readme(files, provenance))
     elif args.name in module.TABLES:
         table, _ = builder(config, args.study, args.name, args.results)[1]()
         write_table(table, args.out)
@@ -100,4 +200,24 @@ def main(argv: list[str]) -> int:
         with atomic_write(args.out + ".csv") as handle:
             tidy.to_csv(handle, index=False)
         save(plot(tidy, **style), args.out)
+    return 0
+
+
+def main_study_stage(argv: list[str]) -> int:
+    """``headlab study-stage --study S --corpus C --pair P --stage K --results DIR
+    --config-json JSON --out FILE``: one stage of a study's data-dependent search, as JSON
+    (written by the generic ``study_stage`` checkpoint)."""
+    from headlab.io import atomic_write
+
+    parser = argparse.ArgumentParser(prog="headlab study-stage")
+    for name in ("study", "corpus", "pair", "stage", "results", "out"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--config-json", required=True, action="append")
+    args = parser.parse_args(argv)
+    config = merge_config(args.config_json)
+    module = STUDIES[args.study]
+    files = module.Files(config, config["studies"][args.study], args.results)
+    result = module.select(files, args.corpus, args.pair, args.stage)
+    with atomic_write(args.out) as handle:
+        json.dump(result, handle, indent=1, sort_keys=True)
     return 0

@@ -10,13 +10,13 @@ from typing import Any, Mapping
 import pandas as pd
 
 from headlab.report.tables import pivot
-from headlab.workflow import MODEL, results_paths, study_models
+from headlab.workflow import model_path, results_paths, study_models
 
 OUTDIR = "tables"
 _VARYING = ("size", "layers", "heads", "seed")  # shown in the row label only when they vary
 
 
-def models(study: Mapping[str, Any]):
+def models(study: Mapping[str, Any], root: str | None = None):
     for model in study_models(study):
         yield model, dict(study.get("overrides", {}))
 
@@ -26,7 +26,7 @@ class Files:
         self.config, self.study, self.scores = config, study, results_paths(root)["scores"]
 
     def bleu(self, model, test):
-        return f"{self.scores}/{MODEL.format(**model)}/{test}.full.json"
+        return f"{self.scores}/{model_path(model)}/{test}.full.json"
 
 
 def baseline(f: Files):
@@ -55,3 +55,17 @@ def baseline(f: Files):
 
 TABLES = {"baseline": baseline}
 FIGURES: dict = {}
+
+
+def readme(f: Files, provenance: Mapping[str, Any]) -> str:
+    """What was trained on which data (own corpora: files, sha256, lines removed), and where
+    the numbers are."""
+    s = f.study
+    lines = ["# Baseline (generated)", "",
+             "This file is written by the workflow (`headlab study-table`); do not edit it.", "",
+             f"- data: " + "; ".join(f"{c} {', '.join(p)}" for c, p in s["data"].items()),
+             f"- preset `{s['preset']}`, layers {', '.join(s['layers'])}, heads {', '.join(s['heads'])}, "
+             f"sizes {', '.join(map(str, s.get('sizes', ['full'])))}, seeds {s.get('seeds', [1])}"]
+    lines += [f"- {k}: {v}" for k, v in provenance.items()]
+    lines += ["", "## Outputs", "", "- [baseline](baseline.md) ([csv](baseline.csv), [tex](baseline.tex))"]
+    return "\n".join(lines) + "\n"

@@ -27,7 +27,8 @@ import pandas as pd
 
 from headlab.errors import ConfigError
 from headlab.report.tables import Table, beside, pivot
-from headlab.workflow import MODEL, results_paths
+from headlab.report.timing import training_time
+from headlab.workflow import model_path, results_paths, variant_name
 
 OUTDIR = "paper_A"
 FIXED = "7Ftoken+1L"                     # the system of Table 4 and Figures 2-3
@@ -37,33 +38,41 @@ PAPER_ROLE = {"6+1": "shallow", "6+6": "deep"}
 
 # -- the grid -------------------------------------------------------------------------
 
-def _grid(data: Mapping[str, list], preset: str, layers: list, heads: list, size: str, seeds: list):
+def _grid(data: Mapping[str, list], preset: str, layers: list, heads: list, size: str, seeds: list,
+          overrides: Mapping[str, Any]):
     for corpus, pairs in data.items():
         for pair in pairs:
             for lay in layers:
                 for head in heads:
                     for seed in seeds:
                         yield dict(corpus=corpus, pair=pair, size=str(size), preset=preset,
-                                   layers=lay, heads=head, seed=str(seed))
+                                   layers=lay, heads=head, seed=str(seed), variant=variant_name(overrides))
 
 
-def models(study: Mapping[str, Any]):
+def models(study: Mapping[str, Any], root: str | None = None):
     """(model, OpenNMT overrides) for every model the study trains."""
     size, seeds = study.get("size", "full"), study.get("seeds", [1])
     heads, deep, eight = study["heads"], study["deep"], _eight(study)
     standard = dict(study.get("overrides", {}))
-    for m in _grid(study["data"], study["preset"], study["layers"], heads, size, seeds):
+    for m in _grid(study["data"], study["preset"], study["layers"], heads, size, seeds, standard):
         yield m, standard
-    for m in _grid(study["data"], study["preset"], [deep], [eight], size, seeds):
+    for m in _grid(study["data"], study["preset"], [deep], [eight], size, seeds, standard):
         yield m, standard
     for part in ("lowres", "highres"):
         if study.get(part):
             sub = study[part]
-            for m in _grid(sub["data"], sub["preset"], [deep], heads, size, seeds):
+            for m in _grid(sub["data"], sub["preset"], [deep], heads, size, seeds, sub.get("overrides", {})):
                 yield m, dict(sub.get("overrides", {}))
     # Table 5 (§4.4) also fixes the eighth head in the low-resource scenario (paper: en<->vi)
-    for m in _grid(_eight_fixed_lowres(study), (study.get("lowres") or {}).get("preset"), [deep], [eight], size, seeds):
-        yield m, dict(study["lowres"].get("overrides", {}))
+    lowres = study.get("lowres") or {}
+    for m in _grid(_eight_fixed_lowres(study), lowres.get("preset"), [deep], [eight], size, seeds,
+                   lowres.get("overrides", {})):
+        yield m, dict(lowres.get("overrides", {}))
+
+
+def tests(corpus: Mapping[str, Any]) -> list[str]:
+    """The test sets of a corpus this study scores (every table reads the first only)."""
+    return list(corpus["tests"][:1])
 
 
 def _eight(study) -> str:
@@ -87,10 +96,12 @@ def _eight_fixed_lowres(study) -> dict[str, list]:
     return out
 
 
-def _model(study, corpus, pair, layers, heads, preset=None):
+def _model(study, corpus, pair, layers, heads, scenario=None):
+    """One model of the standard scenario, or of ``scenario`` (the lowres/highres block)."""
+    scenario = scenario or study
     return dict(corpus=corpus, pair=pair, size=str(study.get("size", "full")),
-                preset=preset or study["preset"], layers=layers, heads=heads,
-                seed=str(study.get("seeds", [1])[0]))
+                preset=scenario["preset"], layers=layers, heads=heads,
+                seed=str(study.get("seeds", [1])[0]), variant=variant_name(scenario.get("overrides")))
 
 
 def _pairs(data):
@@ -113,24 +124,24 @@ class Files:
     root: str
 
     def test(self, corpus):
-        return self.config["corpora"][corpus]["tests"][0]
+        return tests(self.config["corpora"][corpus])[0]
 
     def bleu(self, m, ablation="full"):
-        return f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/{self.test(m['corpus'])}.{ablation}.json"
+        return f"{results_paths(self.root)['scores']}/{model_path(m)}/{self.test(m['corpus'])}.{ablation}.json"
 
     def params(self, m):
-        return f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/params.json"
+        return f"{results_paths(self.root)['scores']}/{model_path(m)}/params.json"
 
     def mucow(self, m, ablation="full"):
-        return f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/mucow.{ablation}.mucow.csv"
+        return f"{results_paths(self.root)['scores']}/{model_path(m)}/mucow.{ablation}.mucow.csv"
 
     def sva(self, m, ablation="full"):
-        return (f"{results_paths(self.root)['scores']}/{MODEL.format(**m)}/"
+        return (f"{results_paths(self.root)['scores']}/{model_path(m)}/"
                 f"distil_subj_verb_agreement.{ablation}.accuracy.csv")
 
     def compare(self, m, systems: list[tuple[str, str]]):
-        group = f"{m['corpus']}/{m['pair']}/{m['size']}/{m['preset']}/{m['layers']}/seed{m['seed']}"
-        name = "~".join(f"{h}.{a}" for h, a in systems)
+        group = f"{m['corpus']}/{m['pair']}/{m['size']}/{m['preset']}/{m.get('variant', 'default')}/{m['layers']}/seed{m['seed']}"
+        name = "--".join(f"{h}.{a}" for h, a in systems)
         return f"{results_paths(self.root)['scores']}/compare/{group}/{self.test(m['corpus'])}/{name}"
 
 
@@ -187,7 +198,7 @@ def t1(f: Files):
 def _bleu_table(f: Files, part: str | None, name: str, caption: str):
     s = f.study
     sub = s if part is None else (s.get(part) or {})
-    models_ = [_model(s, c, p, s["deep"], h, sub.get("preset", s["preset"]))
+    models_ = [_model(s, c, p, s["deep"], h, sub if part else None)
                for c, p in _pairs(sub.get("data", {})) for h in s["heads"]]
     inputs = [f.bleu(m) for m in models_]
 
@@ -257,7 +268,7 @@ def t5(f: Files):
     s = f.study
     systems = [s["heads"][0], FIXED, _eight(s)]
     standard = [(_model(s, c, p, s["deep"], h), p) for c, p in _pairs(s["data"]) for h in systems]
-    lowres = [(_model(s, c, p, s["deep"], h, s["lowres"]["preset"]), f"{p} {LOWRES}")
+    lowres = [(_model(s, c, p, s["deep"], h, s["lowres"]), f"{p} {LOWRES}")
               for c, pairs in _eight_fixed_lowres(s).items() for p in pairs for h in systems]
     inputs = [f.bleu(m) for m, _ in standard + lowres] + [f.params(m) for m, _ in standard]
 
@@ -425,22 +436,6 @@ def effects(f: Files) -> list[tuple[str, str]]:
     return out
 
 
-def _training_time(f: Files) -> str:
-    """Wall time of the study's trainings, from the train rule's snakemake benchmark files."""
-    seconds = {}
-    for m, _ in models(f.study):
-        path = f"{results_paths(f.root)['models']}/{MODEL.format(**m)}/train.benchmark.tsv"
-        try:
-            seconds[MODEL.format(**m)] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-        except (OSError, KeyError, IndexError, ValueError):
-            continue  # trained elsewhere (published checkpoint) or before benchmarks existed
-    if not seconds:
-        return f"{len(set(MODEL.format(**m) for m, _ in models(f.study)))} models (no benchmark files)"
-    longest = max(seconds, key=seconds.get)
-    return (f"{len(seconds)} models, {sum(seconds.values()) / 60:.1f} min of training wall time in all "
-            f"(jobs run in parallel), longest {seconds[longest] / 60:.1f} min ({longest})")
-
-
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
     s, config = f.study, f.config
     from headlab.onmt_config import resolve_preset
@@ -468,7 +463,7 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"- high-resource (T3): " + ("configured" if s.get("highres") else "not configured (paper numbers only)"),
         f"- device: {config.get('training', {}).get('device', 'cpu')}; seeds: {s.get('seeds', [1])}",
     ]
-    lines.append(f"- training: {_training_time(f)}")
+    lines.append(f"- training: {training_time([m for m, _ in models(f.study)], f.root)}")
     lines += [f"- {k}: {v}" for k, v in provenance.items()]
     lines += ["", "## Which effects of the paper hold here", "", "| claim | here |", "|---|---|"]
     lines += [f"| {claim} | {verdict} |" for claim, verdict in effects(f)]

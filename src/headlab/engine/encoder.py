@@ -9,7 +9,8 @@ equals stock's and, given the same weights, so do the outputs (tests/test_encode
 Public methods: ``from_opt``, ``forward(src, src_len)``, ``set_src_vocab(vocab)``,
 ``disable_heads([k, ...])`` / ``enable_heads()`` / ``disabled_heads``,
 ``attention(src, src_len)`` (dense per-layer, per-head matrices for export),
-``aux_loss()``, ``reset_head_parameters()``, ``update_dropout``, ``load_stock_state_dict``.
+``aux_terms()`` / ``aux_loss()``, ``reset_head_parameters()``, ``update_dropout``,
+``load_stock_state_dict``.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from onmt.encoders.encoder import EncoderBase
 from onmt.modules.position_ffn import ActivationFunction, PositionwiseFeedForward
 from onmt.utils.misc import sequence_mask
 
+from headlab.engine.common import HeadSites, check_supported, first, mixer_options, sum_terms
 from headlab.errors import ConfigError
-from headlab.heads.attention import HeadlabSelfAttention, stock_key_map
+from headlab.heads.attention import HeadlabAttention
 from headlab.heads.base import HeadContext
 from headlab.heads.patterns import word_ids_from_continuation
 from headlab.heads.spec import LayerSpec, parse_spec
@@ -35,11 +37,11 @@ class HeadlabEncoderLayer(nn.Module):
     def __init__(self, layer: LayerSpec, d_model, heads, d_ff, dropout, attention_dropout, *,
                  pos_ffn_activation_fn=ActivationFunction.relu, add_qkvbias=False,
                  add_ffnbias=True, parallel_residual=False, layer_norm="standard",
-                 norm_eps=1e-6, use_ckpting=()):
+                 norm_eps=1e-6, use_ckpting=(), mixer_options=None):
         super().__init__()
-        self.self_attn = HeadlabSelfAttention(layer, d_model, d_model // heads,
-                                              add_qkvbias=add_qkvbias,
-                                              attention_dropout=attention_dropout)
+        self.self_attn = HeadlabAttention(layer, d_model, d_model // heads, site="enc",
+                                          add_qkvbias=add_qkvbias, attention_dropout=attention_dropout,
+                                          mixer_options=mixer_options)
         self.feed_forward = PositionwiseFeedForward(
             d_model, d_ff, dropout, pos_ffn_activation_fn, add_ffnbias, parallel_residual,
             layer_norm, norm_eps, use_ckpting=list(use_ckpting))
@@ -65,14 +67,14 @@ class HeadlabEncoderLayer(nn.Module):
 
 
 @register_encoder(ENCODER_NAME)
-class HeadlabEncoder(EncoderBase):
+class HeadlabEncoder(HeadSites, EncoderBase):
     def __init__(self, num_layers, d_model, heads, d_ff, dropout, attention_dropout,
                  embeddings, enc_heads="8L", **layer_kwargs):
         super().__init__()
         if d_model % heads:
             raise ConfigError(f"hidden size {d_model} is not divisible by heads={heads}", key="heads")
         self.spec = enc_heads
-        self.layer_specs = parse_spec(enc_heads, num_layers)
+        self.layer_specs = parse_spec(enc_heads, num_layers, site="enc")
         self.embeddings = embeddings
         self.transformer = nn.ModuleList(
             HeadlabEncoderLayer(spec, d_model, heads, d_ff, dropout, attention_dropout, **layer_kwargs)
@@ -92,22 +94,7 @@ class HeadlabEncoder(EncoderBase):
     @classmethod
     def from_opt(cls, opt, embeddings):
         """Read the options stock ``TransformerEncoder.from_opt`` reads, plus ``enc_heads``."""
-        def first(value):
-            return value[0] if isinstance(value, list) else value
-
-        unsupported = {
-            "max_relative_positions": getattr(opt, "max_relative_positions", 0) != 0,
-            "relative_positions_buckets": getattr(opt, "relative_positions_buckets", 0) != 0,
-            "num_kv": getattr(opt, "num_kv", 0) != 0,
-            "parallel_mode": (getattr(opt, "parallel_mode", "data_parallel") == "tensor_parallel"
-                              and getattr(opt, "world_size", 1) > 1),
-            "use_ckpting": "mha" in (getattr(opt, "use_ckpting", None) or []),
-        }
-        for key, bad in unsupported.items():
-            if bad:
-                raise ConfigError(f"-encoder_type {ENCODER_NAME} does not support "
-                                  f"{key}={getattr(opt, key)!r} yet (no head kind for it); "
-                                  f"use the stock transformer encoder", key=key)
+        check_supported(opt, f"-encoder_type {ENCODER_NAME}")
         return cls(
             opt.enc_layers, opt.enc_hid_size, opt.heads, opt.transformer_ff,
             first(opt.dropout), first(opt.attention_dropout), embeddings,
@@ -119,6 +106,7 @@ class HeadlabEncoder(EncoderBase):
             layer_norm=getattr(opt, "layer_norm", "standard"),
             norm_eps=getattr(opt, "norm_eps", 1e-6),
             use_ckpting=getattr(opt, "use_ckpting", None) or [],
+            mixer_options=mixer_options(opt),
         )
 
     def set_src_vocab(self, vocab) -> None:
@@ -126,18 +114,6 @@ class HeadlabEncoder(EncoderBase):
         tokens = getattr(vocab, "ids_to_tokens", vocab)
         flags = torch.tensor([str(t).endswith("@@") for t in tokens], dtype=torch.bool, device="cpu")
         self.continuation = flags
-
-    def reset_head_parameters(self) -> None:
-        """Re-apply head modules' own initialisation (e.g. open gates) after OpenNMT-py's
-        generic ``-param_init`` / ``-param_init_glorot`` pass over all parameters."""
-        for module in self.modules():
-            if module is not self and hasattr(module, "reset_head_parameters"):
-                module.reset_head_parameters()
-
-    @staticmethod
-    def load_stock_state_dict(state_dict: dict) -> dict:
-        """Rename a stock TransformerEncoder state dict for a headlab ``8L`` encoder."""
-        return {stock_key_map(k): v for k, v in state_dict.items()}
 
     # -- forward ------------------------------------------------------------------------
     def context(self, src: Tensor, src_len: Tensor, word_ids: Tensor | None = None) -> HeadContext:
@@ -203,13 +179,15 @@ class HeadlabEncoder(EncoderBase):
         scale = self.transformer[0].self_attn.head_scale
         return [k + 1 for k in range(scale.numel()) if scale[k] == 0]
 
+    def aux_terms(self) -> dict[str, Tensor]:
+        """Named auxiliary terms (``kl``, ``l0``) of the last forward, summed over layers."""
+        return sum_terms(layer.self_attn.aux_terms() for layer in self.transformer)
+
     def aux_loss(self) -> Tensor:
-        """Sum of the auxiliary losses of all head kinds and mixers (0 if none)."""
-        losses = [layer.self_attn.aux_loss() for layer in self.transformer]
-        losses = [loss for loss in losses if loss is not None]
-        if not losses:
-            return self.layer_norm.weight.new_zeros(())
-        return sum(losses)
+        """Unweighted sum of all auxiliary terms (0 if none); training weighs each term
+        by its own coefficient instead (headlab.engine.aux_loss)."""
+        terms = self.aux_terms()
+        return sum(terms.values()) if terms else self.layer_norm.weight.new_zeros(())
 
     def update_dropout(self, dropout, attention_dropout):
         self.embeddings.update_dropout(dropout)

@@ -1,0 +1,19 @@
+# Learning curves: each trained model's training/validation loss and accuracy over steps,
+# parsed from OpenNMT-py's train.log into a tidy CSV beside its scores (publish copies it);
+# every study draws its models' curves as the `learning_curves` figure (rules/tables.smk).
+
+
+rule learning_curve:
+    input:
+        # the finished model: its train.log (the train rule's log) is complete then
+        f"{MODELS}/{MODEL}/model.pt",
+    output:
+        f"{SCORES}/{MODEL}/learning_curve.csv",
+    params:
+        train_log=lambda w: f"{model_dir(w)}/train.log",
+    log:
+        f"{LOGS}/learning_curve/{MODEL}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab learning-curve --log {params.train_log} --out {output} 2> {log}"

@@ -1,0 +1,113 @@
+"""The one path for model-side auxiliary loss terms (paper B's KL, paper D's L0).
+
+Head kinds and mixers report named terms of their last forward (``aux_terms()``: DHICM
+``kl``, hard-concrete gates ``l0``); the encoder and decoder sum them per name. This module
+weighs them into OpenNMT-py's training loss:
+
+    L = L_xent + Σ_name sign_name · λ_name · term_name          (λ from the options below)
+
+=======  ==============  =====  ==========================================================
+term     option          sign   why
+=======  ==============  =====  ==========================================================
+``kl``   ``-lambda_kl``  −1     paper B eq. 5: L = L_c − λ L_KL (KL to uniform maximised)
+``l0``   ``-lambda_l0``  +1     Voita et al. 2019 / paper D: L = L_xent + λ L_C
+=======  ==============  =====  ==========================================================
+
+Normalisation. OpenNMT-py sums the cross-entropy over a sub-batch and divides the gradient
+by ``normalization``, the token (or sentence) count of all accumulated sub-batches
+(``Trainer._accum_batches``). Each term here is a mean (KL: over the real tokens of its
+layer; L0: a property of the model), so it is multiplied by the sub-batch's ``share`` of
+that count, computed exactly as the trainer does: the step then weighs λ·term against the
+mean cross-entropy, for any ``accum_count`` and either ``normalization``.
+
+Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
+early-stopping criterion, validation) stays pure cross-entropy. Each term is logged on its
+own ``aux:`` line (mean per share, i.e. per target token with ``normalization tokens``)
+beside every training report, and in validation; they never enter the loss in validation.
+"""
+from __future__ import annotations
+
+import torch
+from onmt.utils.loss import LossCompute
+from onmt.utils.logging import logger
+from onmt.utils.statistics import Statistics
+
+#: term name -> (option holding its weight, sign in the loss)
+AUX_TERMS = {"kl": ("lambda_kl", -1.0), "l0": ("lambda_l0", 1.0)}
+
+
+def model_terms(model) -> dict[str, torch.Tensor]:
+    """Named terms of the model's last forward: encoder's and decoder's, added per name."""
+    from headlab.engine.common import sum_terms
+    parts = [part.aux_terms() for part in (getattr(model, "encoder", None), getattr(model, "decoder", None))
+             if hasattr(part, "aux_terms")]
+    return sum_terms(parts)
+
+
+def weights(opt) -> dict[str, float]:
+    """term -> signed weight from the options."""
+    return {name: sign * float(getattr(opt, option, 0.0) or 0.0) for name, (option, sign) in AUX_TERMS.items()}
+
+
+class AuxLossCompute(LossCompute):
+    """OpenNMT-py's LossCompute plus the weighted auxiliary terms (see module doc)."""
+
+    @classmethod
+    def from_opts(cls, opt, model, vocab, train=True):
+        compute = super().from_opts(opt, model, vocab, train)
+        object.__setattr__(compute, "_model", model)     # not a sub-module of the loss
+        compute.norm_method = getattr(opt, "normalization", "sents")
+        compute.aux_weights = weights(opt)
+        return compute
+
+    def share(self, batch) -> int:
+        """This sub-batch's part of the trainer's ``normalization`` (same count)."""
+        if self.norm_method == "tokens":
+            tokens = batch["tgt"][:, 1:, 0].ne(self.padding_idx).sum().item()
+            return int(tokens - len(batch["tgt"]))
+        return len(batch["tgt"])
+
+    def forward(self, batch, output, attns, trunc_start=0, trunc_size=None):
+        loss, stats = super().forward(batch, output, attns, trunc_start, trunc_size)
+        terms = model_terms(self._model)
+        if not terms:
+            return loss, stats
+        share = self.share(batch)
+        for name, value in terms.items():
+            weight = self.aux_weights.get(name, 0.0)
+            if weight and self._model.training and loss is not None:
+                loss = loss + weight * value * share
+            stats.aux[name] = stats.aux.get(name, 0.0) + float(value.detach()) * share
+        stats.aux_share += share
+        return loss, stats
+
+
+class AuxStatistics(Statistics):
+    """Statistics that also sum the auxiliary terms (per share) and log them apart."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.aux: dict[str, float] = {}
+        self.aux_share = 0
+
+    def update(self, stat, update_n_src_words=False):
+        super().update(stat, update_n_src_words)
+        for name, value in getattr(stat, "aux", {}).items():
+            self.aux[name] = self.aux.get(name, 0.0) + value
+        self.aux_share += getattr(stat, "aux_share", 0)
+
+    def aux_means(self) -> dict[str, float]:
+        return {name: value / max(self.aux_share, 1) for name, value in sorted(self.aux.items())}
+
+    def aux_line(self) -> str:
+        return " ".join(f"{name}={value:.4f}" for name, value in self.aux_means().items())
+
+    def output(self, step, num_steps, learning_rate, start):
+        super().output(step, num_steps, learning_rate, start)
+        if self.aux:
+            logger.info("Step %d aux: %s", step, self.aux_line())
+
+    def log_tensorboard(self, prefix, writer, learning_rate, patience, step):
+        super().log_tensorboard(prefix, writer, learning_rate, patience, step)
+        for name, value in self.aux_means().items():
+            writer.add_scalar(f"{prefix}/aux_{name}", value, step)

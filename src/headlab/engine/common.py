@@ -1,0 +1,63 @@
+"""Helpers shared by the encoder and decoder."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from torch import Tensor
+
+
+def first(value):
+    """OpenNMT-py keeps some options as one-element lists (dropout schedules)."""
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
+def mixer_options(opt) -> dict:
+    """The model options head mixers read (see HeadMixer.build)."""
+    return {"dhicm_dm": getattr(opt, "dhicm_dm", 0),
+            "dhicm_dropout": first(getattr(opt, "dhicm_dropout", 0.0))}
+
+
+def check_supported(opt, what: str, extra: dict[str, bool] | None = None) -> None:
+    """ConfigError for OpenNMT-py options headlab's attention does not implement (yet)."""
+    from headlab.errors import ConfigError
+
+    unsupported = {
+        "max_relative_positions": getattr(opt, "max_relative_positions", 0) != 0,
+        "relative_positions_buckets": getattr(opt, "relative_positions_buckets", 0) != 0,
+        "num_kv": getattr(opt, "num_kv", 0) != 0,
+        "parallel_mode": (getattr(opt, "parallel_mode", "data_parallel") == "tensor_parallel"
+                          and getattr(opt, "world_size", 1) > 1),
+        "use_ckpting": "mha" in (getattr(opt, "use_ckpting", None) or []),
+        **(extra or {}),
+    }
+    for key, bad in unsupported.items():
+        if bad:
+            raise ConfigError(f"{what} does not support {key}={getattr(opt, key)!r} yet (no head "
+                              f"kind for it); use the stock transformer", key=key)
+
+
+def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """Add dicts of named auxiliary terms key by key."""
+    total: dict[str, Tensor] = {}
+    for part in terms:
+        for name, value in part.items():
+            total[name] = total[name] + value if name in total else value
+    return total
+
+
+class HeadSites:
+    """What the headlab encoder and decoder share: head-module initialisation and the stock
+    state-dict mapping (mixed into both)."""
+
+    def reset_head_parameters(self) -> None:
+        """Re-apply head modules' own initialisation (e.g. open gates) after OpenNMT-py's
+        generic ``-param_init`` / ``-param_init_glorot`` pass over all parameters."""
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_head_parameters"):
+                module.reset_head_parameters()
+
+    @staticmethod
+    def load_stock_state_dict(state_dict: dict) -> dict:
+        """Rename a stock TransformerEncoder/Decoder state dict for headlab ``8L`` sites."""
+        from headlab.heads.attention import stock_key_map
+        return {stock_key_map(k): v for k, v in state_dict.items()}

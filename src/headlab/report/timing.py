@@ -1,0 +1,22 @@
+"""Training wall time of a study's models, from the train rule's snakemake benchmark files."""
+from __future__ import annotations
+
+from headlab.workflow import model_path, results_paths
+
+
+def training_time(models: list[dict], root: str) -> str:
+    """One README line: how many models, their summed training wall time, the longest."""
+    import pandas as pd
+
+    seconds = {}
+    for m in models:
+        path = f"{results_paths(root)['models']}/{model_path(m)}/train.benchmark.tsv"
+        try:
+            seconds[model_path(m)] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+        except (OSError, KeyError, IndexError, ValueError):
+            continue  # trained elsewhere (published checkpoint) or before benchmarks existed
+    if not seconds:
+        return f"{len(set(model_path(m) for m in models))} models (no benchmark files)"
+    longest = max(seconds, key=seconds.get)
+    return (f"{len(seconds)} models, {sum(seconds.values()) / 60:.1f} min of training wall time in all "
+            f"(jobs run in parallel), longest {seconds[longest] / 60:.1f} min ({longest})")

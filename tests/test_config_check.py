@@ -1,0 +1,85 @@
+"""Config errors found when the DAG is built: one ConfigError naming the config key."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from headlab.config_check import check, where
+from test_workflow import set_dotted
+from headlab.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = yaml.safe_load((ROOT / "tests/configs/smoke.yaml").read_text())
+
+
+def _config(**changes):
+    return set_dotted(copy.deepcopy(SMOKE), changes)
+
+
+def _error(config) -> str:
+    with pytest.raises(ConfigError) as err:
+        check(config)
+    return str(err.value)
+
+
+def test_the_shipped_configs_pass():
+    for name in ("config.yaml", "multi30k-gpu.yaml", "paper.yaml"):
+        check(yaml.safe_load((ROOT / "config" / name).read_text()))
+    check(_config())
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"studies.baseline.heads": ["8L", "7Fbogus+1L"]},
+     "[studies.baseline.heads[1]] bad head spec '7Fbogus+1L': term '7Fbogus': unknown head kind 'Fbogus'"),
+    ({"studies.paper_A.eight_fixed": "8Ftokn"},
+     "[studies.paper_A.eight_fixed] bad head spec '8Ftokn': term '8Ftokn': unknown head kind 'Ftokn'; "
+     "did you mean 'Ftoken'?"),
+    ({"studies.baseline.layers": ["2+2"], "studies.baseline.heads": ["8L,8L,8L"]},
+     "[studies.baseline.heads[0]] bad head spec '8L,8L,8L': it describes 3 layers but the encoder self-attention has 2"),
+    ({"studies.baseline.heads": ["8L@cross=7Ftoken+1L"]},
+     "[studies.baseline.heads[0]] bad head spec '7Ftoken+1L': term '7Ftoken': head kind 'Ftoken' cannot be used in "
+     "decoder cross-attention"),
+    ({"studies.baseline.heads": ["8L@dec=8L~dhicmm"]},
+     "[studies.baseline.heads[0]] bad head spec '8L~dhicmm': term '|dhicmm': unknown head mixer 'dhicmm'; did you mean 'dhicm'?"),
+    ({"studies.baseline.overrides": {"lambda_kl": -0.1}},
+     "[studies.baseline.overrides.lambda_kl] lambda_kl must be a number >= 0, got -0.1"),
+    ({"studies.paper_A.lowres.preset": "tiny_lowress"},
+     "[studies.paper_A.lowres.preset] unknown model preset 'tiny_lowress' (did you mean 'tiny_lowres'?)"),
+    ({"training.overrides.lerning_rate": 1.0},
+     "[training.overrides.lerning_rate] unknown OpenNMT-py train option 'lerning_rate'; did you mean 'learning_rate'?"),
+    ({"studies.baseline.overrides": {"dropuot": [0.3]}},
+     "[studies.baseline.overrides.dropuot] unknown OpenNMT-py train option 'dropuot'; did you mean 'dropout'?"),
+    ({"studies.paper_A.lowres.data": {"multi30k": ["fr-en", "vi-en"]}},
+     "[studies.paper_A.lowres.data.multi30k[1]] dataset 'multi30k' has no language 'vi'"),
+    ({"studies.baseline.data": {"multi31k": ["de-en"]}},
+     "[studies.baseline.data.multi31k] corpus 'multi31k' is not configured under corpora; did you mean 'multi30k'?"),
+    ({"corpora.multi30k.dataset": "multi30"},
+     "[corpora.multi30k.dataset] unknown dataset 'multi30'; did you mean 'multi30k'?"),
+    ({"corpora.multi30k.tests": ["test_2016_flikr"]},
+     "[corpora.multi30k.tests[0]] dataset 'multi30k' has no split 'test_2016_flikr'; did you mean 'test_2016_flickr'?"),
+    ({"training.overrides.encoder_type": "transformer"},
+     "[studies.paper_A.heads[1]] head spec '7Ftoken+1L' needs encoder_type 'headlab'"),
+])
+def test_bad_values_name_their_key(change, expected):
+    assert expected in _error(_config(**change))
+
+
+def test_where_finds_list_items_mapping_keys_and_scalars():
+    study = {"data": {"multi30k": ["de-en", "en-de"]}, "heads": ["8L", "1L"], "size": 300}
+    assert where(study, "en-de", "s") == "s.data.multi30k[1]"
+    assert where(study, "multi30k", "s") == "s.data.multi30k"
+    assert where(study, "1L", "s") == "s.heads[1]"
+    assert where(study, "300", "s") == "s.size"
+    assert where(study, "nothing", "s") is None
+
+
+def test_subsample_larger_than_a_mirrored_corpus_is_a_config_error(mirror, tmp_path):
+    config = _config(**{"studies.paper_A.size": 29001, "results": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"\[studies.paper_A.size\] a subsample of 29001 pairs is larger than "
+                                          r"corpus 'multi30k', whose training split has 29000 lines"):
+        check(config, mirror=str(mirror))
+    check(_config(**{"studies.paper_A.size": 29000, "results": str(tmp_path)}), mirror=str(mirror))
+    check(config)  # no mirror, nothing fetched: left to the prepare job

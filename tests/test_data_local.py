@@ -1,0 +1,174 @@
+"""Own corpora (dataset: local): every kind of bad input gives one error naming file and
+line, or a documented cleaning step whose count is reported; sides never shift."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from headlab.data.local import main, prepare, split_config
+from headlab.errors import ConfigError, DataError
+
+GOOD = [(f"das ist satz {i}", f"this is sentence {i}") for i in range(1, 21)]
+
+
+def _corpus(tmp_path, train=GOOD, test=GOOD[:5], raw=None, **extra):
+    """A local corpus with plain train/valid/test files (``raw``: split -> (src bytes, tgt bytes))."""
+    files = {}
+    for split, pairs in (("train", train), ("valid", GOOD[:5]), ("test", test)):
+        data = (raw or {}).get(split) or tuple(("\n".join(p[i] for p in pairs) + "\n").encode() for i in (0, 1))
+        files[split] = {}
+        for lang, content in zip(("de", "en"), data):
+            path = tmp_path / f"{split}.{lang}"
+            path.write_bytes(content)
+            files[split][lang] = str(path)
+    return {"dataset": "local", "files": files, "train": "train", "valid": "valid", "tests": ["test"],
+            "bpe_merges": 10, **extra}
+
+
+def _lines(pairs):
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def test_clean_files_pass_unchanged_in_both_directions_and_gzipped(tmp_path):
+    corpus = _corpus(tmp_path)
+    src, tgt, report = prepare(corpus, "de-en", "train")
+    assert (src, tgt) == _lines(GOOD) and report["pairs_removed"] == 0 and report["normalised"] == {}
+    src, tgt, _ = prepare(corpus, "en-de", "train")
+    assert (tgt, src) == _lines(GOOD)
+    for lang in ("de", "en"):
+        plain = tmp_path / f"train.{lang}"
+        (tmp_path / f"train.{lang}.gz").write_bytes(gzip.compress(plain.read_bytes()))
+        corpus["files"]["train"][lang] = str(plain) + ".gz"
+    src, tgt, report = prepare(corpus, "de-en", "train")
+    assert (src, tgt) == _lines(GOOD)
+    assert report["files"][0]["path"].endswith("train.de.gz") and len(report["files"][0]["sha256"]) == 64
+
+
+def test_tsv_variant_reads_columns_by_language(tmp_path):
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("".join(f"{s}\t{t}\n" for s, t in GOOD))
+    corpus = _corpus(tmp_path)
+    corpus["files"]["train"] = {"tsv": str(tsv), "langs": ["de", "en"]}
+    assert prepare(corpus, "de-en", "train")[:2] == _lines(GOOD)
+    src, tgt, _ = prepare(corpus, "en-de", "train")
+    assert (tgt, src) == _lines(GOOD)
+
+
+def test_tsv_line_without_exactly_one_tab_names_file_and_line(tmp_path):
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("a\tb\nc\td\te\nf\tg\n")
+    corpus = _corpus(tmp_path)
+    corpus["files"]["train"] = {"tsv": str(tsv), "langs": ["de", "en"]}
+    with pytest.raises(DataError, match=rf"{tsv}:2: 3 tab-separated fields, expected 2"):
+        prepare(corpus, "de-en", "train")
+
+
+def test_crlf_and_bom_are_normalised_and_counted(tmp_path):
+    src = "\ufeff" + "".join(s + "\r\n" for s, _ in GOOD)
+    tgt = "".join(t + "\n" for _, t in GOOD)
+    corpus = _corpus(tmp_path, raw={"train": (src.encode(), tgt.encode())})
+    out_src, out_tgt, report = prepare(corpus, "de-en", "train")
+    assert (out_src, out_tgt) == _lines(GOOD)
+    path = corpus["files"]["train"]["de"]
+    assert report["normalised"] == {f"{path}: UTF-8 BOM removed": 1, f"{path}: CRLF line endings normalised": 20}
+
+
+def test_control_characters_become_spaces_and_are_counted(tmp_path):
+    pairs = list(GOOD)
+    pairs[3] = ("das\x07 ist\x1b satz\u2028vier", "this is\rfour")
+    corpus = _corpus(tmp_path, train=pairs)
+    src, tgt, report = prepare(corpus, "de-en", "train")
+    assert src[3] == "das  ist  satz vier" and tgt[3] == "this is four" and len(src) == 20
+    assert report["first_line"][f"{corpus['files']['train']['en']}: lines with control characters (replaced by a space)"] == 4
+
+
+@pytest.mark.parametrize("bad, reason", [
+    (("   ", "only the target"), "empty or whitespace-only side"),
+    (("nur die quelle", ""), "empty or whitespace-only side"),
+    (("wort " * 5000, "word " * 5000), "more than 250 tokens"),
+    (("ein", "a very long translation of one single short word here"), "length ratio above 9"),
+])
+def test_train_pairs_clean_corpus_n_would_drop_are_removed_and_counted(tmp_path, bad, reason):
+    pairs = list(GOOD)
+    pairs.insert(7, bad)
+    corpus = _corpus(tmp_path, train=pairs)
+    src, tgt, report = prepare(corpus, "de-en", "train")
+    assert (src, tgt) == _lines(GOOD)  # the pair went, both sides: nothing shifted
+    assert report["removed"] == {reason: 1} and report["first_line"][f"removed: {reason}"] == 8
+    assert report["pairs_read"] == 21 and report["pairs_written"] == 20
+
+
+@pytest.mark.parametrize("bad, side, reason", [
+    (("   ", "only the target"), "de", "empty or whitespace-only side"),
+    (("ein wort", "word " * 5000), "en", "more than 250 tokens"),
+])
+def test_test_sets_are_never_cleaned_a_bad_line_is_an_error(tmp_path, bad, side, reason):
+    corpus = _corpus(tmp_path, test=[GOOD[0], bad])
+    with pytest.raises(DataError, match=rf"{corpus['files']['test'][side]}:2: {reason}; a test set is never cleaned"):
+        prepare(corpus, "de-en", "test")
+
+
+def test_limits_come_from_the_config(tmp_path):
+    pairs = list(GOOD) + [("a b c d e f", "a")]
+    corpus = _corpus(tmp_path, train=pairs, clean={"max_tokens": 5, "max_ratio": 3})
+    _, _, report = prepare(corpus, "de-en", "train")
+    assert report["removed"] == {"more than 5 tokens": 1} and report["cleaning"] == {"max_tokens": 5, "max_ratio": 3}
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    src = "".join(s + "\n" for s, _ in GOOD[:3]).encode() + b"caf\xe9\n"
+    tgt = "".join(t + "\n" for _, t in GOOD[:4]).encode()
+    corpus = _corpus(tmp_path, raw={"train": (src, tgt)})
+    with pytest.raises(DataError, match=rf"{corpus['files']['train']['de']}:4: invalid UTF-8 at byte 3"):
+        prepare(corpus, "de-en", "train")
+
+
+def test_line_counts_that_differ_name_both_files(tmp_path):
+    corpus = _corpus(tmp_path, raw={"train": (b"a\nb\nc\n", b"a\nb\n")})
+    with pytest.raises(DataError, match=r"train\.de has 3 lines, .*train\.en has 2"):
+        prepare(corpus, "de-en", "train")
+
+
+def test_subsample_after_cleaning_and_too_large_a_sample(tmp_path):
+    pairs = list(GOOD) + [("", "x")]
+    corpus = _corpus(tmp_path, train=pairs)
+    src, tgt, report = prepare(corpus, "de-en", "train", size=5, seed=1)
+    assert len(src) == len(tgt) == 5 and all(s.split()[-1] == t.split()[-1] for s, t in zip(src, tgt))
+    with pytest.raises(DataError, match="cannot subsample 21 pairs: 20 of 21 are left after cleaning"):
+        prepare(corpus, "de-en", "train", size=21, seed=1)
+
+
+def test_cli_writes_outputs_and_report_or_nothing(tmp_path, capsys):
+    corpus = _corpus(tmp_path, train=list(GOOD) + [("", "x")])
+    out = tmp_path / "out"
+    args = ["--corpus-json", json.dumps(split_config(corpus, "train")), "--pair", "de-en", "--split", "train",
+            "--out-src", str(out / "a.src"), "--out-tgt", str(out / "a.tgt"), "--report", str(out / "a.json")]
+    assert main(args) == 0
+    assert len((out / "a.src").read_text().splitlines()) == 20
+    assert json.loads((out / "a.json").read_text())["removed"] == {"empty or whitespace-only side": 1}
+    assert "21 pairs read, 1 removed (1 empty or whitespace-only side (first: line 21))" in capsys.readouterr().err
+    (tmp_path / "bad").mkdir()
+    bad = _corpus(tmp_path / "bad", raw={"train": (b"a\n", b"a\nb\n")})
+    out2 = tmp_path / "out2"
+    args = ["--corpus-json", json.dumps(bad), "--pair", "de-en", "--split", "train",
+            "--out-src", str(out2 / "a.src"), "--out-tgt", str(out2 / "a.tgt"), "--report", str(out2 / "a.json")]
+    assert main(args) == 1
+    assert not out2.exists() or not list(out2.iterdir())
+
+
+def test_config_check_of_local_corpora(tmp_path):
+    from headlab.data.local import check_corpus, check_pair
+
+    corpus = _corpus(tmp_path)
+    check_corpus(corpus, "corpora.mine")
+    check_pair(corpus, "en-de", "k")
+    with pytest.raises(ConfigError, match=r"\[k\] pair 'de-fr' is not in this local corpus: its files are in de and en"):
+        check_pair(corpus, "de-fr", "k")
+    corpus["files"]["valid"]["en"] = str(tmp_path / "missing.en")
+    with pytest.raises(ConfigError, match=r"\[corpora.mine.files.valid\] no such file: .*missing.en"):
+        check_corpus(corpus, "corpora.mine")
+    corpus["tests"] = ["tset"]
+    with pytest.raises(ConfigError, match=r"\[corpora.mine.tests\[0\]\] split 'tset' has no files"):
+        check_corpus(corpus, "corpora.mine")

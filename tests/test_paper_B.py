@@ -1,0 +1,108 @@
+"""Paper B study: the grid search as a data-dependent DAG (stage 2 derived from stage 1's
+result), precise reruns of the grid, bad config, and a tiny end-to-end run of every
+table and figure."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headlab.errors import ConfigError
+from headlab.studies import paper_B
+from test_workflow import snakemake, write_config
+
+STUDY = {"data": {"multi30k": ["de-en"]}, "layers": "1+1", "preset": "mini_paper_B", "lambda_kl": 0.1,
+         "grid": {"stage1": {"heads": [4, 8]}, "stage2": {"dropout": [0.0, 0.1], "label_smoothing": [0.1]}},
+         "sizes": [150], "subsamples": 2, "figure_sentence": 1}
+
+
+def _paper_b_config(tmp_path, mirror, **study):
+    return write_config(tmp_path, mirror, **{"studies": {"paper_B": {**STUDY, **study}},
+                                            "training.overrides.valid_steps": 3,
+                                            "training.overrides.save_checkpoint_steps": 3})
+
+
+def test_grid_before_and_after_stage_one(tmp_path):
+    root = str(tmp_path)
+    static = list(paper_B.models(STUDY, root))
+    # without stage files: T-base (full and the 2 subsamples) and stage 1's two DHICM candidates
+    assert len(static) == 5
+    heads = {m["heads"] for m, _ in static}
+    assert heads == {"8L", "*4L,4L~dhicm@dec=*4L,4L~dhicm@cross=*4L,4L~dhicm",
+                     "*8L,8L~dhicm@dec=*8L,8L~dhicm@cross=*8L,8L~dhicm"}
+    # preset values are left out of the variant: heads 8 is the preset's, so only lambda_kl
+    assert {m["variant"] for m, _ in static} == {"default", "heads=4,lambda_kl=0.1", "lambda_kl=0.1"}
+    stage1 = paper_B.stage_file(root, "multi30k", "de-en", "stage1")
+    (tmp_path / stage1).parent.mkdir(parents=True)
+    (tmp_path / stage1).write_text(json.dumps({"chosen": {"heads": 4, "lambda_kl": 0.1}}))
+    stage2 = paper_B.stage_models(STUDY, root, "multi30k", "de-en", "stage2")
+    # stage 2 at stage 1's choice; dropout 0.1 and label smoothing 0.1 are the preset's
+    assert [o for _, o in stage2] == [{"heads": 4, "lambda_kl": 0.1, "dropout": [0.0]},
+                                      {"heads": 4, "lambda_kl": 0.1}]
+    assert paper_B.final_models(STUDY, root, "multi30k", "de-en") is None
+
+
+@pytest.mark.parametrize("grid, key", [
+    ({"stage1": {}, "stage2": {"dropout": [0.1]}}, "studies.paper_B.grid.stage1"),
+    ({"stage1": {"heads": []}, "stage2": {"dropout": [0.1]}}, "studies.paper_B.grid.stage1.heads"),
+])
+def test_empty_grid_names_the_key(grid, key):
+    with pytest.raises(ConfigError, match=rf"\[{key}\]"):
+        paper_B.check({**STUDY, "grid": grid})
+
+
+def test_dry_run_stage_two_waits_for_stage_one(tmp_path, mirror):
+    config = _paper_b_config(tmp_path, mirror)
+    result = snakemake("-n", "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout + result.stderr
+    assert "study_stage" in out and "DAG of jobs will be updated after completion" in out
+    assert "stages/multi30k/de-en/stage1.json" in out
+    assert "stage2.json" not in out           # named only once stage 1 has chosen
+
+
+@pytest.mark.slow
+def test_end_to_end_paper_b(tmp_path, mirror):
+    config = _paper_b_config(tmp_path, mirror)
+    result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
+    assert result.returncode == 0, result.stderr[-5000:]
+    out = tmp_path / "results/paper_B"
+    for name in ("T2", "T2grid", "T3", "T4", "importance"):
+        for ext in ("csv", "md", "tex"):
+            assert (out / f"{name}.{ext}").stat().st_size > 0, name
+    for name in ("F1", "F2", "F3", "learning_curves"):
+        for ext in ("png", "pdf", "csv"):
+            assert (out / f"{name}.{ext}").stat().st_size > 0, name
+    stage1 = json.loads((out / "stages/multi30k/de-en/stage1.json").read_text())
+    stage2 = json.loads((out / "stages/multi30k/de-en/stage2.json").read_text())
+    assert len(stage1["candidates"]) == 2 and len(stage2["candidates"]) == 2
+    best1 = min(stage1["candidates"], key=lambda c: c["valid_xent"])
+    assert stage1["chosen"] == best1["overrides"]
+    assert all(c["overrides"]["heads"] == stage1["chosen"].get("heads", 8) or "heads" not in stage1["chosen"]
+               for c in stage2["candidates"])
+    import csv
+    with open(out / "T3.csv", encoding="utf-8") as handle:
+        t3 = {row["row"]: row for row in csv.DictReader(handle)}
+    assert float(t3["WMT17-CS"]["DHICM paper"]) == 25.68
+    assert 0.0 <= float(t3["multi30k de-en"]["DHICM ours"]) <= 100.0
+    readme = (out / "README.md").read_text()
+    assert "DHICM >= T-optimal" in readme and "T-optimal >= T-base" in readme
+    # the DHICM model of stage 2's choice is the final one: not trained twice
+    trained = list((tmp_path / "results/models").rglob("model.pt"))
+    assert len(trained) == len({p.parent for p in trained})
+    again = snakemake("-n", "--configfile", str(config))
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    # one grid value changed: only the models it affects train (the new stage-2 candidate,
+    # and the finals if the choice moves); stage 1 and T-base are not retrained
+    before = {p: p.stat().st_mtime for p in (tmp_path / "results/models").rglob("model.pt")}
+    changed = write_config(tmp_path, mirror, **{
+        "studies": {"paper_B": {**STUDY, "grid": {**STUDY["grid"], "stage2": {"dropout": [0.0, 0.2],
+                                                                             "label_smoothing": [0.1]}}}},
+        "training.overrides.valid_steps": 3, "training.overrides.save_checkpoint_steps": 3})
+    rerun = snakemake("--cores", "2", "--configfile", str(changed), timeout=1500)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = {p: p.stat().st_mtime for p in (tmp_path / "results/models").rglob("model.pt")}
+    assert any("dropout=0.2" in str(p) for p in set(after) - set(before))
+    stage1_models = {c["model"] for c in stage1["candidates"]}
+    kept = [p for p in before if any(m in str(p) for m in stage1_models) or "/default/" in str(p)]
+    assert len(kept) == 2 + 1 + 2 and all(after[p] == before[p] for p in kept)
