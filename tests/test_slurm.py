@@ -47,10 +47,10 @@ def test_merge_overlays_nested_keys_and_removes_nulls():
     assert merge(base, {"sdm": None, "res": {"train": {"mem": 2}}}) == {"a": 1, "res": {"train": {"p": "gpu", "mem": 2}}}
 
 
-def slurm_profile(folder: Path) -> tuple[Path, dict]:
-    """profiles/slurm with the test overlay (tests/slurm/profile.yaml) applied."""
-    profile = merge(yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text()),
-                    yaml.safe_load((SLURM / "profile.yaml").read_text()))
+def slurm_profile(folder: Path, **changes) -> tuple[Path, dict]:
+    """profiles/slurm with the test overlay (tests/slurm/profile.yaml) and `changes` applied."""
+    profile = merge(merge(yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text()),
+                          yaml.safe_load((SLURM / "profile.yaml").read_text())), changes)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(profile))
     return folder, profile
@@ -249,11 +249,12 @@ def test_job_over_its_memory_limit_fails_naming_rule_and_resource(slurm_run):
     # another model of the same run: onmt_config, then train with a 200 MB limit
     model = slurm_run.tmp / "results/models/multi30k/de-en/300/tiny/default/1+1/1L/seed1/model.pt"
     started = time.monotonic()
-    result = snakemake(str(model), "--profile", str(slurm_run.profile_dir), "--retries", "0",
-                       "--set-resources", "train:mem_mb=200", "--slurm-logdir", str(slurm_run.tmp / "slurm_logs"),
+    profile_dir, _ = slurm_profile(slurm_run.tmp / "profile-200mb", retries=0,
+                                   **{"set-resources": {"train": {"mem_mb": 200}}})
+    result = snakemake(str(model), "--profile", str(profile_dir), "--slurm-logdir", str(slurm_run.tmp / "slurm_logs"),
                        "--configfile", str(slurm_run.config), timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and not model.exists()
     assert time.monotonic() - started < 300, "a job over its memory limit must fail, not hang"
     assert "Error in rule train" in output
-    assert re.search(r"rule train .*exceeded its memory limit.*raise mem_mb", output), output[-4000:]
+    assert re.search(r"rule train exceeded its memory limit \(mem_mb=200\): raise mem_mb", output), output[-4000:]

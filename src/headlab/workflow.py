@@ -152,8 +152,9 @@ def memory_hints(log_text: str, read=lambda path: open(path, errors="replace").r
             mem = jobid and re.search(rf"^\s*jobid: {jobid[1]}\n(?:\s+\w+: .*\n)*?\s+resources: .*\bmem_mb=(\d+)",
                                       log_text, re.M)
             limit = f" (mem_mb={mem[1]})" if mem else ""
+            # not `--set-resources` on the command line: it replaces the profile's set-resources
             hints.append(f"headlab: rule {rule} exceeded its memory limit{limit}: raise mem_mb for it "
-                         f"(profile `set-resources: {rule}: mem_mb: …`, or `--set-resources {rule}:mem_mb=…`)")
+                         f"in the profile (`set-resources: {rule}: mem_mb: …`)")
     return hints
 
 
