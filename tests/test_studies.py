@@ -90,10 +90,10 @@ def test_table5_lowres_pair_must_be_a_lowres_pair():
 
 
 def test_verdict_wording():
-    assert paper_A._verdict(2, 2) == "holds (2 of 2)"
-    assert paper_A._verdict(1, 3) == "partly holds (1 of 3)"
-    assert paper_A._verdict(0, 1) == "does not hold (0 of 1)"
-    assert paper_A._verdict(0, 0) == "not measured in this run"
+    assert paper_A.verdict(2, 2) == "holds (2 of 2)"
+    assert paper_A.verdict(1, 3) == "partly holds (1 of 3)"
+    assert paper_A.verdict(0, 1) == "does not hold (0 of 1)"
+    assert paper_A.verdict(0, 0) == "not measured in this run"
 
 
 def test_distil_split_puts_correct_then_incorrect(mirror):

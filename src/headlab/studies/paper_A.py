@@ -18,14 +18,14 @@ deep decoder) so that our numbers stand beside the paper's 6+1 / 6+6 ones.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Callable, Mapping
 
 import pandas as pd
 
 from headlab.errors import ConfigError
+from headlab.studies import common
+from headlab.studies.common import load_json, verdict
 from headlab.report.tables import Table, beside, pivot
 from headlab.report.timing import training_time
 from headlab.workflow import model_path, results_paths, variant_name
@@ -145,16 +145,9 @@ class Files:
         return f"{results_paths(self.root)['scores']}/compare/{group}/{self.test(m['corpus'])}/{name}"
 
 
-def _load_json(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
 
 def reference(table: str) -> pd.DataFrame:
-    text = resources.files("headlab.studies").joinpath("paper_A_reference.csv").read_text(encoding="utf-8")
-    from io import StringIO
-    ref = pd.read_csv(StringIO(text), dtype={"layers": str})
-    return ref[ref["table"] == table].copy()
+    return common.reference("paper_A_reference.csv", table, dtype={"layers": str})
 
 
 def _label(system, ablation):
@@ -179,7 +172,7 @@ def t1(f: Files):
             boot = pd.read_csv(f.compare(m, systems) + ".bootstrap.csv")
             lower = dict(zip(boot["system"], boot["significantly_lower"]))
             for h in heads:
-                bleu = _load_json(f.bleu({**m, "heads": h}))["bleu"]
+                bleu = load_json(f.bleu({**m, "heads": h}))["bleu"]
                 rows.append(dict(pair=m["pair"], layers=lay, system=h, bleu=bleu,
                                  significantly_lower=bool(lower.get(f"{h}.full", False)),
                                  row=f"{m['pair'].upper()} {h}"))
@@ -203,7 +196,7 @@ def _bleu_table(f: Files, part: str | None, name: str, caption: str):
     inputs = [f.bleu(m) for m in models_]
 
     def build():
-        ours = pd.DataFrame([dict(system=m["heads"], column=m["pair"], bleu=_load_json(f.bleu(m))["bleu"])
+        ours = pd.DataFrame([dict(system=m["heads"], column=m["pair"], bleu=load_json(f.bleu(m))["bleu"])
                              for m in models_], columns=["system", "column", "bleu"])
         paper = reference(name).assign(column=lambda r: r["pair"], value=lambda r: r["value"].astype(float))
         ours_table = pivot(ours, index="system", columns="column", values="bleu", best="max") if len(ours) else \
@@ -240,10 +233,10 @@ def t4(f: Files):
         rows = []
         for c, p, lay, role in cells:
             m = _model(s, c, p, lay, FIXED)
-            full = _load_json(f.bleu(m))["bleu"]
+            full = load_json(f.bleu(m))["bleu"]
             for k in heads:
                 rows.append(dict(system=f"H{k} disabled", column=f"{p} {role}", layers=lay,
-                                 bleu_delta=_load_json(f.bleu(m, f"no-h{k}"))["bleu"] - full))
+                                 bleu_delta=load_json(f.bleu(m, f"no-h{k}"))["bleu"] - full))
         ours = pd.DataFrame(rows)
         paper = reference("T4")
         paper = paper.assign(system=paper["ablation"].str.replace("no-h", "H") + " disabled",
@@ -275,9 +268,9 @@ def t5(f: Files):
     def build():
         rows = []
         for m, column in standard + lowres:
-            rows.append(dict(system=m["heads"], column=column, value=_load_json(f.bleu(m))["bleu"]))
+            rows.append(dict(system=m["heads"], column=column, value=load_json(f.bleu(m))["bleu"]))
         for m, _ in standard:
-            rows.append(dict(system=m["heads"], column=PARAMS, value=_load_json(f.params(m))["params"] / 1e6))
+            rows.append(dict(system=m["heads"], column=PARAMS, value=load_json(f.params(m))["params"] / 1e6))
         ours = pd.DataFrame(rows).drop_duplicates(["system", "column"])
         paper = reference("T5")
         standard_pairs = set(reference("T1")["pair"])   # en-de, de-en; the others are §4.2's en-vi, vi-en
@@ -389,11 +382,6 @@ FIGURES: dict[str, Callable] = {"F2": f2, "F3": f3}
 
 # -- the generated README -----------------------------------------------------------------
 
-def _verdict(hits: int, total: int) -> str:
-    if total == 0:
-        return "not measured in this run"
-    word = "holds" if hits == total else ("partly holds" if hits else "does not hold")
-    return f"{word} ({hits} of {total})"
 
 
 def effects(f: Files) -> list[tuple[str, str]]:
@@ -406,33 +394,33 @@ def effects(f: Files) -> list[tuple[str, str]]:
     cells = deep.groupby("pair")
     close = [abs(g.set_index("system").loc[FIXED, "bleu"] - g.set_index("system").loc[base, "bleu"]) <= 1.0
              for _, g in cells]
-    out.append((f"§4.1: with the deep decoder, {FIXED} is within 1 BLEU of {base}", _verdict(sum(close), len(close))))
+    out.append((f"§4.1: with the deep decoder, {FIXED} is within 1 BLEU of {base}", verdict(sum(close), len(close))))
     if "1L" in s["heads"]:
         lowest = [g.set_index("system")["bleu"].idxmin() == "1L" for _, g in t1_ours.groupby(["pair", "layers"])]
-        out.append(("§4.1: 1L is the weakest encoder (every layer configuration)", _verdict(sum(lowest), len(lowest))))
+        out.append(("§4.1: 1L is the weakest encoder (every layer configuration)", verdict(sum(lowest), len(lowest))))
     if s.get("lowres"):
         t2_ours = t2(f)[1]()[1]
         wins = [g.set_index("system").loc[FIXED, "bleu"] >= g.set_index("system").loc[base, "bleu"]
                 for _, g in t2_ours.groupby("column")]
-        out.append((f"§4.2: low-resource, fixed heads ({FIXED}) >= learned ({base})", _verdict(sum(wins), len(wins))))
+        out.append((f"§4.2: low-resource, fixed heads ({FIXED}) >= learned ({base})", verdict(sum(wins), len(wins))))
     t4_ours = t4(f)[1]()[1]
     top = [set(g[g["system"] != "H8 disabled"].nsmallest(3, "bleu_delta")["system"]) ==
            {"H2 disabled", "H3 disabled", "H4 disabled"} for _, g in t4_ours.groupby("column")]
     out.append(("§4.3: heads 2, 3, 4 (previous, next, previous context) matter most among the fixed heads",
-                _verdict(sum(top), len(top))))
+                verdict(sum(top), len(top))))
     t5_ours = t5(f)[1]()[1]
     params = t5_ours[t5_ours["column"] == PARAMS].set_index("system")["value"]
     eight = _eight(s)
     order = list(params.reindex([base, FIXED, eight]))
-    out.append(("§4.4: #params 8L > 7Ftoken+1L > 8Ftoken", _verdict(int(order[0] > order[1] > order[2]), 1)))
+    out.append(("§4.4: #params 8L > 7Ftoken+1L > 8Ftoken", verdict(int(order[0] > order[1] > order[2]), 1)))
     bleu5 = t5_ours[t5_ours["column"] != PARAMS].pivot(index="column", columns="system", values="value")
     same = [abs(row[eight] - row[FIXED]) <= 1.0 for _, row in bleu5.iterrows()]
     out.append((f"§4.4: the learned head is dispensable: {eight} within 1 BLEU of {FIXED}",
-                _verdict(sum(same), len(same))))
+                verdict(sum(same), len(same))))
     t6_ours = t6(f)[1]()[1]
     drops = [g.set_index("system").loc[ABLATED, "accuracy"] < g.set_index("system").loc[FIXED, "accuracy"]
              for _, g in t6_ours.groupby("column")]
-    out.append(("§5.3: disabling the learned head H8 lowers MuCoW accuracy", _verdict(sum(drops), len(drops))))
+    out.append(("§5.3: disabling the learned head H8 lowers MuCoW accuracy", verdict(sum(drops), len(drops))))
     return out
 
 

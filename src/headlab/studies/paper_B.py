@@ -39,7 +39,6 @@ import itertools
 import json
 import math
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -47,7 +46,9 @@ import numpy as np
 import pandas as pd
 
 from headlab.errors import ConfigError, DataError
-from headlab.report.tables import Table, beside, pivot
+from headlab.studies import common
+from headlab.studies.common import load_json, verdict
+from headlab.report.tables import beside, pivot
 from headlab.report.timing import training_time
 from headlab.workflow import heads_name, model_path, results_paths, variant_name
 
@@ -232,16 +233,9 @@ class Files:
         return found
 
 
-def _load_json(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
 
 def reference(table: str) -> pd.DataFrame:
-    from io import StringIO
-    text = resources.files("headlab.studies").joinpath("paper_B_reference.csv").read_text(encoding="utf-8")
-    ref = pd.read_csv(StringIO(text), dtype=str)
-    return ref[ref["table"] == table].copy()
+    return common.reference("paper_B_reference.csv", table, dtype=str)
 
 
 def _label(corpus, pair):
@@ -261,7 +255,7 @@ def select(f: Files, corpus: str, pair: str, stage: str) -> dict:
     """The stage file: every candidate's best validation cross-entropy, and the choice."""
     rows = []
     for m, o in stage_models(f.study, f.root, corpus, pair, stage):
-        best = _load_json(f.best(m))
+        best = load_json(f.best(m))
         rows.append({"options": {k: v for k, v in o.items() if k in f.study["grid"][stage]},
                      "overrides": o, "model": model_path(m), "valid_xent": best["xent"],
                      "valid_ppl": best["ppl"], "best_step": best["step"]})
@@ -350,7 +344,7 @@ def t3(f: Files):
                 mark = ""
                 if system == "DHICM" and bool(row["significantly_higher"]):
                     mark = "⇑" if 1.0 - float(row["win_system"]) < 0.01 else "↑"
-                rows.append(dict(row=_label(c, p), column=system, bleu=_load_json(f.bleu(m))["bleu"], mark=mark,
+                rows.append(dict(row=_label(c, p), column=system, bleu=load_json(f.bleu(m))["bleu"], mark=mark,
                                  p_value=float(row["p_value"]) if system == "DHICM" else None))
         ours = pd.DataFrame(rows)
         paper = reference("T3").assign(value=lambda r: r["value"].astype(float))
@@ -379,7 +373,7 @@ def t4(f: Files):
 
     def build():
         rows = [dict(pair=_label(c, p), size=str(size).split(".s")[0], subsample=size, system=system,
-                     bleu=_load_json(f.bleu(m))["bleu"]) for c, p, size, system, m in cells]
+                     bleu=load_json(f.bleu(m))["bleu"]) for c, p, size, system, m in cells]
         ours = pd.DataFrame(rows)
         stats = ours.groupby(["pair", "size", "system"], sort=False)["bleu"].agg(["mean", "std", "count"]).reset_index()
         stats["row"] = stats["pair"] + " " + stats["size"]
@@ -504,18 +498,13 @@ FIGURES: dict[str, Callable] = {"F1": f1, "F2": f2, "F3": f3}
 
 # -- the generated README -----------------------------------------------------------------
 
-def _verdict(hits: int, total: int) -> str:
-    if total == 0:
-        return "not measured in this run"
-    word = "holds" if hits == total else ("partly holds" if hits else "does not hold")
-    return f"{word} ({hits} of {total})"
 
 
 def effects(f: Files) -> list[tuple[str, str]]:
     out = []
     t3_ours = t3(f)[1]()[1].pivot(index="row", columns="column", values="bleu")
-    out.append(("§5: T-optimal >= T-base", _verdict(int((t3_ours["T-optimal"] >= t3_ours["T-base"]).sum()), len(t3_ours))))
-    out.append(("§5: DHICM >= T-optimal", _verdict(int((t3_ours["DHICM"] >= t3_ours["T-optimal"]).sum()), len(t3_ours))))
+    out.append(("§5: T-optimal >= T-base", verdict(int((t3_ours["T-optimal"] >= t3_ours["T-base"]).sum()), len(t3_ours))))
+    out.append(("§5: DHICM >= T-optimal", verdict(int((t3_ours["DHICM"] >= t3_ours["T-optimal"]).sum()), len(t3_ours))))
     t4_ours = t4(f)[1]()[1].drop_duplicates(["pair", "size", "system"])
     gaps = t4_ours.pivot_table(index=["pair", "size"], columns="system", values="mean")
     gaps = (gaps["DHICM"] - gaps["T-optimal"]).reset_index(name="gap")
@@ -525,7 +514,7 @@ def effects(f: Files) -> list[tuple[str, str]]:
         small = g[g["size"] != "full"]["gap"]
         if len(full) and len(small):
             checks.append(bool(small.mean() > full.iloc[0]))
-    out.append(("§5 Table 4: DHICM's gain over T-optimal is larger at small training sizes", _verdict(sum(checks), len(checks))))
+    out.append(("§5 Table 4: DHICM's gain over T-optimal is larger at small training sizes", verdict(sum(checks), len(checks))))
     return out
 
 
