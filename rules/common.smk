@@ -43,7 +43,7 @@ wildcard_constraints:
     preset=r"[A-Za-z0-9_]+",
     layers=r"[0-9]+\+[0-9]+",
     variant=r"default|[A-Za-z0-9_.,=+:-]+",
-    heads=r"[A-Za-z0-9_+*,~@=]+",
+    heads=r"[A-Za-z0-9_+*,.~@=]+",
     seed=r"[0-9]+",
     side=r"src|tgt",
     split=r"[A-Za-z0-9_]+",

@@ -58,3 +58,15 @@ def test_register_new_kind():
             register_head_kind("Ttest")(type("Other", (HeadGroup,), {}))
     finally:
         del HEAD_KINDS["Ttest"]
+
+
+def test_path_forms_of_specs_parse_alike():
+    """Model paths write specs without parentheses, with '~' for '|' and '.' for ','
+    (headlab.workflow.heads_name): the grammar reads them as the original."""
+    from headlab.workflow import heads_name, parse_heads_name
+    spec = "*(4L),4L|dhicm"
+    name = heads_name(spec, spec, "2*(4L),4L|gate")
+    assert "," not in name and "(" not in name and "|" not in name
+    back = parse_heads_name(name)
+    assert parse_spec(back["enc"], 3) == parse_spec(spec, 3)
+    assert parse_spec(back["cross"], 3, site="cross") == parse_spec("2*(4L),4L|gate", 3, site="cross")

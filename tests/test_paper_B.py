@@ -28,10 +28,10 @@ def test_grid_before_and_after_stage_one(tmp_path):
     # without stage files: T-base (full and the 2 subsamples) and stage 1's two DHICM candidates
     assert len(static) == 5
     heads = {m["heads"] for m, _ in static}
-    assert heads == {"8L", "*4L,4L~dhicm@dec=*4L,4L~dhicm@cross=*4L,4L~dhicm",
-                     "*8L,8L~dhicm@dec=*8L,8L~dhicm@cross=*8L,8L~dhicm"}
+    assert heads == {"8L", "*4L.4L~dhicm@dec=*4L.4L~dhicm@cross=*4L.4L~dhicm",
+                     "*8L.8L~dhicm@dec=*8L.8L~dhicm@cross=*8L.8L~dhicm"}
     # preset values are left out of the variant: heads 8 is the preset's, so only lambda_kl
-    assert {m["variant"] for m, _ in static} == {"default", "heads=4,lambda_kl=0.1", "lambda_kl=0.1"}
+    assert {m["variant"] for m, _ in static} == {"default", "heads=4+lambda_kl=0.1", "lambda_kl=0.1"}
     stage1 = paper_B.stage_file(root, "multi30k", "de-en", "stage1")
     (tmp_path / stage1).parent.mkdir(parents=True)
     (tmp_path / stage1).write_text(json.dumps({"chosen": {"heads": 4, "lambda_kl": 0.1}}))

@@ -9,12 +9,14 @@ it affects:
 
 * ``variant``: the OpenNMT-py options a study sets on top of the preset
   (:func:`variant_name`: ``default`` for none, else ``key=value`` pairs in key order, e.g.
-  ``heads=4,transformer_ff=1024``): a hyper-parameter variant is part of the model.
+  ``heads=4+transformer_ff=1024``): a hyper-parameter variant is part of the model.
 * ``heads``: the head specs of all three attention sites (:func:`heads_name`): the encoder
   self-attention spec alone when decoder self- and cross-attention are stock ``8L``
   (paper A's paths), else ``ENC@dec=DEC@cross=CROSS``; ``|`` (a mixer) is written ``~``
-  and ``N*(LAYER)`` as ``N*LAYER`` in paths (the spec grammar reads both), so that no
-  shell sees a pipe or a parenthesis (rule shells run with globbing off: ``*`` is literal).
+  ``N*(LAYER)`` as ``N*LAYER`` and the group separator ``,`` as ``.`` in paths (the spec
+  grammar reads all three), so that no shell sees a pipe or a parenthesis (rule shells run
+  with globbing off: ``*`` is literal) and no wildcard value holds a comma (cluster jobs
+  pass wildcards to snakemake's ``--target-jobs`` comma-separated).
 * ``size``: ``full``, a number of training pairs (a subsample drawn with the corpus's
   ``subsample_seed``), or ``N.sK``: N pairs drawn with seed K (paper B's "3 random
   subsamples" per size, :func:`size_count` / :func:`size_seed`).
@@ -47,7 +49,8 @@ def variant_name(overrides: Mapping[str, Any] | None) -> str:
     options such as ``dropout: [0.3]`` mean the same as ``0.3``)."""
     if not overrides:
         return DEFAULT_VARIANT
-    name = ",".join(f"{k}={_short(v)}" for k, v in sorted(overrides.items()))
+    # no commas: snakemake's --target-jobs (how cluster jobs name their wildcards) splits on them
+    name = "+".join(f"{k}={_short(v).replace(',', ':')}" for k, v in sorted(overrides.items()))
     for bad in "/ \t\n'\"":
         name = name.replace(bad, "_")
     return name
@@ -57,7 +60,8 @@ def heads_name(enc: str = STOCK_HEADS, dec: str = STOCK_HEADS, cross: str = STOC
     """Path name of the head specs of the three sites (see the module docstring)."""
     parts = [enc] + [f"{site}={spec}" for site, spec in (("dec", dec), ("cross", cross))
                      if spec != STOCK_HEADS]
-    return "@".join(p.replace(" ", "").replace("|", "~").replace("(", "").replace(")", "") for p in parts)
+    return "@".join(p.replace(" ", "").replace("|", "~").replace("(", "").replace(")", "").replace(",", ".")
+                    for p in parts)
 
 
 def size_count(size: str | int) -> int | None:

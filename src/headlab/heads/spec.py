@@ -7,7 +7,7 @@ its own spec. The same strings are used in configs, on the command line
 
 Grammar (whitespace is ignored)::
 
-    spec   := group ("," group)*
+    spec   := group (("," | ".") group)*
     group  := [REPEAT] "*" "(" layer ")"  |  [REPEAT "*"] layer
     layer  := term ("+" term)* (("|" | "~") MIXER)*
     term   := [COUNT] KIND
@@ -22,7 +22,8 @@ Grammar (whitespace is ignored)::
 * Heads are numbered 1.. in the order of the terms (``7Ftoken+1L``: heads 1-7 are the
   fixed patterns 1-7 of paper A §3.2, head 8 is learned, as in paper A Table 4).
 * ``|gate`` etc. add a layer-level mixer acting on the stacked head outputs; ``~`` is the
-  same as ``|`` (model paths use it, so that no shell reads a pipe).
+  same as ``|`` and ``.`` the same as ``,`` (model paths use them: no shell reads a pipe,
+  no cluster job's wildcard list is split at a comma).
 * ``*(LAYER)`` without a number fills the layers the other groups leave (none or more):
   ``*(8L),8L|dhicm`` is DHICM on the last layer whatever the depth (paper B §4.3). At most
   one such group.
@@ -211,7 +212,7 @@ def _split_groups(spec: str, text: str, site: str = "enc") -> list[str]:
         depth += (char == "(") - (char == ")")
         if depth < 0:
             raise _bad(spec, text, "unbalanced ')'", site)
-        if char == "," and depth == 0:
+        if char in ",." and depth == 0:
             groups.append(text[start:pos])
             start = pos + 1
     if depth:
