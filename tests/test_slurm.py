@@ -23,9 +23,12 @@ import headlab.workflow
 from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
 
 SLURM = ROOT / "tests/slurm"
-# trained long enough (about 30 s) to be cancelled between two checkpoints
-CANCELLED = "multi30k/fr-en/300/tiny_lowres/default/1+1/8L/seed1"
-LONG_TRAINING = {"studies.paper_A.lowres.overrides": {"train_steps": 1500, "save_checkpoint_steps": 100}}
+# the run's one fr-en model, trained long enough (about 30 s) to be cancelled between two
+# checkpoints; its study's overrides are its variant (the path names them). One override
+# only: a variant with a comma (`a=1,b=2`) breaks the jobstep's `--target-jobs` (see README).
+LONG = {"train_steps": 1500}
+LONG_TRAINING = {"studies.paper_A.lowres.overrides": LONG, "training.overrides.save_checkpoint_steps": 100}
+CANCELLED = f"multi30k/fr-en/300/tiny_lowres/{headlab.workflow.variant_name(LONG)}/1+1/8L/seed1"
 SACCT_FIELDS = ["JobIDRaw", "Comment", "State", "Partition", "AllocCPUS", "ReqMem"]
 
 
@@ -161,9 +164,8 @@ def slurm_run(slurm, tmp_path_factory, mirror):
                 if cancelled is None and train_log.exists() and "Saving checkpoint" in train_log.read_text():
                     queue = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True,
                                            text=True, check=True).stdout.splitlines()
-                    wanted = "rule_train_wildcards_" + CANCELLED.replace("/", "_").replace("_seed", "_")
                     for job_id, comment in (line.split("|", 1) for line in queue):
-                        if comment == wanted:
+                        if comment.startswith("rule_train_wildcards_multi30k_fr-en_"):
                             subprocess.run(["scancel", job_id], check=True)
                             cancelled = job_id
                 time.sleep(0.5)
