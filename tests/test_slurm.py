@@ -64,10 +64,13 @@ def rule_of(comment: str) -> str:
     return comment.split("_wildcards_")[0].removeprefix("rule_")
 
 
-def sacct(since: str) -> list[dict]:
-    out = subprocess.run(["sacct", "-X", "-P", "-n", "-S", since, "--format", ",".join(SACCT_FIELDS)],
+def sacct(run) -> list[dict]:
+    """sacct's record of the jobs the run submitted (not of other runs on the same cluster)."""
+    out = subprocess.run(["sacct", "-X", "-P", "-n", "-S", run.since, "--format", ",".join(SACCT_FIELDS)],
                          capture_output=True, text=True, check=True).stdout
-    return [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line]
+    jobs = [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line]
+    submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", run.output))
+    return [job for job in jobs if job["JobIDRaw"] in submitted]
 
 
 def job_stats(output: str) -> dict[str, int]:
@@ -194,7 +197,7 @@ def test_slurm_run_finishes_after_a_cancelled_training_job(slurm_run):
 def test_every_rule_ran_as_a_slurm_job(slurm_run):
     expected = job_stats(slurm_run.output)
     assert {"fetch", "bpe_learn", "train", "translate", "bleu", "study_table"} <= set(expected)
-    jobs = sacct(slurm_run.since)
+    jobs = sacct(slurm_run)
     completed: dict[str, int] = {}
     for job in jobs:
         if job["State"] == "COMPLETED":
@@ -208,7 +211,7 @@ def test_every_rule_ran_as_a_slurm_job(slurm_run):
 def test_train_jobs_got_the_profiles_partition_cpus_and_memory(slurm_run):
     profile = slurm_run.profile
     train = profile["set-resources"]["train"]
-    jobs = sacct(slurm_run.since)
+    jobs = sacct(slurm_run)
     trains = [job for job in jobs if rule_of(job["Comment"]) == "train"]
     assert len(trains) == 3  # baseline, the cancelled attempt and its retry
     for job in trains:
