@@ -23,9 +23,12 @@ import headlab.workflow
 from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
 
 SLURM = ROOT / "tests/slurm"
-# trained long enough (about 30 s) to be cancelled between two checkpoints
-CANCELLED = "multi30k/fr-en/300/tiny_lowres/default/1+1/8L/seed1"
-LONG_TRAINING = {"studies.paper_A.lowres.overrides": {"train_steps": 1500, "save_checkpoint_steps": 100}}
+# the run's one fr-en model, trained long enough (about 30 s) to be cancelled between two
+# checkpoints; its study's overrides are its variant (the path names them). One override
+# only: a variant with a comma (`a=1,b=2`) breaks the jobstep's `--target-jobs` (see README).
+LONG = {"train_steps": 1500}
+LONG_TRAINING = {"studies.paper_A.lowres.overrides": LONG, "training.overrides.save_checkpoint_steps": 100}
+CANCELLED = f"multi30k/fr-en/300/tiny_lowres/{headlab.workflow.variant_name(LONG)}/1+1/8L/seed1"
 SACCT_FIELDS = ["JobIDRaw", "Comment", "State", "Partition", "AllocCPUS", "ReqMem"]
 
 
@@ -61,10 +64,13 @@ def rule_of(comment: str) -> str:
     return comment.split("_wildcards_")[0].removeprefix("rule_")
 
 
-def sacct(since: str) -> list[dict]:
-    out = subprocess.run(["sacct", "-X", "-P", "-n", "-S", since, "--format", ",".join(SACCT_FIELDS)],
+def sacct(run) -> list[dict]:
+    """sacct's record of the jobs the run submitted (not of other runs on the same cluster)."""
+    out = subprocess.run(["sacct", "-X", "-P", "-n", "-S", run.since, "--format", ",".join(SACCT_FIELDS)],
                          capture_output=True, text=True, check=True).stdout
-    return [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line]
+    jobs = [dict(zip(SACCT_FIELDS, line.split("|"))) for line in out.splitlines() if line]
+    submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", run.output))
+    return [job for job in jobs if job["JobIDRaw"] in submitted]
 
 
 def job_stats(output: str) -> dict[str, int]:
@@ -161,9 +167,8 @@ def slurm_run(slurm, tmp_path_factory, mirror):
                 if cancelled is None and train_log.exists() and "Saving checkpoint" in train_log.read_text():
                     queue = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True,
                                            text=True, check=True).stdout.splitlines()
-                    wanted = "rule_train_wildcards_" + CANCELLED.replace("/", "_").replace("_seed", "_")
                     for job_id, comment in (line.split("|", 1) for line in queue):
-                        if comment == wanted:
+                        if comment.startswith("rule_train_wildcards_multi30k_fr-en_"):
                             subprocess.run(["scancel", job_id], check=True)
                             cancelled = job_id
                 time.sleep(0.5)
@@ -192,7 +197,7 @@ def test_slurm_run_finishes_after_a_cancelled_training_job(slurm_run):
 def test_every_rule_ran_as_a_slurm_job(slurm_run):
     expected = job_stats(slurm_run.output)
     assert {"fetch", "bpe_learn", "train", "translate", "bleu", "study_table"} <= set(expected)
-    jobs = sacct(slurm_run.since)
+    jobs = sacct(slurm_run)
     completed: dict[str, int] = {}
     for job in jobs:
         if job["State"] == "COMPLETED":
@@ -206,7 +211,7 @@ def test_every_rule_ran_as_a_slurm_job(slurm_run):
 def test_train_jobs_got_the_profiles_partition_cpus_and_memory(slurm_run):
     profile = slurm_run.profile
     train = profile["set-resources"]["train"]
-    jobs = sacct(slurm_run.since)
+    jobs = sacct(slurm_run)
     trains = [job for job in jobs if rule_of(job["Comment"]) == "train"]
     assert len(trains) == 3  # baseline, the cancelled attempt and its retry
     for job in trains:
