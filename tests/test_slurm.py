@@ -24,8 +24,7 @@ from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_confi
 
 SLURM = ROOT / "tests/slurm"
 # the run's one fr-en model, trained long enough (about 30 s) to be cancelled between two
-# checkpoints; its study's overrides are its variant (the path names them). One override
-# only: a variant with a comma (`a=1,b=2`) breaks the jobstep's `--target-jobs` (see README).
+# checkpoints; its study's overrides are its variant (the path names them).
 LONG = {"train_steps": 1500}
 LONG_TRAINING = {"studies.paper_A.lowres.overrides": LONG, "training.overrides.save_checkpoint_steps": 100}
 CANCELLED = f"multi30k/fr-en/300/tiny_lowres/{headlab.workflow.variant_name(LONG)}/1+1/8L/seed1"
