@@ -238,3 +238,12 @@ def test_validation_loss_has_no_label_smoothing():
     train = AuxLossCompute.from_opts(opt, model, vocabs["tgt"], train=True)
     valid = AuxLossCompute.from_opts(opt, model, vocabs["tgt"], train=False)
     assert train.criterion.label_smoothing == 0.2 and valid.criterion.label_smoothing == 0.0
+
+
+def test_params_cli_counts_all_three_sites(capsys):
+    from headlab.heads.params import main as params_main
+    counts = []
+    for heads in ("8L", "*(8L),8L|dhicm@dec=*(8L),8L|dhicm@cross=*(8L),8L|dhicm"):
+        assert params_main(["--preset", "base", "--layers", "6+6", "--heads", heads, "--src-vocab", "1000"]) == 0
+        counts.append(int(capsys.readouterr().out))
+    assert counts[1] - counts[0] == 3 * 327_680          # paper B's three DHICM layers

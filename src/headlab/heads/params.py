@@ -49,8 +49,12 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
     hp = {k: options[k] for k in _ARCH if k in options}
     extra = [f"-{k}" for k in _ARCH_FLAGS if options.get(k)]
     extra += [a for k in _ARCH_VALUES if k in options for a in (f"-{k}", str(options[k]))]
-    opt = model_opt(encoder_type=encoder_type, enc_heads=heads, enc_layers=enc_layers,
-                    dec_layers=dec_layers, share_embeddings=share_embeddings, extra=extra, **hp)
+    from headlab.workflow import STOCK_HEADS, parse_heads_name
+    specs = parse_heads_name(heads)        # the encoder's spec, or all three sites as a path names them
+    decoder = "transformer" if specs["dec"] == specs["cross"] == STOCK_HEADS else "headlab"
+    opt = model_opt(encoder_type=encoder_type, enc_heads=specs["enc"], enc_layers=enc_layers,
+                    dec_layers=dec_layers, share_embeddings=share_embeddings, extra=extra,
+                    decoder_type=decoder, dec_heads=specs["dec"], cross_heads=specs["cross"], **hp)
     vocabs = toy_vocabs(src_vocab, tgt_vocab or src_vocab, share=share_embeddings)
     return count_parameters(build_model(opt, vocabs, device="meta"))
 
@@ -76,7 +80,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab params", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="base")
     parser.add_argument("--layers", default="6+6", help="ENC+DEC layers, e.g. 6+6 or 6+1")
-    parser.add_argument("--heads", default="8L", help="encoder head spec, e.g. 7Ftoken+1L")
+    parser.add_argument("--heads", default="8L",
+                        help="encoder head spec (7Ftoken+1L), or all three sites: ENC@dec=SPEC@cross=SPEC")
     parser.add_argument("--src-vocab", type=int, default=32000)
     parser.add_argument("--tgt-vocab", type=int, default=None)
     parser.add_argument("--share-embeddings", action="store_true")
