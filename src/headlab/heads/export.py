@@ -115,17 +115,6 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
             module.record = False
 
 
-def sentence_attention(encoder, vocab, sentences: list[list[str]], batch_size: int = 32,
-                       device="cpu"):
-    """Yield (tokens, array (layers, heads, n, n)) of encoder self-attention per sentence."""
-    class _Model:                                   # site_attention reads model.encoder only
-        pass
-    model = _Model()
-    model.encoder = encoder
-    for tokens, att, _ in site_attention(model, {"src": vocab}, sentences, None, "enc", batch_size, device):
-        yield tokens, att
-
-
 def _sentences(path: str, max_sents: int | None, what: str) -> list[list[str]]:
     lines = read_lines(path)
     if max_sents is not None:
