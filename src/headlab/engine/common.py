@@ -37,10 +37,13 @@ def check_supported(opt, what: str, extra: dict[str, bool] | None = None) -> Non
         "use_ckpting": "mha" in (getattr(opt, "use_ckpting", None) or []),
         **(extra or {}),
     }
+    hints = {"max_relative_positions": "for Shaw et al.'s relative positions use the head kind "
+                                       "RelPos instead (e.g. -enc_heads 8RelPos -relpos_k 16), "
+                                       "or the stock transformer"}
     for key, bad in unsupported.items():
         if bad:
-            raise ConfigError(f"{what} does not support {key}={getattr(opt, key)!r} yet (no head "
-                              f"kind for it); use the stock transformer", key=key)
+            hint = hints.get(key, "no head kind for it; use the stock transformer")
+            raise ConfigError(f"{what} does not support {key}={getattr(opt, key)!r} ({hint})", key=key)
 
 
 def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
