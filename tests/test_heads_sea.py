@@ -114,9 +114,12 @@ def test_lpea_bias_fig3_by_hand(outside):
     assert lpea.phrase.relative_phrase_embeddings.num_embeddings == 3 + (outside == "learned")
 
 
-def test_lpea_forward_equals_explicit_softmax_and_padding_is_finite():
+@pytest.mark.parametrize("outside", ["mask", "learned"])
+def test_lpea_forward_equals_explicit_softmax_and_padding_is_finite(outside):
+    """mask: fused SDPA with depth factors on widened q/k (LPEA.forward); learned: the
+    float (n, n) bias path. Both must equal softmax(QK/sqrt(d) + P) V."""
     torch.manual_seed(0)
-    layer = HeadlabAttention(parse_spec("2LPEA")[0], 8, 4, mixer_options={"lpea_k": 1})
+    layer = HeadlabAttention(parse_spec("2LPEA")[0], 8, 4, mixer_options={"lpea_k": 1, "lpea_outside": outside})
     lpea = layer.heads[0]
     ctx = ctx_of(fig3(), range(6), pad=2)
     x = torch.randn(1, 8, 8)
@@ -129,7 +132,9 @@ def test_lpea_forward_equals_explicit_softmax_and_padding_is_finite():
     scores = scores.masked_fill(ctx.pad_mask.view(1, 1, 1, 8), -math.inf)
     att = scores.softmax(-1)
     assert torch.allclose(att, lpea.attention(x, ctx), atol=1e-6)
-    assert (att[0, :, :6][lpea.score_bias(ctx)[0, :, :6].expand(2, 6, 8) == -math.inf] == 0).all()
+    if outside == "mask":
+        assert (att[0, :, :6][lpea.score_bias(ctx)[0, :, :6].expand(2, 6, 8) == -math.inf] == 0).all()
+        assert (att[0, :, :6] == 0).any()
     heads = (att @ values.view(1, 8, 2, 4).transpose(1, 2)).transpose(1, 2).reshape(1, 8, 8)
     assert torch.allclose(out, layer.final_linear(heads), atol=1e-5)
     out[0, :6].sum().backward()

@@ -40,7 +40,8 @@ Choices where the paper is ambiguous (tested in tests/test_heads_sea.py):
   layer at d_h = 64 (invisible at 0.01M), per-head copies would add ~37k (71.86M).
 * **P as a lookup**: P has at most 2k+2 distinct values (2k+1 clipped distances and ∞):
   they are computed once (a (2k+1, d_h) matrix through W_P, tanh, U_P) and gathered by
-  the (B, N, N) index; no (n, n, d_h) tensor exists.
+  the (B, N, N) index; no (n, n, d_h) tensor exists. In training (``-lpea_outside mask``)
+  not even the (n, n) bias exists: see :meth:`LPEA.forward`.
 * **BPE pieces** inherit their word's facts: pieces of one word see each other (same word
   = i = j for DEA; RP = 0 inside one word for LPEA) and every piece of a related word.
 * Padding queries see every real key (their rows are discarded; an all -inf row would
@@ -48,7 +49,10 @@ Choices where the paper is ambiguous (tested in tests/test_heads_sea.py):
 """
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
@@ -130,13 +134,19 @@ def rp_matrix(word_ids: Tensor, side: dict[str, Tensor], pad_mask: Tensor | None
 
     ``side``: ``lp_lo``, ``lp_hi``, ``word_depth`` (B, N) columns (word-level values on
     each piece). RP is meaningful only where ``related`` (elsewhere it is ∞)."""
-    lo, hi, depth = side["lp_lo"], side["lp_hi"], side["word_depth"]
+    depth = side["word_depth"]
+    return depth.unsqueeze(1) - depth.unsqueeze(2), phrase_related(word_ids, side, pad_mask)
+
+
+def phrase_related(word_ids: Tensor, side: dict[str, Tensor], pad_mask: Tensor | None = None) -> Tensor:
+    """(B, N, N) bool: pieces i, j belong to words sharing a local phrase (Rules 1, 2)."""
+    lo, hi = side["lp_lo"], side["lp_hi"]
     key_word = word_ids.unsqueeze(1)
     inside = (lo.unsqueeze(2) <= key_word) & (key_word <= hi.unsqueeze(2))  # j ∈ LP(i), Rule 1
     related = inside | inside.transpose(1, 2)                                 # Rule 2
     if pad_mask is not None:
         related = related | pad_mask.unsqueeze(2)
-    return depth.unsqueeze(1) - depth.unsqueeze(2), related
+    return related
 
 
 def rp_index(rp: Tensor, related: Tensor, k: int) -> Tensor:
@@ -189,8 +199,45 @@ class LPEA(SyntaxHeads):
         return rp_index(rp, related, self.phrase.k)
 
     def score_bias(self, ctx: HeadContext) -> Tensor:
-        """P of eq. 8 as (B, 1, N, N) float."""
+        """P of eq. 8 as (B, 1, N, N) float (export, RHE, ``-lpea_outside learned``)."""
         return self.phrase(self.phrase_index(ctx)).unsqueeze(1)
+
+    def depth_factors(self, depth: Tensor, dtype) -> tuple[Tensor, Tensor]:
+        """(F_q, E_k), both (B, N, D) over the D distinct depths of the batch, with
+        F_q[i] · E_k[j] = P_ij wherever i, j share a local phrase: E_k is the one-hot of
+        key j's depth and F_q the row of the (D, D) table P(a, b) = p_{clip(b - a, k)} for
+        query i's depth a. The bias has rank <= D, so it rides on D extra query/key
+        dimensions instead of an (n, n) tensor."""
+        levels, inverse = torch.unique(depth, return_inverse=True)
+        k = self.phrase.k
+        table = self.phrase.values()[:2 * k + 1]
+        rows = table[(levels.unsqueeze(0) - levels.unsqueeze(1)).clamp(-k, k) + k]
+        return rows[inverse].to(dtype), F.one_hot(inverse, levels.numel()).to(dtype)
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        """Eq. 8 inside fused SDPA: an additive (n, n) bias that needs a gradient would send
+        torch's SDPA to its O(n²)-memory math kernel (4x the memory of ``8L`` at n = 512).
+        Instead P is written as a product of D-wide query and key factors
+        (:meth:`depth_factors`, scaled by √d_h to cancel SDPA's 1/√d_h) appended to q and k
+        (v gets zeros, widths rounded up to a multiple of 8), and ∞ is a boolean mask."""
+        if self.phrase.outside != "mask":
+            return super().forward(x, values, ctx, keys)
+        q, k = self._qk(x, keys)
+        side = self.side(ctx)
+        allowed = phrase_related(ctx.word_ids, side, ctx.pad_mask).unsqueeze(1) & ctx.key_mask
+        fq, ek = self.depth_factors(side["word_depth"], q.dtype)
+        B, H, N, dh = q.shape
+        width = -(-(dh + fq.size(-1)) // 8) * 8
+
+        def widen(t: Tensor, extra: Tensor | None) -> Tensor:
+            parts = [t] if extra is None else [t, extra.unsqueeze(1).expand(B, H, -1, -1)]
+            pad = width - sum(p.size(-1) for p in parts)
+            return torch.cat([*parts, t.new_zeros(*t.shape[:-1], pad)], -1)
+
+        out = F.scaled_dot_product_attention(
+            widen(q, fq * math.sqrt(dh)), widen(k, ek), widen(values.transpose(1, 2), None),
+            attn_mask=allowed, dropout_p=self.dropout_p if self.training else 0.0, scale=1 / math.sqrt(dh))
+        return out[..., :dh].transpose(1, 2)
 
 
 def lpea_options(options: dict) -> dict:
@@ -205,5 +252,5 @@ def lpea_options(options: dict) -> dict:
     return {"k": k, "outside": outside}
 
 
-__all__ = ["DEA", "LPEA", "PhraseBias", "SyntaxHeads", "dep_related", "lpea_options", "read_side",
-           "rp_index", "rp_matrix"]
+__all__ = ["DEA", "LPEA", "PhraseBias", "SyntaxHeads", "dep_related", "lpea_options", "phrase_related",
+           "read_side", "rp_index", "rp_matrix"]
