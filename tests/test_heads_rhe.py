@@ -182,3 +182,76 @@ def test_tiny_onmt_model_forward_backward(spec):
         assert 0 <= terms["rhe_redundant"].item() <= terms["rhe_heads"].item()
     else:
         assert "rhe_heads" not in terms
+
+
+def tiny_rhe_model(extra=()):
+    from headlab.heads.onmt_model import build_model, model_opt, toy_vocabs
+
+    torch.manual_seed(0)
+    opt = model_opt(enc_heads="8RHElpea,*(8L)", hidden_size=32, heads=8, transformer_ff=64, enc_layers=2,
+                    dec_layers=1, dropout=0.0, attention_dropout=0.0, extra=list(extra))
+    vocabs = toy_vocabs(30)
+    return build_model(opt, vocabs), opt, vocabs
+
+
+def with_side(model, side):
+    context = model.encoder.context
+    model.encoder.context = lambda *a, **k: dataclasses.replace(context(*a, **k), side=side)
+
+
+def test_options_stored_in_checkpoint_and_prune_at_load(tmp_path):
+    from headlab.heads.export import load_model
+    from headlab.heads.onmt_model import save_checkpoint
+
+    model, opt, vocabs = tiny_rhe_model(["-lpea_k", "2", "-rhe_fgate", "0.3", "-lpea_outside", "learned"])
+    path = tmp_path / "rhe.pt"
+    save_checkpoint(model, opt, vocabs, path)
+    _, loaded, model_opt = load_model(str(path))
+    assert (model_opt.lpea_k, model_opt.rhe_fgate, model_opt.lpea_outside) == (2, 0.3, "learned")
+    group = loaded.encoder.transformer[0].self_attn.heads[0]
+    assert (group.phrase.k, group.fgate, group.prune) == (2, 0.3, False)
+    assert group.phrase.relative_phrase_embeddings.num_embeddings == 6
+    _, pruned, _ = load_model(str(path), rhe_prune=True)
+    assert pruned.encoder.transformer[0].self_attn.heads[0].prune
+
+
+def test_prune_on_a_model_without_rhe_names_its_key(tmp_path):
+    from headlab.heads.export import load_model
+    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+
+    opt = model_opt(enc_heads="8LPEA", hidden_size=32, heads=8, transformer_ff=64, enc_layers=1, dec_layers=1)
+    vocabs = toy_vocabs(30)
+    save_checkpoint(build_model(opt, vocabs), opt, vocabs, tmp_path / "lpea.pt")
+    with pytest.raises(ConfigError, match=r"\[rhe_prune\]"):
+        load_model(str(tmp_path / "lpea.pt"), rhe_prune=True)
+
+
+@pytest.mark.parametrize("flag,value", [("-rhe_fgate", "1.5"), ("-rhe_fgate", "-0.2"), ("-lpea_k", "-1"),
+                                        ("-relpos_k", "0")])
+def test_bad_option_values_name_their_option(flag, value, capsys):
+    with pytest.raises(SystemExit):
+        tiny_rhe_model([flag, value])
+    assert f"argument --{flag[1:]}/{flag}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key,value", [("lpea_k", -1), ("relpos_k", 0), ("rhe_fgate", 1.2), ("rhe_fgate", -1)])
+def test_config_check_names_the_key(key, value):
+    from headlab.onmt_config import check_values
+    with pytest.raises(ConfigError, match=rf"\[{key}\]"):
+        check_values({key: value}, source="test.yaml")
+
+
+def test_export_shows_the_enlivened_attention_and_labels():
+    from headlab.heads.export import site_attention
+
+    model, _, vocabs = tiny_rhe_model(["-rhe_fgate", "1.0"])       # every RHE head redundant
+    model.eval()
+    with_side(model, facts_side([(FIG3, FIG3_HEADS), (SHORT, SHORT_HEADS)], 6))
+    src = [[f"w{i}" for i in range(6)], ["w1", "w2", "w3"]]
+    out = list(site_attention(model, vocabs, src, None, "enc"))
+    (tokens, att, imp, labels), second = out[0], out[1]
+    assert att.shape == (2, 8, 6, 6) and imp is None
+    assert labels.shape == (2, 8) and (labels[0] == 0).all() and torch.isnan(torch.tensor(labels[1])).all()
+    # row "talk" (3) never attends outside its local phrase: Sharon (5), with (4) masked
+    assert (att[0, :, 3, 4:] == 0).all() and (att[1, :, 3, 4:] > 0).all()
+    assert second[1].shape == (2, 8, 3, 3)
