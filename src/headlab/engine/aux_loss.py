@@ -20,6 +20,10 @@ layer; L0: a property of the model), so it is multiplied by the sub-batch's ``sh
 that count, computed exactly as the trainer does: the step then weighs λ·term against the
 mean cross-entropy, for any ``accum_count`` and either ``normalization``.
 
+A term without an entry in :data:`AUX_TERMS` has weight 0: a statistic, logged only (paper
+C's ``rhe_redundant`` / ``rhe_heads`` from :mod:`headlab.heads.rhe`, with their ratio
+``rhe_share``, the share of RHE heads labelled redundant: :data:`RATIOS`).
+
 Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
 early-stopping criterion, validation) stays pure cross-entropy; validation also drops label
 smoothing (OpenNMT-py 3.5.1 would keep it), so validation cross-entropy is the true NLL,
