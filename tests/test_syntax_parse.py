@@ -17,8 +17,9 @@ LABELS = ["nsubjpass", "prep", "pobj", "cc", "conj", "aux", "auxpass", "ROOT", "
 
 def test_conversion_of_hand_built_tree():
     tree = convert.dependency_to_tree(WORDS, TAGS, HEADS, LABELS)
-    expected = ("(S (NP (NNS Relations) (PP (IN between) (NP (NNP Obama) (CC and) (NNP Netanyahu))))"
-                " (VBP have) (VBN been) (VBN strained) (PP (IN for) (NNS years)) (. .))")
+    # clause split (rule 1), auxiliary chain (rule 2), noun postmodifier (rule 3)
+    expected = ("(S (NP (NP (NNS Relations)) (PP (IN between) (NP (NNP Obama) (CC and) (NNP Netanyahu))))"
+                " (VP (VBP have) (VP (VBN been) (VP (VBN strained) (PP (IN for) (NNS years))))) (. .))")
     assert " ".join(str(tree).split()) == expected
     assert tree.leaves() == WORDS
 
@@ -27,6 +28,12 @@ def test_labels_and_one_word():
     # a verb without a subject projects VP; a one-word sentence gets a phrase root
     tree = convert.dependency_to_tree(["Go", "home"], ["VB", "RB"], [0, 0], ["ROOT", "advmod"])
     assert str(tree) == "(VP (VB Go) (RB home))"
+    tree = convert.dependency_to_tree(["Go", "home", "."], ["VB", "RB", "."], [0, 0, 0], ["ROOT", "advmod", "punct"])
+    assert " ".join(str(tree).split()) == "(S (VP (VB Go) (RB home)) (. .))"
+    # an adverb before the auxiliary: no VP chain can start there, the VP stays flat
+    tree = convert.dependency_to_tree(["he", "never", "has", "gone"], ["PRP", "RB", "VBZ", "VBN"], [3, 3, 3, 3],
+                                      ["nsubj", "neg", "aux", "ROOT"])
+    assert " ".join(str(tree).split()) == "(S (PRP he) (VP (RB never) (VBZ has) (VBN gone)))"
     assert str(convert.dependency_to_tree(["Hi"], ["UH"], [0], ["ROOT"])) == "(X (UH Hi))"
     assert convert.phrase_label("ZZZ") == "X"
 
