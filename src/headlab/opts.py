@@ -47,6 +47,13 @@ def model_opts(parser) -> None:
         help="Dropout after U x in DHICM (paper B §3.1, Table 2 'Dropout (Section 3.1)').",
     )
     group.add(
+        "--syntax_parser", "-syntax_parser", type=str, default="depconv", choices=["depconv", "benepar"],
+        help="Parser of the source syntax that syntax head kinds read (paper C Table A3): 'depconv' "
+             "= spaCy dependencies with converted phrase-structure trees (offline default), "
+             "'benepar' = Berkeley Neural Parser trees (its model must be installed). Selects "
+             "the featured source files; stored in the checkpoint.",
+    )
+    group.add(
         "--embeddings_init", "-embeddings_init", type=str, default="onmt", choices=["onmt", "normal"],
         help="Word embedding initialisation of new models: 'onmt' keeps -param_init(_glorot); "
              "'normal' draws N(0, d^-0.5) as Vaswani et al. (Glorot over a large vocabulary "
