@@ -192,7 +192,7 @@ def _patch_fresh_init() -> None:
 def _patch_test_model_loading() -> None:
     """Test-time head ablation (paper A §4.3): the translate options ``-disable_enc_heads``,
     ``-disable_dec_heads`` and ``-disable_cross_heads`` reach the model loaded from the
-    checkpoint."""
+    checkpoint; so does ``-rhe_prune`` (paper C Table 2)."""
     import onmt.model_builder as builder
 
     original = builder.load_test_model
@@ -214,6 +214,14 @@ def _patch_test_model_loading() -> None:
                 module.disable_heads(disabled)
             else:
                 module.disable_heads(site, disabled)
+        if getattr(opt, "rhe_prune", False):
+            # paper C Table 2 "+RHE (Prune)": redundant RHE heads output 0 (headlab.heads.rhe)
+            groups = [m for m in model.modules() if hasattr(m, "prune") and hasattr(m, "fgate")]
+            if not groups:
+                raise ConfigError("-rhe_prune needs a model with RHE heads (-enc_heads with RHEdea, "
+                                  "RHElpea, RHErel or RHEloc)", key="rhe_prune")
+            for group in groups:
+                group.prune = True
         return vocabs, model, model_opt
 
     builder.load_test_model = load_test_model

@@ -248,6 +248,14 @@ def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
         value = value[0] if isinstance(value, list) else value
         if not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{key} must be a number >= 0, got {value!r}", path=source, key=key)
+    for key, low in (("lpea_k", 0), ("relpos_k", 1)):
+        value = options.get(key, low)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{key} must be an integer >= {low}, got {value!r}", path=source, key=key)
+    gate = options.get("rhe_fgate", 0.0)
+    if isinstance(gate, bool) or not isinstance(gate, (int, float)) or not 0.0 <= gate <= 1.0:
+        raise ConfigError(f"rhe_fgate must be 0 (dynamic) or a fixed gate in (0, 1], got {gate!r}",
+                          path=source, key="rhe_fgate")
     if options.get("model_selection", "last") == "valid_loss":
         valid, save = int(options.get("valid_steps", 10000)), int(options.get("save_checkpoint_steps", 5000))
         if valid % save:
