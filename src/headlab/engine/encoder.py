@@ -111,15 +111,8 @@ class HeadlabEncoder(HeadSites, EncoderBase):
             from onmt.modules.rmsnorm import RMSNorm
             self.layer_norm = RMSNorm(d_model, eps=layer_kwargs.get("norm_eps", 1e-6))
         self.needs_words = any(layer.self_attn.needs_words for layer in self.transformer)
-<<<<<<< HEAD
-        # a kind with needs_syntax reads ctx.side (paper C): the source's feature columns
-        from headlab.heads.spec import HEAD_KINDS
-        self.needs_syntax = any(getattr(HEAD_KINDS[t.kind], "needs_syntax", False)
-                                for spec in self.layer_specs for t in spec.terms)
-=======
         #: some head kind reads the source parse from ctx.side (paper C: DEA, LPEA, RHE*)
         self.needs_syntax = any(layer.self_attn.needs_syntax for layer in self.transformer)
->>>>>>> issue13heads
         # continuation[vocab_id] = token ends with "@@"; set by set_src_vocab. A plain
         # attribute, not a buffer: it stays out of checkpoints, and OpenNMT-py's strict
         # Model.load_state_dict rejects any buffer (even non-persistent) missing from one.
