@@ -92,3 +92,13 @@ def test_translation_with_values_outside_the_feature_vocabulary_fails(toy):
     assert result.returncode != 0
     assert "not a value" in result.stderr and "<unk>" in result.stderr
     assert not out.exists()
+
+
+def test_attention_export_reads_the_features(toy):
+    import numpy as np
+    from headlab.heads.export import export_attention
+    out = toy / "att.npz"
+    assert export_attention(str(toy / "model" / "model.pt"), str(toy / "feat.src"), str(out), max_sents=3) == 3
+    with np.load(out) as data:
+        assert str(data["tokens"][0]) == (toy / "bpe.src").read_text().splitlines()[0]
+        assert data["att_000000"].shape[:2] == (1, 8)
