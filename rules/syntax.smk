@@ -99,5 +99,5 @@ rule parser_f1:
     conda:
         "../envs/eval.yaml"
     shell:
-        "OMP_NUM_THREADS=1 headlab parser-f1 --treebank {DATA}/raw/ptb-sample/treebank.zip "
+        "OMP_NUM_THREADS=1 headlab parser-eval --treebank {DATA}/raw/ptb-sample/treebank.zip "
         "--parser {wildcards.parser} --out {output} 2> {log}"

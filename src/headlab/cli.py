@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("headlab.syntax.parse", "parse Moses-tokenised English into a cached parse file (paper C)"),
     "featurize": ("headlab.syntax.features", "BPE'd source + per-piece syntax feature columns (paper C)"),
     "feature-vocab": ("headlab.syntax.features", "numeric-order source-feature vocabularies {src_vocab}_feat{i}"),
-    "parser-f1": ("headlab.syntax.evalb", "bracketing F1 of a parser against the PTB sample's gold trees"),
+    "parser-eval": ("headlab.syntax.evalb", "bracketing F1 of a parser against the PTB sample's gold trees"),
     "build-vocab": ("headlab.onmt_run", "onmt_build_vocab with the plugin loaded"),
     "vocab": ("headlab.onmt_run", "shared vocabulary of a BPE'd training corpus"),
     "train": ("headlab.onmt_run", "onmt_train with the plugin loaded (validated options, resume)"),

@@ -36,7 +36,7 @@ def side_inputs(src: Tensor, pad_mask: Tensor) -> dict[str, Tensor]:
     as name ``FEATURES[k]``, value = id - 4 (numeric-order feature vocabularies,
     :mod:`headlab.syntax.features`), 0 at padding. Missing columns are a ConfigError; an id
     that is not a value (``<unk>``: a value missing from the feature vocabulary) a DataError."""
-    from headlab.syntax.features import SPECIALS, feature_names
+    from headlab.syntax.columns import SPECIALS, feature_names
 
     names = feature_names()
     columns = src.size(2) - 1 if src.dim() == 3 else 0

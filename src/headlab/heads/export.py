@@ -77,7 +77,7 @@ def _src_ids(vocabs, sentences, device):
     """Source ids (B, N, 1 + n_src_feats): featured lines (``piece￨f1￨…``, paper C syntax
     models) fill the feature columns from ``vocabs["src_feats"]`` as OpenNMT-py does."""
     from onmt.constants import DefaultTokens
-    from headlab.syntax.features import SEPARATOR
+    from headlab.syntax.columns import SEPARATOR
 
     split = [[token.split(SEPARATOR) for token in s] for s in sentences]
     ids, lengths = _ids(vocabs["src"], [[t[0] for t in s] for s in split], device)
@@ -99,7 +99,7 @@ def _src_ids(vocabs, sentences, device):
 
 def plain_tokens(sentence: list[str]) -> list[str]:
     """The pieces of a (possibly featured) source sentence."""
-    from headlab.syntax.features import SEPARATOR
+    from headlab.syntax.columns import SEPARATOR
     return [token.split(SEPARATOR, 1)[0] for token in sentence]
 
 

@@ -42,12 +42,13 @@ _MEMBER = re.compile(r"treebank/combined/wsj_\d+\.mrg$")
 
 
 def _scorer():
-    try:
-        from PYEVALB import parser as pyevalb_parser
-        from PYEVALB.scorer import Scorer
+    import importlib
+    try:     # importlib: an optional extra, which only the eval env and `.[parsers]` install
+        pyevalb_parser = importlib.import_module("PYEVALB.parser")
+        Scorer = importlib.import_module("PYEVALB.scorer").Scorer
     except ImportError as err:
         raise ConfigError(f"parser F1 needs PYEVALB (pip install -e '.[parsers]', PYEVALB==0.1.3): {err}",
-                          key="parser-f1") from None
+                          key="parser-eval") from None
     return pyevalb_parser, Scorer()
 
 
@@ -180,7 +181,7 @@ FIELDS = ("parser", "sentences", "f1", "precision", "recall", "matched", "gold_b
 def main(argv: list[str]) -> int:
     from headlab.syntax.parse import PARSERS
 
-    ap = argparse.ArgumentParser(prog="headlab parser-f1", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="headlab parser-eval", description=__doc__.splitlines()[0])
     ap.add_argument("--treebank", required=True, help="ptb-sample's treebank.zip (or .mrg files)")
     ap.add_argument("--parser", default=PARSERS[0], choices=PARSERS)
     ap.add_argument("--limit", type=int, default=0, help="score the first N trees (0: all)")

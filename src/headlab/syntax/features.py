@@ -28,16 +28,7 @@ from typing import Mapping, Sequence
 from headlab.errors import DataError
 from headlab.io import atomic_write
 
-SEPARATOR = "\uffe8"
-#: values 0..VALUES-1 per column: word indices and tree depths of sentences up to 1,024 words
-VALUES = 1024
-#: OpenNMT-py's specials before the values in a feature vocabulary (<unk>, <blank>, <s>, </s>)
-SPECIALS = 4
-
-
-def feature_names() -> tuple[str, ...]:
-    from headlab.syntax.trees import FEATURES
-    return FEATURES
+from headlab.syntax.columns import SEPARATOR, SPECIALS, VALUES, feature_names  # noqa: F401  (re-exported)
 
 
 def needs_syntax(heads: str) -> bool:

@@ -129,10 +129,15 @@ def spacy_dependencies(nlp, sentences: Sequence[Sequence[str]], batch_size: int 
         yield [t.tag_ for t in doc], heads, [t.dep_ for t in doc], roots
 
 
+def _benepar():
+    # importlib: benepar is optional (no env lists it; its model cannot be fetched offline)
+    import importlib
+    return importlib.import_module("benepar")
+
+
 def benepar_available(model: str = BENEPAR_MODEL) -> bool:
     try:
-        import benepar
-        benepar.Parser(model)
+        _benepar().Parser(model)
     except Exception:       # not installed, or the model not downloaded
         return False
     return True
@@ -140,7 +145,7 @@ def benepar_available(model: str = BENEPAR_MODEL) -> bool:
 
 def benepar_trees(sentences: Sequence[Sequence[str]], model: str = BENEPAR_MODEL) -> Iterator[Tree]:
     try:
-        import benepar
+        benepar = _benepar()
         parser = benepar.Parser(model)
     except Exception as err:
         raise ConfigError(f"syntax_parser 'benepar' needs the benepar package and its model {model!r} "
