@@ -98,3 +98,24 @@ def test_needs_syntax_only_for_syntax_kinds(monkeypatch):
 
     monkeypatch.setitem(spec.HEAD_KINDS, "TestSyn", SynHeads)
     assert features.needs_syntax("2*(4TestSyn+4L).*(8L)")
+
+
+def _config(heads, **overrides):
+    from headlab.onmt_config import train_config
+    return train_config(preset="tiny", layers="2+1", heads=heads, train_src="t.src", train_tgt="t.tgt",
+                        valid_src="v.src", valid_tgt="v.tgt", vocab="vocab.txt", save_dir="m", overrides=overrides)
+
+
+def test_train_config_switches_features_on_for_syntax_models_only():
+    from headlab.syntax.trees import FEATURES
+    syntax = _config("8DEA.*8L")
+    assert syntax["n_src_feats"] == len(FEATURES) and syntax["transforms"][-1] == "inferfeats"
+    plain = _config("8L")
+    assert "n_src_feats" not in plain and "inferfeats" not in (plain.get("transforms") or [])
+    assert _config("8LPEA.*8L", syntax_parser="benepar")["syntax_parser"] == "benepar"
+
+
+def test_syntax_parser_on_a_model_without_syntax_heads_is_an_error():
+    from headlab.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"\[syntax_parser\]"):
+        _config("8L", syntax_parser="benepar")
