@@ -135,15 +135,8 @@ def test_stale_or_shuffled_cache_is_detected(tmp_path):
 
 
 def test_benepar_missing_names_the_config_key(monkeypatch):
-    import builtins
-    real = builtins.__import__
-
-    def no_benepar(name, *args, **kwargs):
-        if name == "benepar":
-            raise ImportError("No module named 'benepar'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_benepar)
+    import sys
+    monkeypatch.setitem(sys.modules, "benepar", None)      # import benepar -> ImportError
     with pytest.raises(ConfigError, match=r"\[syntax_parser\].*benepar"):
         next(parse.benepar_trees([["a"]]))
     assert not parse.benepar_available()
@@ -159,3 +152,35 @@ def test_benepar_parses_moses_tokens(nlp):
 def test_unknown_parser():
     with pytest.raises(ConfigError, match="syntax_parser"):
         parse.parse_sentences([["a"]], "stanza", nlp=object())
+
+
+class _FakeBenepar:
+    """Stands in for the benepar package: InputSentence and Parser.parse_sents as benepar 0.2."""
+
+    def __init__(self, drop_last_word_of=None):
+        self.drop = drop_last_word_of
+
+    class InputSentence:
+        def __init__(self, words):
+            self.words = words
+
+    def Parser(self, model):
+        fake = self
+
+        class Parser:
+            def parse_sents(self, inputs):
+                for k, sentence in enumerate(inputs):
+                    words = sentence.words[:-1] if k == fake.drop else sentence.words
+                    yield Tree("S", [Tree("NP", [Tree("XX", [w]) for w in words])])
+        return Parser()
+
+
+def test_benepar_code_path_with_a_stand_in(nlp, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "benepar", _FakeBenepar())
+    parses = parse.parse_sentences([["a", "cat"], ["sleeps", "."]], "benepar", nlp=nlp)
+    assert [str(p.tree) for p in parses] == ["(S (NP (XX a) (XX cat)))", "(S (NP (XX sleeps) (XX .)))"]
+    assert len(parses[0].heads) == 2                     # dependencies still from spaCy
+    monkeypatch.setitem(sys.modules, "benepar", _FakeBenepar(drop_last_word_of=1))
+    with pytest.raises(DataError, match=r"<input>:2: the constituency tree has 1 words, the line 2"):
+        parse.parse_sentences([["a", "cat"], ["sleeps", "."]], "benepar", nlp=nlp)
