@@ -280,6 +280,27 @@ def _patch_model_selection() -> None:
     saver.ModelSaver._rm_checkpoint = _rm_checkpoint
 
 
+def _patch_feature_embeddings() -> None:
+    """Source features carry per-word syntax to the encoder (paper C; internals note §3.5),
+    not embeddings: stock ``build_embeddings`` gives each feature a lookup table merged
+    into the word embedding (``concat`` breaks d_model), so the encoder's embeddings are
+    built without ``vocabs["src_feats"]`` (kept in ``vocabs`` itself: numericalisation
+    needs it). ``HeadlabEncoder`` reads the columns back as raw integers. Models without
+    source features have no ``src_feats`` and are built exactly as before."""
+    import onmt.model_builder as builder
+
+    original = builder.build_embeddings
+
+    @functools.wraps(original)
+    def build_embeddings(opt, vocabs, for_encoder=True):
+        if for_encoder and "src_feats" in vocabs:
+            vocabs = {k: v for k, v in vocabs.items() if k != "src_feats"}
+        return original(opt, vocabs, for_encoder)
+
+    # build_src_emb / build_tgt_emb look the name up as a module global at call time
+    builder.build_embeddings = build_embeddings
+
+
 def apply() -> None:
     global _APPLIED
     if _APPLIED:
@@ -295,4 +316,5 @@ def apply() -> None:
     _patch_test_model_loading()
     _patch_aux_loss()
     _patch_model_selection()
+    _patch_feature_embeddings()
     _APPLIED = True

@@ -64,6 +64,13 @@ def model_opts(parser) -> None:
         help="Dropout after U x in DHICM (paper B §3.1, Table 2 'Dropout (Section 3.1)').",
     )
     group.add(
+        "--syntax_parser", "-syntax_parser", type=str, default="depconv", choices=["depconv", "benepar"],
+        help="Parser of the source syntax that syntax head kinds read (paper C Table A3): 'depconv' "
+             "= spaCy dependencies with converted phrase-structure trees (offline default), "
+             "'benepar' = Berkeley Neural Parser trees (its model must be installed). Selects "
+             "the featured source files; stored in the checkpoint.",
+    )
+    group.add(
         "--lpea_k", "-lpea_k", type=_non_negative(int), default=6,
         help="Paper C LPEA: clipping distance k of the relative local-phrasal positions (eq. 7); "
              "w_-k..w_k are learned (Table 3: k in 0..8, best 6).",

@@ -101,6 +101,36 @@ def _ids(vocab, sentences, device):
     return ids, lengths
 
 
+def _src_ids(vocabs, sentences, device):
+    """Source ids (B, N, 1 + n_src_feats): featured lines (``piece￨f1￨…``, paper C syntax
+    models) fill the feature columns from ``vocabs["src_feats"]`` as OpenNMT-py does."""
+    from onmt.constants import DefaultTokens
+    from headlab.syntax.columns import SEPARATOR
+
+    split = [[token.split(SEPARATOR) for token in s] for s in sentences]
+    ids, lengths = _ids(vocabs["src"], [[t[0] for t in s] for s in split], device)
+    columns = {len(t) - 1 for s in split for t in s}
+    if columns == {0}:
+        return ids, lengths
+    feat_vocabs = vocabs.get("src_feats") or []
+    if len(columns) != 1 or columns != {len(feat_vocabs)}:
+        raise ConfigError(f"source tokens carry {sorted(columns)} feature columns, the model has "
+                          f"{len(feat_vocabs)} feature vocabularies", key="n_src_feats")
+    cols = [ids]
+    for k, vocab in enumerate(feat_vocabs):
+        col = torch.full_like(ids, vocab[DefaultTokens.PAD])
+        for b, tokens in enumerate(split):
+            col[b, :len(tokens), 0] = torch.tensor(vocab([t[k + 1] for t in tokens]), device=device)
+        cols.append(col)
+    return torch.cat(cols, 2), lengths
+
+
+def plain_tokens(sentence: list[str]) -> list[str]:
+    """The pieces of a (possibly featured) source sentence."""
+    from headlab.syntax.columns import SEPARATOR
+    return [token.split(SEPARATOR, 1)[0] for token in sentence]
+
+
 def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | None, site: str = "enc",
                    batch_size: int = 32, device="cpu"):
     """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None,
@@ -126,11 +156,11 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
     try:
         for start in range(0, len(src), batch_size):
             s_batch = src[start:start + batch_size]
-            src_t, src_len = _ids(vocabs["src"], s_batch, device)
+            src_t, src_len = _src_ids(vocabs, s_batch, device)
             if site == "enc":
                 maps = torch.stack(model.encoder.attention(src_t, src_len), 1).cpu()
                 model.encoder(src_t, src_len)                    # fills the importance
-                queries = s_batch
+                queries = [plain_tokens(s) for s in s_batch]
             else:
                 queries = [[DefaultTokens.BOS] + t for t in tgt[start:start + batch_size]]
                 tgt_t, _ = _ids(vocabs["tgt"], [q + [DefaultTokens.EOS] for q in queries], device)
@@ -184,7 +214,7 @@ def export_attention(model_path: str, src_path: str, out_path: str, max_sents: i
             queries.append(tokens)
     arrays["tokens"] = np.array([" ".join(s) for s in queries], dtype=str)
     if site != "enc":
-        arrays["src_tokens"] = np.array([" ".join(s) for s in sentences], dtype=str)
+        arrays["src_tokens"] = np.array([" ".join(plain_tokens(s)) for s in sentences], dtype=str)
     arrays["lengths"] = np.array([len(s) for s in queries], dtype=np.int64)
     arrays["spec"] = np.array(getattr(model_opt, f"{site}_heads", ""), dtype=str)
     arrays["site"] = np.array(site, dtype=str)
