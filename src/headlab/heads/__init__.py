@@ -30,20 +30,23 @@ Layout
 ``onmt_model`` real OpenNMT-py models from a few hyper-parameters (``PRESETS`` base/tiny,
                meta-device builds, OpenNMT-layout checkpoints) for params, tests, bench.
 
-How later kinds plug in (interfaces exist now; kinds to be written)
--------------------------------------------------------------------
+How kinds plug in
+-----------------
 * **Per-head kinds** produce head outputs from ``(x, values, ctx)``; ``ctx``
   (:class:`base.HeadContext`) carries the padding mask, lengths, token ids, word ids and
-  ``side``: a dict of optional per-sentence side inputs.
-* **Additive bias / mask heads** (paper C: DEA dependency mask, LPEA learned local-phrase
-  bias; Yang 2018 localness Gaussian bias): subclass ``kinds.LearnedHeads`` and override
-  ``score_bias(ctx)`` returning a (B, count|1, N, N) additive bias (``-inf`` = masked),
-  e.g. from ``ctx.side["dep_mask"]``; the SDPA path and the export path both use it.
-  Side inputs reach the encoder through ``HeadlabEncoder.context`` (extend it to read
-  them from the batch).
-* **Relative positions** (Shaw 2018): a ``LearnedHeads`` subclass owning the relative
-  key/value embeddings and overriding ``forward``/``attention``; until it exists the
-  encoder rejects ``max_relative_positions != 0`` with a ConfigError.
+  ``side``: per-sentence side inputs (paper C: the parse columns of
+  :data:`headlab.syntax.trees.FEATURES`, read by kinds with ``needs_syntax = True``).
+  A kind reads model options through ``HeadGroup.build(count, d_model, d_head, options)``
+  (``options`` = :func:`headlab.engine.common.mixer_options`: ``lpea_k``, ``relpos_k``,
+  ``rhe_fgate``, ...).
+* **Additive bias / mask heads** subclass ``kinds.LearnedHeads`` and override
+  ``score_bias(ctx)`` returning a (B, count|1, N, N) additive bias (``-inf`` = masked); the
+  SDPA path and the export path both use it (DEA, LPEA in :mod:`sea`). A bias that depends
+  on the queries (Yang 2018 localness) or needs extra value terms (Shaw 2018 relative
+  positions) overrides ``forward``/``attention`` (:mod:`localness`, :mod:`relpos`);
+  OpenNMT-py's ``max_relative_positions`` stays rejected for headlab encoders.
+* **Per-sentence head selection** (paper C RHE, :mod:`rhe`): a mixin before a biased kind
+  labels each head per sentence and picks the head's own or the biased attention.
 * **Head mixers** act on the stacked head outputs of a layer before the output
   projection (``HeadMixer.forward(heads, ctx, x)``: hard-concrete gates, ``|gate``), or
   replace it (``replaces_output``, ``HeadMixer.project``: DHICM, ``|dhicm``). Mixers see

@@ -29,8 +29,9 @@ class HeadContext:
     token_ids: (B, N) long source vocabulary ids, or None.
     word_ids:  (B, N) long 0-based word index of each piece (BPE ``@@`` joined), or None
                when no word-based head needs it.
-    side:      optional per-sentence side inputs for later kinds, e.g.
-               ``{"dep_mask": (B, N, N) bool}`` (paper C DEA) or a phrase bias (LPEA).
+    side:      optional per-sentence side inputs: paper C's parse columns
+               (:data:`headlab.syntax.trees.FEATURES`), each (B, N) long, word-level
+               values copied onto every piece, for kinds with ``needs_syntax``.
     allowed:   (B, 1, Nq or 1, Nk) bool, True where query i may attend key j, for sites
                whose keys are not the queries' own unpadded sequence (decoder: causal
                mask; cross-attention: source padding). None: derived from ``pad_mask``.
