@@ -50,6 +50,24 @@ def test_labels_on_a_hand_made_attention_matrix():
     assert head_labels(att, related, pad, fgate=1.0)[0][0].tolist() == [False, False, False]
 
 
+def featured(tokens, side):
+    """OpenNMT-py source ids (B, N, 1 + 5): token ids, then each FEATURES column as the
+    id of its value in a numeric-order feature vocabulary (value + 4 specials), as the
+    encoder reads them (HeadlabEncoder.context -> ctx.side)."""
+    from headlab.syntax.columns import SPECIALS
+    return torch.stack([tokens] + [side[name] + SPECIALS for name in FEATURES], 2)
+
+
+def feature_vocabs(vocabs):
+    """toy_vocabs plus numeric-order feature vocabularies (headlab.syntax.columns)."""
+    import pyonmttok
+    from onmt.constants import DefaultTokens
+    specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+    feats = [pyonmttok.build_vocab_from_tokens([str(v) for v in range(64)], special_tokens=specials)
+             for _ in FEATURES]
+    return {**vocabs, "src_feats": feats}
+
+
 def facts_side(sentences, n):
     """ctx.side (B, N) columns for word-level pieces (word_ids = arange), zero-padded."""
     cols = {name: torch.zeros(len(sentences), n, dtype=torch.long) for name in FEATURES}
@@ -163,11 +181,13 @@ def test_tiny_onmt_model_forward_backward(spec):
     encoder = model.encoder
     assert encoder.needs_syntax == any(kind in spec for kind in ("DEA", "LPEA", "RHE"))
     side = facts_side([(FIG3, FIG3_HEADS), (SHORT, SHORT_HEADS)], 6)
-    context = encoder.context
-    encoder.context = lambda *a, **k: dataclasses.replace(context(*a, **k), side=side)
-    src = torch.randint(4, 30, (2, 6, 1))
-    src[1, 3:] = 1
+    tokens = torch.randint(4, 30, (2, 6))
+    tokens[1, 3:] = 1
+    src = featured(tokens, side) if encoder.needs_syntax else tokens.unsqueeze(2)
     lengths = torch.tensor([6, 3])
+    if encoder.needs_syntax:                 # the encoder reads the parse from the feature columns
+        ctx = encoder.context(src, lengths)
+        assert all(torch.equal(ctx.side[name][0], side[name][0]) for name in FEATURES)
     if encoder.needs_syntax:
         assert encoder.context(src, lengths).word_ids[0].tolist() == list(range(6))
     tgt = torch.randint(4, 30, (2, 5, 1))
@@ -192,11 +212,6 @@ def tiny_rhe_model(extra=()):
                     dec_layers=1, dropout=0.0, attention_dropout=0.0, extra=list(extra))
     vocabs = toy_vocabs(30)
     return build_model(opt, vocabs), opt, vocabs
-
-
-def with_side(model, side):
-    context = model.encoder.context
-    model.encoder.context = lambda *a, **k: dataclasses.replace(context(*a, **k), side=side)
 
 
 def test_options_stored_in_checkpoint_and_prune_at_load(tmp_path):
@@ -246,9 +261,11 @@ def test_export_shows_the_enlivened_attention_and_labels():
 
     model, _, vocabs = tiny_rhe_model(["-rhe_fgate", "1.0"])       # every RHE head redundant
     model.eval()
-    with_side(model, facts_side([(FIG3, FIG3_HEADS), (SHORT, SHORT_HEADS)], 6))
-    src = [[f"w{i}" for i in range(6)], ["w1", "w2", "w3"]]
-    out = list(site_attention(model, vocabs, src, None, "enc"))
+    side = facts_side([(FIG3, FIG3_HEADS), (SHORT, SHORT_HEADS)], 6)
+    sep = "\uffe8"
+    src = [[sep.join([f"w{i}"] + [str(int(side[name][b, i])) for name in FEATURES]) for i in range(n)]
+           for b, n in enumerate([6, 3])]
+    out = list(site_attention(model, feature_vocabs(vocabs), src, None, "enc"))
     (tokens, att, imp, labels), second = out[0], out[1]
     assert att.shape == (2, 8, 6, 6) and imp is None
     assert labels.shape == (2, 8) and (labels[0] == 0).all() and torch.isnan(torch.tensor(labels[1])).all()
