@@ -25,6 +25,8 @@ Choices:
   forward, so translation enlivens the same way as training (the parse is needed at test
   time). With the translate option ``-rhe_prune`` (Table 2 "+RHE (Prune)") a redundant
   head's output is zeroed instead (evaluation mode only; training always enlivens).
+* **Fixed gate**: Fig. 4's x-axis is Syn_gate, so ``-rhe_fgate f`` replaces Syn_gate in
+  eq. 10 (Syn_attn > f), not Voita et al.'s "hconf > f_gate" recalled in §3.0.2.
 * Dep_mask is the dependency relation for every RHE kind (eq. 9 is stated with it), so
   ``RHErel`` and ``RHEloc`` read the parse too.
 * hconf and Syn_attn average over the real (non-padding) queries of the sentence; A is the

@@ -230,14 +230,16 @@ class LPEA(SyntaxHeads):
         width = -(-(dh + fq.size(-1)) // 8) * 8
 
         def widen(t: Tensor, extra: Tensor | None) -> Tensor:
-            parts = [t] if extra is None else [t, extra.unsqueeze(1).expand(B, H, -1, -1)]
+            # built token-major (B, N, H, width), the layout of the projections' outputs
+            # that SDPA's CPU kernel works in: no further copies in forward or backward
+            parts = [t] if extra is None else [t, extra.unsqueeze(2).expand(-1, -1, H, -1)]
             pad = width - sum(p.size(-1) for p in parts)
-            return torch.cat([*parts, t.new_zeros(*t.shape[:-1], pad)], -1)
+            return torch.cat([*parts, t.new_zeros(*t.shape[:-1], pad)], -1).transpose(1, 2)
 
         out = F.scaled_dot_product_attention(
-            widen(q, fq * math.sqrt(dh)), widen(k, ek), widen(values.transpose(1, 2), None),
+            widen(q.transpose(1, 2), fq * math.sqrt(dh)), widen(k.transpose(1, 2), ek), widen(values, None),
             attn_mask=allowed, dropout_p=self.dropout_p if self.training else 0.0, scale=1 / math.sqrt(dh))
-        return out[..., :dh].transpose(1, 2)
+        return out.transpose(1, 2)[..., :dh]
 
 
 def lpea_options(options: dict) -> dict:
