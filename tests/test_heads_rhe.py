@@ -114,12 +114,13 @@ def test_important_heads_untouched_redundant_heads_enlivened(kind, sea):
     assert terms["rhe_redundant"].item() == 4 and terms["rhe_heads"].item() == 4
 
 
-def test_mixed_labels_pick_per_head_and_sentence():
+@pytest.mark.parametrize("fused", [True, False])
+def test_mixed_labels_pick_per_head_and_sentence(fused):
     ctx = make_ctx()
     torch.manual_seed(5)
     rhe = HeadlabAttention(parse_spec("8RHEdea")[0], 16, 2).eval()
     group = rhe.heads[0]
-    group.record = True
+    group.record, group.fused = True, fused
     x = torch.randn(2, 6, 16) * 3
     att = rhe.attention(x, ctx)
     q, k = group._qk(x, None)
@@ -137,6 +138,17 @@ def test_mixed_labels_pick_per_head_and_sentence():
             ref = own if labels[b, h] else dea
             assert torch.allclose(att[b, h], ref[b, h], atol=1e-6)
     assert group.stats.shape == (2, 8, 2)
+    # the fused forward (two SDPA outputs, picked per head) agrees head by head
+    _, values = rhe.project_kv(x)
+    v = values.view(2, 6, 8, 2)
+    out = group(x, v, ctx)
+    assert group.labels.tolist() == labels.tolist()
+    own_out, dea_out = (p @ v.transpose(1, 2) for p in (own, dea))
+    real = ~ctx.pad_mask
+    for b in range(2):
+        for h in range(8):
+            ref = own_out if labels[b, h] else dea_out
+            assert torch.allclose(out[b, real[b], h], ref[b, h, real[b]], atol=1e-5)
 
 
 def test_prune_zeroes_redundant_heads_in_eval_only():

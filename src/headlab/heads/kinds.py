@@ -73,6 +73,10 @@ class LearnedHeads(HeadGroup):
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         q, k = self._qk(x, keys)
+        return self.attend(q, k, values, ctx)
+
+    def attend(self, q: Tensor, k: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
+        """q, k: (B, count, N, d_head), values: (B, N, count, d_head) -> (B, N, count, d_head)."""
         out = F.scaled_dot_product_attention(
             q, k, values.transpose(1, 2), attn_mask=self._mask(ctx, q.dtype),
             dropout_p=self.dropout_p if self.training else 0.0)

@@ -32,6 +32,12 @@ Choices:
 * hconf and Syn_attn average over the real (non-padding) queries of the sentence; A is the
   attention before dropout.
 
+Cost: ``RHEdea`` and ``RHElpea`` label the heads one at a time under ``no_grad`` (one
+(B, N, N) score matrix alive at a time), then compute the head's own and its SEA output
+with fused SDPA and pick per head and sentence (``fused``): no (B, count, N, N) tensor is
+kept for the backward pass. ``RHErel`` and ``RHEloc`` (whose baselines are explicit
+attention anyway) compute both distributions densely. ``attention()`` (export) is dense.
+
 Logging: ``aux_terms()`` reports ``rhe_redundant`` (redundant heads per sentence, batch
 mean) and ``rhe_heads`` (RHE heads); both have weight 0 in the loss and appear on the
 training log's ``aux:`` line every report, with their ratio ``rhe_share`` (the share of
@@ -90,6 +96,9 @@ class RHE:
     side_keys: tuple[str, ...] = ("dep_head",)
     fgate = 0.0
     prune = False           # set at translation by -rhe_prune (headlab.compat)
+    #: True (DEA, LPEA): forward runs the head's own and the SEA attention through fused
+    #: SDPA and picks per head; False (RelPos, Local): dense attention (:meth:`enlivened`)
+    fused = False
     record = False          # keep labels of the last forward (export)
 
     @classmethod
@@ -103,6 +112,11 @@ class RHE:
     def side(self, ctx: HeadContext) -> dict[str, Tensor]:
         return read_side(self, ctx)
 
+    def _labelled(self, important: Tensor, hconf: Tensor, syn: Tensor) -> None:
+        self._important = important
+        if self.record:
+            self.labels, self.stats = important, torch.stack([hconf, syn], -1)
+
     def enlivened(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """(attention used (B, count, N, N) before dropout, important (B, count) bool)."""
         q, k = self._qk(x, keys)
@@ -115,18 +129,41 @@ class RHE:
             att = own * keep                                  # redundant heads: output 0
         else:
             att = torch.where(keep, own, masked_softmax(scores, ctx, self.logit_bias(q, ctx)))
-        self._important = important
-        if self.record:
-            self.labels, self.stats = important, torch.stack([hconf, syn], -1)
+        self._labelled(important, hconf, syn)
         return att.to(q.dtype), important
 
+    def labels_of(self, q: Tensor, k: Tensor, ctx: HeadContext) -> tuple[Tensor, Tensor, Tensor]:
+        """:func:`head_labels` of the heads' own attention, one head at a time (no gradient,
+        one (B, N, N) score matrix alive at a time)."""
+        related = dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+        with torch.no_grad():
+            parts = [head_labels(masked_softmax(q[:, h:h + 1] @ k[:, h:h + 1].transpose(-1, -2)
+                                                / math.sqrt(self.d_head), ctx), related, ctx.pad_mask, self.fgate)
+                     for h in range(self.count)]
+        return tuple(torch.cat(column, 1) for column in zip(*parts))
+
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        if self.fused:
+            return self.fused_forward(x, values, ctx, keys)
         att, important = self.enlivened(x, ctx, keys)
         att = F.dropout(att, self.dropout_p, self.training)
         out = att @ values.transpose(1, 2)
         if hasattr(self, "value_term"):                      # Shaw's a^V, redundant heads only
             out = out + self.value_term(att * (~important).view(*important.shape, 1, 1))
         return out.transpose(1, 2)
+
+    def fused_forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        """DEA/LPEA: both candidate outputs through fused SDPA (no (B, count, N, N) tensor
+        kept for backward), then per head and sentence the one its label picks."""
+        q, k = self._qk(x, keys)
+        important, hconf, syn = self.labels_of(q, k, ctx)
+        self._labelled(important, hconf, syn)
+        keep = important.view(important.size(0), 1, self.count, 1)
+        own = F.scaled_dot_product_attention(q, k, values.transpose(1, 2), attn_mask=ctx.key_mask,
+                                             dropout_p=self.dropout_p if self.training else 0.0).transpose(1, 2)
+        if self.prune and not self.training:
+            return own * keep                                 # redundant heads: output 0
+        return torch.where(keep, own, self.attend(q, k, values, ctx))
 
     def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         return self.enlivened(x, ctx, keys)[0].float()
@@ -143,12 +180,15 @@ class RHE:
 class RHEdea(RHE, DEA):
     """RHE with DEA (eq. 4-5) on the redundant heads (Table 1 "+DEA+RHE")."""
 
+    fused = True
+
 
 @register_head_kind("RHElpea")
 class RHElpea(RHE, LPEA):
     """RHE with LPEA (eq. 7-8) on the redundant heads (Table 1 "+LPEA+RHE")."""
 
     side_keys = ("dep_head", *LPEA.side_keys)
+    fused = True
 
 
 @register_head_kind("RHErel")

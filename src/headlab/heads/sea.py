@@ -41,7 +41,7 @@ Choices where the paper is ambiguous (tested in tests/test_heads_sea.py):
 * **P as a lookup**: P has at most 2k+2 distinct values (2k+1 clipped distances and ∞):
   they are computed once (a (2k+1, d_h) matrix through W_P, tanh, U_P) and gathered by
   the (B, N, N) index; no (n, n, d_h) tensor exists. In training (``-lpea_outside mask``)
-  not even the (n, n) bias exists: see :meth:`LPEA.forward`.
+  not even the (n, n) bias exists: see :meth:`LPEA.attend`.
 * **BPE pieces** inherit their word's facts: pieces of one word see each other (same word
   = i = j for DEA; RP = 0 inside one word for LPEA) and every piece of a related word.
 * Padding queries see every real key (their rows are discarded; an all -inf row would
@@ -214,15 +214,14 @@ class LPEA(SyntaxHeads):
         rows = table[(levels.unsqueeze(0) - levels.unsqueeze(1)).clamp(-k, k) + k]
         return rows[inverse].to(dtype), F.one_hot(inverse, levels.numel()).to(dtype)
 
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
         """Eq. 8 inside fused SDPA: an additive (n, n) bias that needs a gradient would send
         torch's SDPA to its O(n²)-memory math kernel (4x the memory of ``8L`` at n = 512).
         Instead P is written as a product of D-wide query and key factors
         (:meth:`depth_factors`, scaled by √d_h to cancel SDPA's 1/√d_h) appended to q and k
         (v gets zeros, widths rounded up to a multiple of 8), and ∞ is a boolean mask."""
         if self.phrase.outside != "mask":
-            return super().forward(x, values, ctx, keys)
-        q, k = self._qk(x, keys)
+            return super().attend(q, k, values, ctx)
         side = self.side(ctx)
         allowed = phrase_related(ctx.word_ids, side, ctx.pad_mask).unsqueeze(1) & ctx.key_mask
         fq, ek = self.depth_factors(side["word_depth"], q.dtype)
