@@ -10,7 +10,7 @@ encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on
   heads through torch SDPA), ``7Ftoken+1L`` and ``7Fword+1L`` (word boundaries: random,
   ~30% of pieces continue into the next), and ``8L|dhicm`` (paper B's second-level
   attention over the heads in place of the output projection); paper C's ``8DEA``,
-  ``8LPEA`` (k = 6), ``8RelPos`` (k = 16), ``8Local`` and ``8RHElpea`` on synthetic parses
+  ``8LPEA`` (k = 6), ``8RelPos`` (k = 16), ``8Local``, ``8RHEdea`` and ``8RHElpea`` on synthetic parses
   (:func:`synthetic_side`: a random binary tree and random dependency heads per sentence;
   the parse is built before timing, as the data pipeline delivers it). Goal (issue 13):
   DEA and LPEA within 1.3x of ``8L`` in time and memory at n = 512.
@@ -56,7 +56,7 @@ CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headl
            ("headlab", "8L|dhicm"),
            # paper C (issue 13 item 8): SEA, the baselines and RHE (on synthetic parses)
            ("headlab", "8DEA"), ("headlab", "8LPEA"), ("headlab", "8RelPos"), ("headlab", "8Local"),
-           ("headlab", "8RHElpea")]
+           ("headlab", "8RHEdea"), ("headlab", "8RHElpea")]
 #: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
 DENSE_KINDS = ("RelPos", "Local", "RHE")
 COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "peak_mb"]
@@ -214,7 +214,7 @@ TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), (
            ("headlab", "8L|dhicm"),
            # paper C (issue 13 item 8): SEA, the baselines and RHE (on synthetic parses)
            ("headlab", "8DEA"), ("headlab", "8LPEA"), ("headlab", "8RelPos"), ("headlab", "8Local"),
-           ("headlab", "8RHElpea")]
+           ("headlab", "8RHEdea"), ("headlab", "8RHElpea")]
 #: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
 DENSE_KINDS = ("RelPos", "Local", "RHE")
 TRAIN_COLUMNS = ["impl", "spec", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
