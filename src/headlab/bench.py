@@ -211,12 +211,7 @@ def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, d
 
 
 TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L"),
-           ("headlab", "8L|dhicm"),
-           # paper C (issue 13 item 8): SEA, the baselines and RHE (on synthetic parses)
-           ("headlab", "8DEA"), ("headlab", "8LPEA"), ("headlab", "8RelPos"), ("headlab", "8Local"),
-           ("headlab", "8RHEdea"), ("headlab", "8RHElpea")]
-#: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
-DENSE_KINDS = ("RelPos", "Local", "RHE")
+           ("headlab", "8L|dhicm")]
 TRAIN_COLUMNS = ["impl", "spec", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
 _TOKS = __import__("re").compile(r"Step (\d+)/.*?; ([\d.]+)/([\d.]+) tok/s")
 
