@@ -278,9 +278,13 @@ def test_export_shows_the_enlivened_attention_and_labels():
     src = [[sep.join([f"w{i}"] + [str(int(side[name][b, i])) for name in FEATURES]) for i in range(n)]
            for b, n in enumerate([6, 3])]
     out = list(site_attention(model, feature_vocabs(vocabs), src, None, "enc"))
-    (tokens, att, imp, labels), second = out[0], out[1]
-    assert att.shape == (2, 8, 6, 6) and imp is None
+    (tokens, att, imp, extra), second = out[0], out[1]
+    labels, raw = extra["rhe"], extra["raw"]
+    assert att.shape == raw.shape == (2, 8, 6, 6) and imp is None
     assert labels.shape == (2, 8) and (labels[0] == 0).all() and torch.isnan(torch.tensor(labels[1])).all()
-    # row "talk" (3) never attends outside its local phrase: Sharon (5), with (4) masked
+    # enlivened: row "talk" (3) never attends outside its local phrase: with (4), Sharon (5)
     assert (att[0, :, 3, 4:] == 0).all() and (att[1, :, 3, 4:] > 0).all()
-    assert second[1].shape == (2, 8, 3, 3)
+    # raw: the heads' own attention before enlivening sees every word; other layers as att
+    assert (raw[0, :, 3, 4:] > 0).all() and (raw[1] == att[1]).all()
+    assert torch.allclose(torch.tensor(raw[0]).sum(-1), torch.ones(8, 6), atol=1e-5)
+    assert second[1].shape == (2, 8, 3, 3) and second[3]["raw"].shape == (2, 8, 3, 3)

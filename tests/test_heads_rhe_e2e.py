@@ -80,3 +80,6 @@ def test_translate_pruned_and_export_labels(trained):
     assert len(labels) == 2
     tokens, lab = labels[0]
     assert lab.shape == (2, 8) and np.isin(lab[0], [0.0, 1.0]).all() and np.isnan(lab[1]).all()
+    with np.load(npz) as data:
+        assert data["raw_000000"].shape == data["att_000000"].shape
+        assert (data["raw_000000"][1] == data["att_000000"][1]).all()

@@ -18,9 +18,11 @@ pieces, as in the input; for ``dec``/``cross`` the target with its leading ``<s>
 ``src_tokens`` for ``cross``; ``lengths``; ``spec``: the site's head spec; ``site``. Where
 the site has DHICM layers, ``imp_000000``, ... (layers, n_query, heads): the second-level
 importance G of each query token for each head (paper B Figure 3), NaN for layers without
-DHICM. Where the encoder has RHE heads (paper C), ``lab_000000``, ... (layers, heads): each
-head's label for the sentence, 1 important, 0 redundant (its exported attention is then the
-enlivened one actually used, or zeros with ``-rhe_prune``), NaN for other heads (Figure 5).
+DHICM. Where the encoder has RHE heads (paper C Figure 5): ``rhe_000000``, ... (layers,
+heads): each head's label for the sentence, 1 important, 0 redundant, NaN for other heads;
+``att_*`` is the attention actually used (enlivened for redundant heads, zeros with
+``-rhe_prune``) and ``raw_000000``, ... the same array with every RHE head's own attention
+before enlivening.
 Read it back with :func:`load_attention` / :func:`load_importance` / :func:`load_labels`.
 """
 from __future__ import annotations
@@ -81,14 +83,19 @@ def _rhe_groups(modules) -> list[list[tuple[int, object]]]:
     return out
 
 
-def _labels(rhe, heads: int, b: int) -> np.ndarray | None:
+def _rhe_arrays(rhe, att: np.ndarray, b: int) -> dict[str, np.ndarray]:
+    """``rhe`` labels (layers, heads) and ``raw`` attention before enlivening (as ``att``)
+    of sentence ``b``; empty without RHE heads."""
     if not any(rhe):
-        return None
-    out = np.full((len(rhe), heads), np.nan, dtype=np.float32)
+        return {}
+    labels = np.full(att.shape[:2], np.nan, dtype=np.float32)
+    raw = att.copy()
+    nq, nk = att.shape[2:]
     for layer, groups in enumerate(rhe):
         for start, group in groups:
-            out[layer, start:start + group.count] = group.labels[b].float().cpu().numpy()
-    return out
+            labels[layer, start:start + group.count] = group.labels[b].float().cpu().numpy()
+            raw[layer, start:start + group.count] = group.raw[b, :, :nq, :nk].float().cpu().numpy()
+    return {"rhe": labels, "raw": raw}
 
 
 def _ids(vocab, sentences, device):
@@ -134,7 +141,7 @@ def plain_tokens(sentence: list[str]) -> list[str]:
 def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | None, site: str = "enc",
                    batch_size: int = 32, device="cpu"):
     """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None,
-    RHE labels (layers, heads) or None)."""
+    {"rhe": RHE labels (layers, heads), "raw": attention before enlivening} or {})."""
     from onmt.constants import DefaultTokens
 
     if site == "enc":
@@ -169,8 +176,8 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
             heads = maps.size(2)
             for b, tokens in enumerate(queries):
                 n_key = len(tokens) if site == "dec" else len(s_batch[b])
-                yield (tokens, maps[b, :, :, :len(tokens), :n_key].numpy().astype(np.float32),
-                       _importance(mixers, len(tokens), heads, b), _labels(rhe, heads, b))
+                att = maps[b, :, :, :len(tokens), :n_key].numpy().astype(np.float32)
+                yield tokens, att, _importance(mixers, len(tokens), heads, b), _rhe_arrays(rhe, att, b)
     finally:
         for module in recorders:
             module.record = False
@@ -204,13 +211,13 @@ def export_attention(model_path: str, src_path: str, out_path: str, max_sents: i
     device = next(model.parameters()).device
     arrays, queries = {}, []
     with torch.no_grad():
-        for i, (tokens, att, imp, labels) in enumerate(site_attention(model, vocabs, sentences, targets,
-                                                                      site, batch_size, device)):
+        for i, (tokens, att, imp, extra) in enumerate(site_attention(model, vocabs, sentences, targets,
+                                                                     site, batch_size, device)):
             arrays[f"att_{i:06d}"] = att
             if imp is not None:
                 arrays[f"imp_{i:06d}"] = imp
-            if labels is not None:
-                arrays[f"lab_{i:06d}"] = labels
+            for name, array in extra.items():
+                arrays[f"{name}_{i:06d}"] = array
             queries.append(tokens)
     arrays["tokens"] = np.array([" ".join(s) for s in queries], dtype=str)
     if site != "enc":
@@ -241,7 +248,7 @@ def load_labels(path: str) -> list[tuple[list[str], np.ndarray]]:
     """[(tokens, (layers, heads) RHE labels), ...] from an export (empty: no RHE heads)."""
     with np.load(path) as data:
         tokens = [str(t).split() for t in data["tokens"]]
-        return [(toks, data[f"lab_{i:06d}"]) for i, toks in enumerate(tokens) if f"lab_{i:06d}" in data]
+        return [(toks, data[f"rhe_{i:06d}"]) for i, toks in enumerate(tokens) if f"rhe_{i:06d}" in data]
 
 
 def main(argv: list[str]) -> int:

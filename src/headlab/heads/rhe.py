@@ -42,8 +42,9 @@ Logging: ``aux_terms()`` reports ``rhe_redundant`` (redundant heads per sentence
 mean) and ``rhe_heads`` (RHE heads); both have weight 0 in the loss and appear on the
 training log's ``aux:`` line every report, with their ratio ``rhe_share`` (the share of
 RHE heads labelled redundant; :mod:`headlab.engine.aux_loss`). With ``record`` set (export),
-``labels`` keeps the (B, count) bool labels of the last forward (True = important), and
-``stats`` the per-sentence (hconf, Syn_attn).
+``labels`` keeps the (B, count) bool labels of the last forward (True = important),
+``stats`` the per-sentence (hconf, Syn_attn), and ``attention()`` also keeps ``raw``, the
+heads' own attention before enlivening.
 """
 from __future__ import annotations
 
@@ -130,6 +131,8 @@ class RHE:
         else:
             att = torch.where(keep, own, masked_softmax(scores, ctx, self.logit_bias(q, ctx)))
         self._labelled(important, hconf, syn)
+        if self.record:
+            self.raw = own                                    # before enlivening (export)
         return att.to(q.dtype), important
 
     def labels_of(self, q: Tensor, k: Tensor, ctx: HeadContext) -> tuple[Tensor, Tensor, Tensor]:
