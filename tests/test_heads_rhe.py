@@ -277,7 +277,8 @@ def test_export_shows_the_enlivened_attention_and_labels():
     sep = "\uffe8"
     src = [[sep.join([f"w{i}"] + [str(int(side[name][b, i])) for name in FEATURES]) for i in range(n)]
            for b, n in enumerate([6, 3])]
-    out = list(site_attention(model, feature_vocabs(vocabs), src, None, "enc"))
+    assert len(next(site_attention(model, feature_vocabs(vocabs), src, None, "enc"))) == 3
+    out = list(site_attention(model, feature_vocabs(vocabs), src, None, "enc", extras=True))
     (tokens, att, imp, extra), second = out[0], out[1]
     labels, raw = extra["rhe"], extra["raw"]
     assert att.shape == raw.shape == (2, 8, 6, 6) and imp is None

@@ -139,9 +139,10 @@ def plain_tokens(sentence: list[str]) -> list[str]:
 
 
 def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | None, site: str = "enc",
-                   batch_size: int = 32, device="cpu"):
-    """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None,
-    {"rhe": RHE labels (layers, heads), "raw": attention before enlivening} or {})."""
+                   batch_size: int = 32, device="cpu", extras: bool = False):
+    """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None),
+    and with ``extras`` a fourth item: {"rhe": RHE labels (layers, heads), "raw": attention
+    before enlivening} (paper C), or {} for a model without RHE heads."""
     from onmt.constants import DefaultTokens
 
     if site == "enc":
@@ -177,7 +178,8 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
             for b, tokens in enumerate(queries):
                 n_key = len(tokens) if site == "dec" else len(s_batch[b])
                 att = maps[b, :, :, :len(tokens), :n_key].numpy().astype(np.float32)
-                yield tokens, att, _importance(mixers, len(tokens), heads, b), _rhe_arrays(rhe, att, b)
+                imp = _importance(mixers, len(tokens), heads, b)
+                yield (tokens, att, imp, _rhe_arrays(rhe, att, b)) if extras else (tokens, att, imp)
     finally:
         for module in recorders:
             module.record = False
@@ -212,7 +214,7 @@ def export_attention(model_path: str, src_path: str, out_path: str, max_sents: i
     arrays, queries = {}, []
     with torch.no_grad():
         for i, (tokens, att, imp, extra) in enumerate(site_attention(model, vocabs, sentences, targets,
-                                                                     site, batch_size, device)):
+                                                                     site, batch_size, device, extras=True)):
             arrays[f"att_{i:06d}"] = att
             if imp is not None:
                 arrays[f"imp_{i:06d}"] = imp
