@@ -70,12 +70,23 @@ def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = Non
     grid = grid.apply(pd.to_numeric, errors="coerce")
     marks = None
     if mark:
-        flags = tidy.assign(_m=tidy[mark].map(lambda v: mark_symbol if _truthy(v) else ""))
+        flags = tidy.assign(_m=tidy[mark].map(lambda v: _symbol(v, mark_symbol)))
         marks = flags.pivot(index=index, columns=columns, values="_m").reindex(index=rows, columns=cols).fillna("")
     grid.index.name = grid.columns.name = None
     if marks is not None:
         marks.index.name = marks.columns.name = None
     return Table(grid, marks, index_name=index, **kwargs)
+
+
+def _symbol(v, default: str) -> str:
+    """A mark cell: a boolean-like value gives ``default`` or nothing; any other text (paper
+    B and C's ``⇑`` / ``↑``) is the mark itself."""
+    if isinstance(v, str) and v.strip() and v.strip().lower() not in _BOOLEAN_WORDS:
+        return v.strip()
+    return default if _truthy(v) else ""
+
+
+_BOOLEAN_WORDS = ("true", "1", "yes", "*", "false", "0", "no", "nan", "none")
 
 
 def _truthy(v) -> bool:
