@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "vocab": ("headlab.onmt_run", "shared vocabulary of a BPE'd training corpus"),
     "train": ("headlab.onmt_run", "onmt_train with the plugin loaded (validated options, resume)"),
     "translate": ("headlab.onmt_run", "onmt_translate with the plugin loaded (head ablation)"),
+    "average": ("headlab.onmt_run", "OpenNMT-py's average_models over a training's last N checkpoints"),
     "onmt-config": ("headlab.onmt_config", "write an OpenNMT-py YAML from a model preset"),
     "params": ("headlab.heads.params", "count model parameters for a preset, layers and head spec"),
     "export-attention": ("headlab.heads.export", "dump per-layer, per-head attention of one site (and DHICM importance) to npz"),
