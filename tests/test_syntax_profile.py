@@ -1,0 +1,185 @@
+"""Paper D §2.2: gold trees (CoNLL-U, multi-word tokens, empty nodes), the word <-> Moses
+<-> BPE alignment, and the per-head syntactic profile against hand-computed numbers."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from headlab.errors import DataError
+from headlab.syntax.align import align, pieces_to_tokens
+from headlab.syntax.conllu import load_treebank, read_conllu, texts, v1_label
+from headlab.syntax.profile import OFFSETS, Profile, best_baselines, predict, word_attention
+
+FIXTURE = Path(__file__).parent / "fixtures" / "syntax" / "mwt_empty.conllu"
+#: pieces that split every word apart (s1) and gon|na at a piece boundary (s2)
+PIECES = [["I", "do", "n@@", "'t", "see", "the", "U.@@", "S.", '"', "now", '"', "."],
+          ["She", "was", "gon@@", "na", "go", "."]]
+
+
+def trees():
+    return load_treebank(FIXTURE)
+
+
+# -- CoNLL-U --------------------------------------------------------------------------
+
+def test_conllu_multiword_tokens_and_empty_nodes():
+    s1, s2 = trees()
+    # syntactic words are the nodes; the empty node 4.1 is skipped; the MWT is one surface token
+    assert s1.forms == ["I", "do", "n't", "see", "the", "U.S.", '"', "now", '"', "."]
+    assert s1.heads == [4, 4, 4, 0, 6, 4, 8, 4, 8, 4]
+    assert s1.tokens[1].form == "don't" and s1.tokens[1].words == (1, 2)
+    assert s1.text == 'I don\'t see the U.S. "now".'
+    assert s2.forms == ["She", "was", "gon", "na", "go", "."] and s2.tokens[2].form == "gonna"
+    assert texts([s1, s2])[1] == "She was gonna go."
+
+
+def test_conllu_text_rebuilt_without_text_comment(tmp_path):
+    body = "".join(line for line in FIXTURE.read_text().splitlines(keepends=True) if not line.startswith("# text"))
+    path = tmp_path / "t.conllu.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write(body)
+    assert [t.text for t in read_conllu(path)] == ['I don\'t see the U.S. "now".', "She was gonna go."]
+
+
+def test_v2_to_v1_labels():
+    assert [v1_label(x) for x in ("obj", "obl", "aux:pass", "nsubj:pass", "nmod:poss", "obl:tmod", "nsubj:outer",
+                                  "acl:relcl", "flat", "compound:prt", "case")] == \
+        ["dobj", "nmod", "auxpass", "nsubjpass", "nmod:poss", "nmod:tmod", "nsubj", "acl:relcl", "name",
+         "compound:prt", "case"]
+    assert v1_label("poss", "spacy") == "nmod:poss" and v1_label("dobj", "spacy") == "dobj"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.replace("1\tI\tI\tPRON\tPRP\t_\t4", "1\tI\tI\tPRON\tPRP\t_\t40"), r"mwt\.conllu:1: .*head 40"),
+    (lambda s: s.replace("5\tthe\tthe\tDET\tDT\t_\t6\tdet\t6:det\t_", "5\tthe\tthe"), r"mwt\.conllu:9: .*10 tab"),
+    (lambda s: s.replace("# text = I don't see", "# text = I do not see"), r"mwt\.conllu:1: .*spell"),
+    (lambda s: s.replace("5\tthe\t", "7\tthe\t"), r"mwt\.conllu:9: word ID 7 out of order"),
+])
+def test_conllu_errors_name_file_and_line(tmp_path, edit, message):
+    path = tmp_path / "mwt.conllu"
+    path.write_text(edit(FIXTURE.read_text()))
+    with pytest.raises(DataError, match=message):
+        load_treebank(path)
+
+
+# -- alignment ------------------------------------------------------------------------
+
+def test_pieces_to_tokens():
+    assert pieces_to_tokens(["U.@@", "S.", "now"]) == (["U.S.", "now"], [[0, 1], [2]])
+    with pytest.raises(DataError, match="ends in '@@'"):
+        pieces_to_tokens(["a", "b@@"])
+
+
+def test_align_mwt_words_pieces_and_moses_contraction():
+    s1, s2 = trees()
+    a = align(s1, PIECES[0])
+    assert a.unaligned_words == [] and a.unit_pieces[5] == [6, 7]        # U.S. = two pieces, one word
+    assert a.tokens[:3] == ["I", "do", "n't"]
+    # Moses' "don 't" against UD's "do n't": one unit of two words, both counted unaligned
+    moses = align(s1, ["I", "don", "'t", "see", "the", "U.S.", '"', "now", '"', "."])
+    assert moses.unaligned_words == [1, 2] and moses.unit_words[1] == [1, 2] and moses.unit_pieces[1] == [1, 2]
+    # BPE splitting Moses' "gonna" at UD's word boundary aligns gon and na; unsplit, it does not
+    assert align(s2, PIECES[1]).unaligned_words == []
+    assert align(s2, ["She", "was", "gonna", "go", "."]).unaligned_words == [2, 3]
+    # truecasing changes case only: still aligned
+    assert align(s2, ["she", "was", "gon@@", "na", "go", "."]).unaligned_words == []
+
+
+def test_align_character_mismatch_names_the_sentence():
+    s1, _ = trees()
+    with pytest.raises(DataError, match=r"sentence s1 \(.*mwt_empty\.conllu:1\).*character 13, treebank '\.s\.\"now\"\.', "
+                                      r"model input 'snow\.'"):
+        align(s1, ["I", "do", "n't", "see", "the", "US", "now", "."])
+
+
+# -- word-level attention and predictions ---------------------------------------------
+
+def test_word_attention_sums_to_and_averages_from():
+    att = np.array([[0.5, 0.2, 0.3],
+                    [0.1, 0.1, 0.8],
+                    [0.6, 0.0, 0.4]])
+    w = word_attention(att, [[0, 1], [2]])
+    # to unit 0 = sum of columns 0,1; from unit 0 = mean of rows 0,1
+    assert np.allclose(w, [[(0.7 + 0.2) / 2, (0.3 + 0.8) / 2], [0.6, 0.4]])
+    assert np.allclose(w.sum(-1), 1.0)
+
+
+def test_predict_excludes_self_and_has_two_directions():
+    w = np.array([[0.9, 0.1, 0.0],
+                  [0.2, 0.7, 0.1],
+                  [0.3, 0.6, 0.1]])
+    assert predict(w, "dep->head").tolist() == [1, 0, 1]         # row argmax, diagonal ignored
+    assert predict(w, "head->dep").tolist() == [2, 2, 1]         # column: who attends most to i
+
+
+def _profile(pieces, make_att):
+    tb = trees()
+    prof = Profile(1, 2, [["L", "Ftoken:next"]])
+    for tree, p in zip(tb, pieces):
+        a = align(tree, p)
+        prof.add(tree, a, make_att(tree, a, len(p)))
+    return prof
+
+
+def _oracle_and_next(tree, a, n):
+    """Head 1 attends (from every piece) to the first piece of the gold head's unit;
+    head 2 to the first piece of the next unit (the last unit: the previous one)."""
+    att = np.zeros((1, 2, n, n))
+    for u, pieces in enumerate(a.unit_pieces):
+        words = a.unit_words[u]
+        gold = tree.heads[words[0]] - 1
+        target = a.unit_pieces[a.word_unit[gold]][0] if gold >= 0 and gold not in words else pieces[0]
+        nxt = a.unit_pieces[u + 1 if u + 1 < len(a.unit_pieces) else u - 1][0]
+        for p in pieces:
+            att[0, 0, p, target] = 1.0
+            att[0, 1, p, nxt] = 1.0
+    return att
+
+
+def test_oracle_head_scores_100_and_next_head_equals_plus_one_baseline():
+    prof = _profile(PIECES, _oracle_and_next)
+    heads = prof.heads()
+    dep = heads[heads["direction"] == "dep->head"]
+    assert (dep[dep["head"] == 1]["accuracy"] == 100.0).all()
+    base = prof.baselines().set_index(["relation", "offset"])
+    nxt = dep[dep["head"] == 2].set_index("relation")
+    for rel, row in nxt.iterrows():
+        assert row["accuracy"] == pytest.approx(base.loc[(rel, 1), "accuracy_scored"])
+        assert row["accuracy"] == pytest.approx(base.loc[(rel, 1), "accuracy"])    # every word aligned
+    assert nxt.loc["all", "accuracy"] == pytest.approx(100 * 5 / 14)
+    assert set(heads["head_kind"]) == {"L", "Ftoken:next"}
+    assert list(heads.columns) == ["layer", "head", "head_kind", "relation", "direction", "accuracy", "count",
+                                   "correct", "skipped", "best_baseline", "baseline_offset"]
+
+
+def test_baselines_against_hand_computation():
+    """The fixture's 14 non-root arcs, offsets counted by hand (see the fixture's heads)."""
+    prof = _profile(PIECES, _oracle_and_next)
+    base = prof.baselines().set_index(["relation", "offset"])
+    hits = {-3: 1, -2: 2, -1: 1, 1: 5, 2: 2, 3: 1}
+    assert {o: base.loc[("all", o), "correct"] for o in OFFSETS} == hits
+    assert base.loc[("all", 1), "count"] == 14 and base.loc[("all", 1), "accuracy"] == pytest.approx(500 / 14)
+    assert base.loc[("advmod", 1), "accuracy"] == 50.0
+    best = best_baselines(prof.baselines())
+    assert best["all"] == (pytest.approx(500 / 14), 1)
+    assert best["punct"] == (25.0, 1)             # +1, -1, -3 tie at 1 of 4: the nearest, right side
+    assert best["nsubj:pass"] == (100.0, 2)
+    assert "root" not in best                     # root arcs are not scored
+
+
+def test_unaligned_words_are_counted_and_their_arcs_skipped():
+    pieces = [["I", "don", "'t", "see", "the", "U.S.", '"', "now", '"', "."], ["She", "was", "gonna", "go", "."]]
+    prof = _profile(pieces, _oracle_and_next)
+    summary = prof.summary()
+    assert summary["unaligned_words"] == 4 and summary["aligned_words"] == 12
+    # s1: do, n't (their arcs) = 2; s2: every non-root arc touches gon or na = 5
+    assert summary["arcs_skipped_unaligned"] == 7 and summary["arcs_scored"] == 7 and summary["arcs"] == 14
+    heads = prof.heads()
+    assert heads[(heads["relation"] == "all")]["skipped"].iloc[0] == 7
+    base = prof.baselines().set_index(["relation", "offset"])
+    assert base.loc[("all", 1), "count"] == 14 and base.loc[("all", 1), "count_scored"] == 7
+    oracle = heads[(heads["head"] == 1) & (heads["direction"] == "dep->head")]
+    assert (oracle["accuracy"] == 100.0).all()
