@@ -183,3 +183,80 @@ def test_unaligned_words_are_counted_and_their_arcs_skipped():
     assert base.loc[("all", 1), "count"] == 14 and base.loc[("all", 1), "count_scored"] == 7
     oracle = heads[(heads["head"] == 1) & (heads["direction"] == "dep->head")]
     assert (oracle["accuracy"] == 100.0).all()
+
+
+# -- end to end: a real (untrained) OpenNMT-py checkpoint through `headlab profile-heads` --
+
+def _model(tmp_path):
+    import torch
+    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+
+    vocabs = toy_vocabs(40, src_tokens=sorted({p for s in PIECES for p in s}), share=True)
+    opt = model_opt(hidden_size=16, heads=4, transformer_ff=32, enc_layers=2, dec_layers=1, dropout=0.0,
+                    attention_dropout=0.0, share_embeddings=True, enc_heads="3Ftoken+1L")
+    torch.manual_seed(0)
+    path = tmp_path / "model.pt"
+    save_checkpoint(build_model(opt, vocabs), opt, vocabs, path)
+    src = tmp_path / "ud.bpe.src"
+    src.write_text("".join(" ".join(s) + "\n" for s in PIECES))
+    return path, src
+
+
+def test_profile_heads_end_to_end(tmp_path):
+    import json
+    import pandas as pd
+    from headlab.heads.export import load_attention
+    from headlab.syntax.run import load_figure_sentences, main_profile_heads
+
+    model, src = _model(tmp_path)
+    out = tmp_path / "prof"
+    assert main_profile_heads(["-model", str(model), "-treebank", str(FIXTURE), "-src", str(src),
+                               "-pair", "en-de", "-out", str(out), "-figure_sents", "1"]) == 0
+    heads = pd.read_csv(f"{out}.csv")
+    assert len(heads) == 2 * 2 * 4 * heads["relation"].nunique()          # directions x layers x heads
+    kinds = heads.drop_duplicates(["layer", "head"]).set_index(["layer", "head"])["head_kind"]
+    assert kinds[(1, 2)] == "Ftoken:previous" and kinds[(2, 3)] == "Ftoken:next" and kinds[(1, 4)] == "L"
+    base = pd.read_csv(f"{out}.baselines.csv").set_index(["relation", "offset"])
+    dep = heads[heads["direction"] == "dep->head"]
+    # paper A's fixed "next"/"previous" token heads are the +1/-1 baselines at word level
+    for pattern, offset in (("Ftoken:next", 1), ("Ftoken:previous", -1)):
+        for _, row in dep[dep["head_kind"] == pattern].iterrows():
+            assert row["accuracy"] == pytest.approx(base.loc[(row["relation"], offset), "accuracy_scored"])
+    assert json.loads(Path(f"{out}.alignment.json").read_text())["unaligned_words"] == 0
+    tokens, att = load_attention(f"{out}.attention.npz")[0]
+    assert tokens == PIECES[0] and att.shape == (2, 4, 12, 12)
+    fig = load_figure_sentences(f"{out}.attention.npz")
+    assert len(fig) == 1 and fig[0]["words"].shape == (2, 4, 10, 10) and fig[0]["deprels"][0] == "nsubj"
+
+
+def test_profile_heads_bad_input(tmp_path):
+    from headlab.errors import ConfigError
+    from headlab.syntax.run import profile_heads
+
+    model, src = _model(tmp_path)
+    with pytest.raises(ConfigError, match=r"\[pair\] pair de-en: .*English-source"):
+        profile_heads(str(model), str(FIXTURE), str(src), str(tmp_path / "x"), pair="de-en")
+    short = tmp_path / "short.src"
+    short.write_text(" ".join(PIECES[0]) + "\n")
+    with pytest.raises(DataError, match=r"short\.src: 1 source sentences, but the treebank .*mwt_empty\.conllu has 2"):
+        profile_heads(str(model), str(FIXTURE), str(short), str(tmp_path / "x"), pair="en-de")
+    swapped = tmp_path / "swapped.src"
+    swapped.write_text(" ".join(PIECES[1]) + "\n" + " ".join(PIECES[0]) + "\n")
+    with pytest.raises(DataError, match=r"sentence s1 .*do not spell"):
+        profile_heads(str(model), str(FIXTURE), str(swapped), str(tmp_path / "x"), pair="en-de")
+    assert not list(tmp_path.glob("x.*"))                                 # no partial output
+
+
+def test_treebank_text_and_spacy_parse(tmp_path):
+    from headlab.syntax.run import main_treebank
+
+    raw = tmp_path / "raw.src"
+    assert main_treebank(["text", "--in", str(FIXTURE), "--out", str(raw)]) == 0
+    assert raw.read_text() == 'I don\'t see the U.S. "now".\nShe was gonna go.\n'
+    parsed = tmp_path / "parsed.conllu"
+    assert main_treebank(["parse", "--in", str(raw), "--out", str(parsed), "--pair", "en-de"]) == 0
+    tb = load_treebank(parsed)
+    assert [t.text for t in tb] == raw.read_text().splitlines() and tb[0].scheme == "spacy"
+    assert "nsubj" in tb[0].deprels and tb[0].heads.count(0) >= 1
+    # a spaCy tree aligns with the model's pieces like a gold one
+    assert align(tb[1], PIECES[1]).unaligned_words == []
