@@ -260,3 +260,33 @@ def test_treebank_text_and_spacy_parse(tmp_path):
     assert "nsubj" in tb[0].deprels and tb[0].heads.count(0) >= 1
     # a spaCy tree aligns with the model's pieces like a gold one
     assert align(tb[1], PIECES[1]).unaligned_words == []
+
+
+# -- Table 1 ---------------------------------------------------------------------------
+
+def test_table1_best_head_baseline_bold_and_paper_numbers(tmp_path):
+    from headlab.report.tables import to_csv, to_markdown
+    from headlab.syntax.profile import table1
+
+    prof = _profile(PIECES, _oracle_and_next)
+    prof.heads().to_csv(tmp_path / "p.csv", index=False)
+    prof.baselines().to_csv(tmp_path / "p.baselines.csv", index=False)
+    table, tidy = table1(tmp_path / "p.csv", top=3)
+    rows = tidy.set_index("relation")
+    # the oracle (layer 1, head 1) is best everywhere; "all" against the +1 baseline, 5 of 14
+    assert (tidy["head"] == "1-1").all() and (tidy["accuracy"] == 100.0).all()
+    assert rows.loc["All", "baseline"] == pytest.approx(500 / 14) and rows.loc["All", "offset"] == 1
+    # v2 labels under the paper's v1 names, counts summed: nsubj:pass -> nsubjpass, obj -> dobj
+    assert rows.loc["dobj", "baseline"] == 100.0 and rows.loc["dobj", "offset"] == -2    # U.S. -> see
+    assert rows.loc["auxpass", "baseline"] == 100.0 and rows.loc["auxpass", "offset"] == 1   # was -> gon
+    # bold: 20+ points above the baseline (advmod: n't +1, now -4: 50%)
+    assert rows.loc["advmod", "bold"] and rows.loc["All", "bold"] and not rows.loc["dobj", "bold"]
+    # the three most frequent (punct, conj, cc, root excluded): advmod (2), then by name among 1s
+    assert list(tidy["relation"][:4]) == ["All", "advmod", "aux", "auxpass"]
+    # every paper row is there, with the paper's numbers and bold beside ours
+    text = to_markdown(table)
+    assert "| det | 1-1 | 2-4 | 100.0 | **90.5** | 100.0 | 55.0 | 1 | 1 |" in text
+    assert "| advmod | 1-1 | 2-4 | **100.0** | 52.9 | 50.0 | 45.1 | 1 | 1 |" in text
+    assert "| compound |  | 2-4 |  | 75.5 |" in text                           # no compound arc here
+    csv = to_csv(table)
+    assert "Accuracy ours bold" in csv and "Accuracy paper bold" in csv
