@@ -290,3 +290,38 @@ def test_table1_best_head_baseline_bold_and_paper_numbers(tmp_path):
     assert "| compound |  | 2-4 |  | 75.5 |" in text                           # no compound arc here
     csv = to_csv(table)
     assert "Accuracy ours bold" in csv and "Accuracy paper bold" in csv
+
+
+# -- Figures 1-2 (arcs) ----------------------------------------------------------------
+
+def test_arc_figures_pick_the_best_and_the_functional_head(tmp_path):
+    import pandas as pd
+    from headlab.report.figures import plot
+    from headlab.syntax.arcs import arc_rows, best_head, figure, functional_head
+    from headlab.syntax.run import load_figure_sentences, profile_heads
+
+    model, src = _model(tmp_path)
+    out = str(tmp_path / "prof")
+    profile_heads(str(model), str(FIXTURE), str(src), out, pair="en-de", figure_sents=2)
+    # make the choice known: layer 2 head 4 perfect on nsubj, layer 1 head 3 on every functional relation
+    heads = pd.read_csv(f"{out}.csv")
+    heads.loc[(heads["layer"] == 2) & (heads["head"] == 4) & (heads["relation"] == "nsubj"), "correct"] = 1
+    functional = heads["relation"].isin(["det", "aux", "advmod", "mark", "aux:pass"])
+    heads.loc[(heads["layer"] == 1) & (heads["head"] == 3) & functional, "correct"] = heads["count"]
+    heads.to_csv(f"{out}.csv", index=False)
+    assert best_head(f"{out}.csv", "nsubj")[:2] == (2, 4)
+    assert functional_head(f"{out}.csv") == (1, 3, 100.0)
+    with pytest.raises(DataError, match="no 'csubj' arc"):
+        best_head(f"{out}.csv", "csubj")
+
+    entry = load_figure_sentences(f"{out}.attention.npz")[0]
+    rows = arc_rows(entry, 2, 4, ("nsubj",), "p", 0)
+    assert len(rows) == 10 * 10 and [r["red"] for r in rows if r["j"] == 0][:2] == [True, False]   # I = nsubj
+    assert sum(r["weight"] for r in rows if r["i"] == 3) == pytest.approx(1.0, abs=1e-5)    # a word's row sums to 1
+    tidy, style = figure(out, "F1")
+    assert style["kind"] == "arcs" and tidy["panel"].nunique() == 2
+    assert tidy["panel"].iloc[0].startswith("nsubj: head 2-4 (100.0%)")
+    tidy2, style2 = figure(out, "F2")
+    assert tidy2["panel"].iloc[0].startswith("functional: head 1-3 (100.0%)")
+    fig = plot(tidy, **style)
+    assert len([ax for ax in fig.axes if ax.get_title()]) == 2
