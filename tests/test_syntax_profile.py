@@ -206,7 +206,8 @@ def test_profile_heads_end_to_end(tmp_path):
     import json
     import pandas as pd
     from headlab.heads.export import load_attention
-    from headlab.syntax.run import load_figure_sentences, main_profile_heads
+    from headlab.syntax.arcs import load_figure_sentences
+    from headlab.syntax.run import main_profile_heads
 
     model, src = _model(tmp_path)
     out = tmp_path / "prof"
@@ -266,7 +267,7 @@ def test_treebank_text_and_spacy_parse(tmp_path):
 
 def test_table1_best_head_baseline_bold_and_paper_numbers(tmp_path):
     from headlab.report.tables import to_csv, to_markdown
-    from headlab.syntax.profile import table1
+    from headlab.syntax.table import table1
 
     prof = _profile(PIECES, _oracle_and_next)
     prof.heads().to_csv(tmp_path / "p.csv", index=False)
@@ -298,7 +299,8 @@ def test_arc_figures_pick_the_best_and_the_functional_head(tmp_path):
     import pandas as pd
     from headlab.report.figures import plot
     from headlab.syntax.arcs import arc_rows, best_head, figure, functional_head
-    from headlab.syntax.run import load_figure_sentences, profile_heads
+    from headlab.syntax.arcs import load_figure_sentences
+    from headlab.syntax.run import profile_heads
 
     model, src = _model(tmp_path)
     out = str(tmp_path / "prof")

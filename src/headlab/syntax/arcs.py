@@ -23,6 +23,8 @@ relation, no longer than ``max_words`` words (else the shortest). :func:`figure`
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from headlab.errors import DataError
@@ -30,6 +32,16 @@ from headlab.syntax.conllu import v1_label
 
 #: the functional relations paper D §2.3 credits head 2-4 with (v1 names)
 FUNCTIONAL = ("case", "det", "amod", "advmod", "mark", "aux", "auxpass", "cop", "nmod:poss")
+
+
+def load_figure_sentences(path: str) -> list[dict]:
+    """The figure sentences of a profile's ``.attention.npz``: per sentence the tree entry
+    (forms, heads, deprels, units, word_unit) with ``words`` = (layers, heads, U, U)."""
+    with np.load(path) as data:
+        entries = [json.loads(str(t)) for t in data["trees"]]
+        for i, entry in enumerate(entries):
+            entry["words"] = data[f"words_{i:06d}"]
+    return entries
 
 
 def _accuracies(profile_csv, direction: str, scheme: str):
@@ -101,7 +113,6 @@ def figure(profile_prefix: str, which: str = "F1", n_sentences: int = 1, directi
     """(tidy DataFrame, plot keywords) of F1 or F2 from a profile (``PREFIX.csv`` and
     ``PREFIX.attention.npz`` of ``headlab profile-heads``)."""
     import pandas as pd
-    from headlab.syntax.run import load_figure_sentences
 
     csv, npz = f"{profile_prefix}.csv", f"{profile_prefix}.attention.npz"
     entries = load_figure_sentences(npz)

@@ -19,7 +19,8 @@ tree with its pieces (:mod:`headlab.syntax.align`) and writes
 * ``PREFIX.attention.npz``: the first ``-figure_sents`` sentences in the layout of
   ``headlab export-attention`` (``att_*``, ``tokens``, ...; :func:`headlab.heads.export.load_attention`
   reads it), plus ``words_*`` (layers, heads, units, units) word-level attention and
-  ``trees`` (JSON per sentence: forms, heads, relations, units) for the arc figures.
+  ``trees`` (JSON per sentence: forms, heads, relations, units) for the arc figures
+  (:func:`headlab.syntax.arcs.load_figure_sentences` reads them).
 
 Only English-source models can be profiled against English trees: another pair is a
 :class:`ConfigError` naming it. A source file whose sentence count differs from the
@@ -123,16 +124,6 @@ def profile_heads(model_path: str, treebank: str, src: str, out: str, pair: str 
     with atomic_write(f"{out}.alignment.json") as handle:
         json.dump(summary, handle, indent=1)
     return summary
-
-
-def load_figure_sentences(path: str) -> list[dict]:
-    """The figure sentences of a profile's ``.attention.npz``: per sentence the tree entry
-    (forms, heads, deprels, units, word_unit) with ``words`` = (layers, heads, U, U)."""
-    with np.load(path) as data:
-        entries = [json.loads(str(t)) for t in data["trees"]]
-        for i, entry in enumerate(entries):
-            entry["words"] = data[f"words_{i:06d}"]
-    return entries
 
 
 def main_profile_heads(argv: list[str]) -> int:
