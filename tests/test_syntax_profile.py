@@ -327,3 +327,30 @@ def test_arc_figures_pick_the_best_and_the_functional_head(tmp_path):
     assert tidy2["panel"].iloc[0].startswith("functional: head 1-3 (100.0%)")
     fig = plot(tidy, **style)
     assert len([ax for ax in fig.axes if ax.get_title()]) == 2
+
+
+def test_syntactic_heads_beat_their_baseline_by_the_threshold(tmp_path):
+    from headlab.syntax.table import syntactic_heads
+
+    prof = _profile(PIECES, _oracle_and_next)
+    prof.heads().to_csv(tmp_path / "p.csv", index=False)
+    prof.baselines().to_csv(tmp_path / "p.baselines.csv", index=False)
+    found = syntactic_heads(tmp_path / "p.csv", min_count=2)
+    # the oracle (1-1) beats advmod's 50% and punct's 25% baselines; the "next" head (1-2)
+    # is the +1 baseline itself, never 20 points above it
+    assert set(zip(found["layer"], found["head"])) == {(1, 1)}
+    assert dict(zip(found["relation"], found["margin"])) == {"punct": 75.0, "advmod": 50.0}
+    assert found["head_kind"].iloc[0] == "L"
+    assert syntactic_heads(tmp_path / "p.csv", min_count=2, threshold=60)["relation"].tolist() == ["punct"]
+    assert syntactic_heads(tmp_path / "p.csv").empty                   # no relation has 20 arcs here
+
+
+def test_profile_prefix_is_the_rule_output():
+    import re
+    from headlab.syntax.table import profile_prefix
+
+    m = dict(corpus="multi30k", pair="en-de", size="full", preset="mini", variant="default", layers="2+2",
+             heads="8L", seed="1")
+    assert profile_prefix("res", m, "ud-en_pud") == "res/scores/multi30k/en-de/full/mini/default/2+2/8L/seed1/profile/ud-en_pud"
+    rule = (Path(__file__).resolve().parents[1] / "rules" / "analyse.smk").read_text()
+    assert re.search(r'csv=f"\{SCORES\}/\{MODEL\}/profile/\{\{treebank\}\}\.csv"', rule)

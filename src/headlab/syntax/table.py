@@ -9,6 +9,17 @@ from __future__ import annotations
 from headlab.errors import DataError
 from headlab.syntax.profile import ALL, DIRECTIONS, best_baselines
 
+#: the treebanks of rules/analyse.smk's profile_heads: UD test sets, or a split parsed with spaCy
+UD_TREEBANKS = ("ud-en_ewt", "ud-en_pud")
+
+
+def profile_prefix(root: str, model: dict, treebank: str = "ud-en_ewt") -> str:
+    """Where the ``profile_heads`` rule writes a model's profile (``PREFIX.csv``,
+    ``.baselines.csv``, ``.alignment.json``, ``.attention.npz``); ``treebank``: ``ud-en_ewt``,
+    ``ud-en_pud`` or ``spacy-<split>``."""
+    from headlab.workflow import model_path, results_paths
+    return f"{results_paths(root)['scores']}/{model_path(model)}/profile/{treebank}"
+
 
 #: relations left out of Table 1's "ten most frequent": the paper's ten omit them although
 #: they are among the most frequent in any English text (Clark et al.'s figures omit
@@ -97,3 +108,36 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
 def _reference(table: str):
     from headlab.studies.common import reference
     return reference("paper_D_reference.csv", table, dtype=str)
+
+
+def syntactic_heads(profile_csv, *, threshold: float = 20.0, min_count: int = 20, direction: str = "dep->head",
+                    baselines_csv=None, scheme: str = "ud2", exclude=("root",)):
+    """Which heads are *syntactic*: per (layer, head), every relation (v1 name, at least
+    ``min_count`` scored arcs, ``all`` and ``exclude`` left out) where its accuracy beats the
+    best offset baseline by ``threshold`` points or more (paper D's bold rule, 20; Voita et
+    al.'s is 10). Tidy rows: layer, head, head_kind, relation, direction, accuracy,
+    baseline, offset, margin, count; sorted by layer, head, margin (largest first). For the
+    join with the gates ("do the gates keep the syntactic heads"): a head is syntactic if
+    it has a row here."""
+    import pandas as pd
+
+    heads = pd.read_csv(profile_csv)
+    base = pd.read_csv(baselines_csv or str(profile_csv)[:-len(".csv")] + ".baselines.csv")
+    if direction != "both":
+        heads = heads[heads["direction"] == direction]
+    heads, base = _v1(heads, scheme), _v1(base, scheme)
+    kinds = heads.drop_duplicates(["layer", "head"]).set_index(["layer", "head"])["head_kind"]
+    acc = heads.groupby(["relation", "layer", "head", "direction"], as_index=False)[["correct", "count"]].sum()
+    acc["accuracy"] = 100.0 * acc["correct"] / acc["count"]
+    b = base.groupby(["relation", "offset"], as_index=False)[["correct", "count"]].sum()
+    b["accuracy"] = 100.0 * b["correct"] / b["count"]
+    best = best_baselines(b)
+    acc = acc[(acc["relation"] != ALL) & ~acc["relation"].isin(exclude) & (acc["count"] >= min_count)]
+    acc = acc.assign(baseline=[best.get(r, (float("nan"), 0))[0] for r in acc["relation"]],
+                     offset=[best.get(r, (float("nan"), 0))[1] for r in acc["relation"]])
+    acc["margin"] = acc["accuracy"] - acc["baseline"]
+    out = acc[acc["margin"] >= threshold].copy()
+    out["head_kind"] = [kinds[(l, h)] for l, h in zip(out["layer"], out["head"])]
+    out = out.sort_values(["layer", "head", "margin"], ascending=[True, True, False])
+    return out[["layer", "head", "head_kind", "relation", "direction", "accuracy", "baseline", "offset", "margin",
+                "count"]].reset_index(drop=True)
