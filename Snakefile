@@ -51,6 +51,7 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/syntax.smk"
 include: "rules/local.smk"
 include: "rules/train.smk"
 include: "rules/curves.smk"

@@ -171,7 +171,8 @@ rule params:
 rule export_attention:
     input:
         model=f"{MODELS}/{MODEL}/model.pt",
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.src",
+        # syntax models (paper C): the featured source, read with its feature columns
+        src=_translate_source,
         tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.tgt",
     output:
         f"{SCORES}/{MODEL}/{{split}}.{{site}}.attention.npz",

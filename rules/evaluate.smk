@@ -2,6 +2,19 @@
 # disabled, paper A §4.3), un-BPE + detruecase + detokenise, then sacreBLEU.
 
 
+def _translate_source(w):
+    """The test source: featured by the model's parser for syntax models (rules/syntax.smk)."""
+    if model_needs_syntax(w):
+        return featured(w, w.split)
+    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{w.split}.src"
+
+
+def _feature_args(w):
+    if not model_needs_syntax(w):
+        return ""
+    return f"-n_src_feats {len(headlab.syntax.features.feature_names())}"
+
+
 def _ablation_args(w):
     if w.ablation.startswith("no-h"):
         return f"-disable_enc_heads {w.ablation[len('no-h'):]}"
@@ -34,11 +47,12 @@ rule average_checkpoints:
 rule translate:
     input:
         model=_translated_model,
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.src",
+        src=_translate_source,
     output:
         f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.bpe",
     params:
         ablation=_ablation_args,
+        features=_feature_args,
         gpu="-gpu 0" if GPU else "",
         beam=config["translation"].get("beam_size", 5),
         batch=config["translation"].get("batch_size", 3000),
@@ -56,7 +70,7 @@ rule translate:
     shell:
         "OMP_NUM_THREADS={threads} headlab translate -model {input.model} -src {input.src} "
         "-output {output} -beam_size {params.beam} -batch_size {params.batch} "
-        "-batch_type {params.batch_type} -max_length {params.max_length} {params.gpu} {params.ablation} > {log} 2>&1"
+        "-batch_type {params.batch_type} -max_length {params.max_length} {params.gpu} {params.ablation} {params.features} > {log} 2>&1"
 
 
 rule postprocess:

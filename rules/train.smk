@@ -4,6 +4,9 @@ import headlab.report.curves
 
 
 def _data(w, split, side, kind="bpe"):
+    """A split's BPE'd file; a syntax model's source is the featured file (rules/syntax.smk)."""
+    if side == "src" and kind == "bpe" and model_needs_syntax(w):
+        return featured(w, split)
     return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/{kind}/{split}.{side}"
 
 
@@ -12,6 +15,8 @@ rule onmt_config:
         train=lambda w: [_data(w, corpus(w.corpus)["train"], s) for s in ("src", "tgt")],
         valid=lambda w: [_data(w, corpus(w.corpus)["valid"], s) for s in ("src", "tgt")],
         vocab=vocabularies,
+        # syntax models: OpenNMT-py reads {src_vocab}_feat{i} (not passed on the command line)
+        feature_vocab=lambda w: feature_vocabularies(w) if model_needs_syntax(w) else [],
         # a changed preset reruns the models that use it
         presets=workflow.source_path("../src/headlab/presets.yaml"),
     output:

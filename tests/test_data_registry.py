@@ -12,7 +12,7 @@ MIRRORED = ("multi30k", "iwslt14-de-en", "iwslt15-en-vi", "mucow", "distil-linge
 
 def test_dataset_names():
     assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en", "park-ko-en", "wmt17-de-en", "hindencorp",
-                                      "ted-be-en"}
+                                      "ted-be-en", "nc11-en-de", "nc11-en-cs", "wmt14-en-de"}
     with pytest.raises(DataError, match="unknown dataset 'nope'.*multi30k"):
         registry.get("nope")
 

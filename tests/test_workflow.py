@@ -117,6 +117,37 @@ def test_paper_config_paper_b_corpora(tmp_path):
     assert "--allow-unverified" in hindencorp
 
 
+def test_paper_config_paper_c_corpora_and_syntax_models(tmp_path):
+    """Paper C §5 corpora in config/paper.yaml (NC v11 en-de/en-cs, WMT14 en-de, 32k BPE); a
+    syntax model (DEA) trains and translates on the featured source of its parser, parsed
+    from the Moses-tokenised English; an 8L model beside it keeps the plain BPE files."""
+    config = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    config["studies"] = {"baseline": {
+        "data": {"nc11-en-de": ["en-de"], "nc11-en-cs": ["en-cs"], "wmt14-en-de": ["en-de"]},
+        "layers": ["6+6"], "heads": ["8DEA.*8L", "8L"], "preset": "base"}}
+    (tmp_path / "paper.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "-p", "--configfile", str(tmp_path / "paper.yaml"),
+                       "--config", f"results={tmp_path / 'r'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout + result.stderr
+    for corpus, pair, test in (("nc11-en-de", "en-de", "newstest2016"), ("nc11-en-cs", "en-cs", "newstest2016"),
+                               ("wmt14-en-de", "en-de", "newstest2014")):
+        data = f"data/{corpus}/{pair}/full"
+        assert re.search(rf"bpe-learn --merges 32000 --in \S+/{data}/tc/train.src ", out)
+        assert re.search(rf"headlab parse --parser depconv --in \S+/{data}/tok/train.src --out \S+/{data}/"
+                         rf"parse/depconv/train.jsonl", out)
+        assert re.search(rf"headlab featurize --bpe \S+/{data}/bpe/{test}.src --parses \S+/{data}/parse/depconv/"
+                         rf"{test}.jsonl --parser depconv", out)
+        assert re.search(rf"headlab translate -model \S+/{corpus}/{pair}/full/base/default/6\+6/8DEA.\*8L/seed1/"
+                         rf"model.pt -src \S+/{data}/feat/depconv/{test}.src .*-n_src_feats 5", out)
+        assert re.search(rf"headlab translate -model \S+/{corpus}/{pair}/full/base/default/6\+6/8L/seed1/"
+                         rf"model.pt -src \S+/{data}/bpe/{test}.src ", out)
+        assert re.search(rf"--train \S+/{data}/feat/depconv/train.src \S+/{data}/bpe/train.tgt", out)
+    [nc] = _fetch_commands(result, "nc11-en-de")
+    assert "train/news-commentary-v11.de-en.txt.zip" in nc and "sacrebleu/wmt16-test.tgz" in nc
+    assert "--allow-unverified" in nc
+
+
 def test_unknown_config_key_is_an_error_naming_it(tmp_path, mirror):
     config = write_config(tmp_path, mirror, **{"training.treads": 2})
     result = snakemake("-n", "--configfile", str(config))

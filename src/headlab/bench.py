@@ -9,7 +9,11 @@ encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on
 * ``headlab``: :class:`headlab.heads.attention.HeadlabSelfAttention` for ``8L`` (learned
   heads through torch SDPA), ``7Ftoken+1L`` and ``7Fword+1L`` (word boundaries: random,
   ~30% of pieces continue into the next), and ``8L|dhicm`` (paper B's second-level
-  attention over the heads in place of the output projection).
+  attention over the heads in place of the output projection); paper C's ``8DEA``,
+  ``8LPEA`` (k = 6), ``8RelPos`` (k = 16), ``8Local`` and ``8RHElpea`` on synthetic parses
+  (:func:`synthetic_side`: a random binary tree and random dependency heads per sentence;
+  the parse is built before timing, as the data pipeline delivers it). Goal (issue 13):
+  DEA and LPEA within 1.3x of ``8L`` in time and memory at n = 512.
 
 Lengths are random in [n/2, n] (one sentence of length n), the same for every impl.
 attention_dropout is 0 for all (with dropout, CPU SDPA falls back to its n x n math
@@ -49,18 +53,53 @@ import sys
 import time
 
 CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L"),
-           ("headlab", "8L|dhicm")]
+           ("headlab", "8L|dhicm"),
+           # paper C (issue 13 item 8): SEA, the baselines and RHE (on synthetic parses)
+           ("headlab", "8DEA"), ("headlab", "8LPEA"), ("headlab", "8RelPos"), ("headlab", "8Local"),
+           ("headlab", "8RHElpea")]
+#: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
+DENSE_KINDS = ("RelPos", "Local", "RHE")
 COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "peak_mb"]
 
 
 def _repeats(n: int) -> int:
-    return 10 if n <= 128 else 3 if n <= 512 else 1
+    scale = float(os.environ.get("HEADLAB_BENCH_REPEAT_SCALE", "1"))   # --repeat-scale
+    return max(1, round((10 if n <= 128 else 3 if n <= 512 else 1) * scale))
 
 
 def _dense_bytes(impl: str, spec: str, n: int, batch: int) -> float:
     """Rough bytes of n x n tensors a step keeps alive (scores, probs, grads: ~6 copies)."""
-    dense_heads = 8 if impl == "onmt" else 0      # headlab learned heads use SDPA (O(n) memory)
+    dense_heads = 8 if impl == "onmt" or any(k in spec for k in DENSE_KINDS) else 0
+    # headlab learned heads use SDPA (O(n) memory); DEA/LPEA add one (B, 1, n, n) bias
+    dense_heads += 1 if ("DEA" in spec or "LPEA" in spec) else 0
     return 6 * 4 * batch * dense_heads * n * n
+
+
+def synthetic_side(word_ids, lengths, gen):
+    """ctx.side columns (headlab.syntax.trees.FEATURES) of random parses: per sentence a
+    random binary constituency tree over its words and random dependency heads, the
+    per-word facts copied onto each piece. Costs as real parses do (same shapes)."""
+    import torch
+    from nltk import Tree
+
+    from headlab.syntax.trees import FEATURES, word_facts
+
+    def tree(lo, hi):                       # words lo..hi-1
+        if hi - lo == 1:
+            return Tree("X", [f"w{lo}"])
+        cut = int(torch.randint(lo + 1, hi, (1,), generator=gen))
+        return Tree("X", [tree(lo, cut), tree(cut, hi)])
+
+    B, N = word_ids.shape
+    side = {name: torch.zeros(B, N, dtype=torch.long) for name in FEATURES}
+    for b in range(B):
+        n_words = int(word_ids[b, int(lengths[b]) - 1]) + 1
+        heads = torch.randint(0, n_words, (n_words,), generator=gen).tolist()
+        facts = word_facts(tree(0, n_words), heads)
+        pieces = word_ids[b].clamp_max(n_words - 1)
+        for name in FEATURES:
+            side[name][b] = torch.tensor(facts[name])[pieces]
+    return side
 
 
 def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
@@ -95,8 +134,10 @@ def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int 
         module = HeadlabSelfAttention(parse_spec(spec)[0], d, d // heads, add_qkvbias=True)
         starts = torch.rand(batch, n, generator=gen) > 0.3
         starts[:, 0] = True
-        ctx = HeadContext(pad.to(device), lengths.to(device),
-                          word_ids=(torch.cumsum(starts.long(), 1) - 1).to(device))
+        word_ids = torch.cumsum(starts.long(), 1) - 1
+        side = synthetic_side(word_ids, lengths, gen) if module.needs_syntax else {}
+        ctx = HeadContext(pad.to(device), lengths.to(device), word_ids=word_ids.to(device),
+                          side={k: v.to(device) for k, v in side.items()})
 
         def step():
             module(x, ctx).sum().backward()
@@ -130,7 +171,8 @@ def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int 
 
 
 def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, devices=None,
-                    mem_limit_gb: float = 6.0, timeout: int = 300, threads: int = 1) -> list[dict]:
+                    mem_limit_gb: float = 6.0, timeout: int = 300, threads: int = 1,
+                    specs: list[str] | None = None) -> list[dict]:
     from headlab.io import atomic_write
 
     if devices is None:
@@ -140,6 +182,8 @@ def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, d
     for device in devices:
         for n in sizes:
             for impl, spec in CONFIGS:
+                if specs and spec not in specs:
+                    continue
                 name = impl if device == "cpu" else f"{impl}@{device}"
                 row = {"impl": name, "spec": spec, "n": n, "batch": batch, "fwd_bwd_ms": "", "peak_mb": ""}
                 if device == "cpu" and _dense_bytes(impl, spec, n, batch) > mem_limit_gb * 2**30:
@@ -167,7 +211,12 @@ def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, d
 
 
 TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L"),
-           ("headlab", "8L|dhicm")]
+           ("headlab", "8L|dhicm"),
+           # paper C (issue 13 item 8): SEA, the baselines and RHE (on synthetic parses)
+           ("headlab", "8DEA"), ("headlab", "8LPEA"), ("headlab", "8RelPos"), ("headlab", "8Local"),
+           ("headlab", "8RHElpea")]
+#: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
+DENSE_KINDS = ("RelPos", "Local", "RHE")
 TRAIN_COLUMNS = ["impl", "spec", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
 _TOKS = __import__("re").compile(r"Step (\d+)/.*?; ([\d.]+)/([\d.]+) tok/s")
 
@@ -241,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mem-limit-gb", type=float, default=6.0)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
     parser.add_argument("--what", default="attention,train", help="attention, train or both")
+    parser.add_argument("--specs", default=None,
+                        help="comma list: only these attention specs (e.g. 8L,8DEA,8LPEA)")
+    parser.add_argument("--repeat-scale", type=float, default=1.0,
+                        help="multiply the timed repeats (10/3/1 by n) by this, at least 1")
     parser.add_argument("--train-data", default="results/data/multi30k/de-en/full")
     parser.add_argument("--train-steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=1)
@@ -255,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     devices = args.devices.split(",") if args.devices else None
     what = args.what.split(",")
     if "attention" in what:
-        bench_attention(args.out, sizes, args.batch, devices, args.mem_limit_gb, threads=args.threads)
+        os.environ["HEADLAB_BENCH_REPEAT_SCALE"] = str(args.repeat_scale)   # read by the --one children
+        bench_attention(args.out, sizes, args.batch, devices, args.mem_limit_gb, threads=args.threads,
+                        specs=args.specs.split(",") if args.specs else None)
     if "train" in what:
         bench_train(args.out, args.train_data, args.train_steps, args.rounds, args.threads)
     return 0

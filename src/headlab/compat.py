@@ -192,7 +192,7 @@ def _patch_fresh_init() -> None:
 def _patch_test_model_loading() -> None:
     """Test-time head ablation (paper A §4.3): the translate options ``-disable_enc_heads``,
     ``-disable_dec_heads`` and ``-disable_cross_heads`` reach the model loaded from the
-    checkpoint."""
+    checkpoint; so does ``-rhe_prune`` (paper C Table 2)."""
     import onmt.model_builder as builder
 
     original = builder.load_test_model
@@ -214,6 +214,14 @@ def _patch_test_model_loading() -> None:
                 module.disable_heads(disabled)
             else:
                 module.disable_heads(site, disabled)
+        if getattr(opt, "rhe_prune", False):
+            # paper C Table 2 "+RHE (Prune)": redundant RHE heads output 0 (headlab.heads.rhe)
+            groups = [m for m in model.modules() if hasattr(m, "prune") and hasattr(m, "fgate")]
+            if not groups:
+                raise ConfigError("-rhe_prune needs a model with RHE heads (-enc_heads with RHEdea, "
+                                  "RHElpea, RHErel or RHEloc)", key="rhe_prune")
+            for group in groups:
+                group.prune = True
         return vocabs, model, model_opt
 
     builder.load_test_model = load_test_model
@@ -272,6 +280,27 @@ def _patch_model_selection() -> None:
     saver.ModelSaver._rm_checkpoint = _rm_checkpoint
 
 
+def _patch_feature_embeddings() -> None:
+    """Source features carry per-word syntax to the encoder (paper C; internals note §3.5),
+    not embeddings: stock ``build_embeddings`` gives each feature a lookup table merged
+    into the word embedding (``concat`` breaks d_model), so the encoder's embeddings are
+    built without ``vocabs["src_feats"]`` (kept in ``vocabs`` itself: numericalisation
+    needs it). ``HeadlabEncoder`` reads the columns back as raw integers. Models without
+    source features have no ``src_feats`` and are built exactly as before."""
+    import onmt.model_builder as builder
+
+    original = builder.build_embeddings
+
+    @functools.wraps(original)
+    def build_embeddings(opt, vocabs, for_encoder=True):
+        if for_encoder and "src_feats" in vocabs:
+            vocabs = {k: v for k, v in vocabs.items() if k != "src_feats"}
+        return original(opt, vocabs, for_encoder)
+
+    # build_src_emb / build_tgt_emb look the name up as a module global at call time
+    builder.build_embeddings = build_embeddings
+
+
 def apply() -> None:
     global _APPLIED
     if _APPLIED:
@@ -287,4 +316,5 @@ def apply() -> None:
     _patch_test_model_loading()
     _patch_aux_loss()
     _patch_model_selection()
+    _patch_feature_embeddings()
     _APPLIED = True

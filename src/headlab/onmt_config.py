@@ -204,9 +204,32 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
         options["decoder_type"] = "headlab"
     if options.get("decoder_type") == "headlab":
         options["dec_heads"], options["cross_heads"] = specs["dec"], specs["cross"]
+    syntax_options(options, heads)
     validate_options(options, kind="train", source=f"preset {preset!r} + overrides")
     check_values(options, source=f"preset {preset!r} + overrides")
     return options
+
+
+def syntax_options(options: dict[str, Any], heads: str) -> None:
+    """Models whose head kinds read syntax (``needs_syntax``, paper C) train on featured
+    source files (the workflow passes them as ``train_src``/``valid_src``): OpenNMT-py
+    must expect the feature columns (``n_src_feats``, with the required ``inferfeats``
+    transform, a no-op on pre-expanded features) and read ``{src_vocab}_feat{i}``.
+    Other models are left exactly as they were."""
+    from headlab.syntax.features import feature_names, needs_syntax
+
+    if not needs_syntax(heads):
+        if options.get("syntax_parser", "depconv") != "depconv":
+            raise ConfigError(f"syntax_parser {options['syntax_parser']!r} is set, but head spec {heads!r} has "
+                              f"no head kind that reads syntax", key="syntax_parser")
+        return
+    if options.get("encoder_type") != "headlab":
+        raise ConfigError(f"head spec {heads!r} reads syntax: it needs encoder_type 'headlab'", key="heads")
+    options["n_src_feats"] = len(feature_names())
+    transforms = list(options.get("transforms") or [])
+    if "inferfeats" not in transforms:
+        transforms.append("inferfeats")
+    options["transforms"] = transforms
 
 
 def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
@@ -225,6 +248,14 @@ def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
         value = value[0] if isinstance(value, list) else value
         if not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{key} must be a number >= 0, got {value!r}", path=source, key=key)
+    for key, low in (("lpea_k", 0), ("relpos_k", 1)):
+        value = options.get(key, low)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{key} must be an integer >= {low}, got {value!r}", path=source, key=key)
+    gate = options.get("rhe_fgate", 0.0)
+    if isinstance(gate, bool) or not isinstance(gate, (int, float)) or not 0.0 <= gate <= 1.0:
+        raise ConfigError(f"rhe_fgate must be 0 (dynamic) or a fixed gate in (0, 1], got {gate!r}",
+                          path=source, key="rhe_fgate")
     if options.get("model_selection", "last") == "valid_loss":
         valid, save = int(options.get("valid_steps", 10000)), int(options.get("save_checkpoint_steps", 5000))
         if valid % save:

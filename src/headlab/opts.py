@@ -22,6 +22,23 @@ def _non_negative(kind):
     return parse
 
 
+def _gate(text):
+    """-rhe_fgate: 0 (dynamic) or a fixed gate in (0, 1]."""
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        import argparse
+        raise argparse.ArgumentTypeError(f"must be 0 (dynamic) or in (0, 1], got {text}")
+    return value
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        import argparse
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 def model_opts(parser) -> None:
     group = parser.add_argument_group("headlab: attention heads")
     group.add(
@@ -45,6 +62,32 @@ def model_opts(parser) -> None:
     group.add(
         "--dhicm_dropout", "-dhicm_dropout", type=float, default=0.0,
         help="Dropout after U x in DHICM (paper B §3.1, Table 2 'Dropout (Section 3.1)').",
+    )
+    group.add(
+        "--syntax_parser", "-syntax_parser", type=str, default="depconv", choices=["depconv", "benepar"],
+        help="Parser of the source syntax that syntax head kinds read (paper C Table A3): 'depconv' "
+             "= spaCy dependencies with converted phrase-structure trees (offline default), "
+             "'benepar' = Berkeley Neural Parser trees (its model must be installed). Selects "
+             "the featured source files; stored in the checkpoint.",
+    )
+    group.add(
+        "--lpea_k", "-lpea_k", type=_non_negative(int), default=6,
+        help="Paper C LPEA: clipping distance k of the relative local-phrasal positions (eq. 7); "
+             "w_-k..w_k are learned (Table 3: k in 0..8, best 6).",
+    )
+    group.add(
+        "--lpea_outside", "-lpea_outside", type=str, default="mask", choices=["mask", "learned"],
+        help="Paper C LPEA: what RP = inf (keys outside the query's local phrase) maps to: "
+             "'mask' = -inf (default; §5.3.4 'SEA masks those words'), 'learned' = its own w.",
+    )
+    group.add(
+        "--rhe_fgate", "-rhe_fgate", type=_gate, default=0.0,
+        help="Paper C RHE: 0 = dynamic gate Syn_gate = sigmoid(hconf) (eq. 10); a value in "
+             "(0, 1] = fixed gate (Fig. 4).",
+    )
+    group.add(
+        "--relpos_k", "-relpos_k", type=_positive_int, default=16,
+        help="RelPos/RHErel head kinds: Shaw et al. (2018) clipping distance k.",
     )
     group.add(
         "--embeddings_init", "-embeddings_init", type=str, default="onmt", choices=["onmt", "normal"],
@@ -84,6 +127,11 @@ def translate_opts(parser) -> None:
     group.add(
         "--disable_dec_heads", "-disable_dec_heads", type=int, nargs="*", default=[],
         help="1-based decoder self-attention head indices zeroed in every decoder layer.",
+    )
+    group.add(
+        "--rhe_prune", "-rhe_prune", action="store_true",
+        help="Paper C Table 2 '+RHE (Prune)': RHE heads labelled redundant for a sentence output "
+             "0 instead of their enlivened attention.",
     )
     group.add(
         "--disable_cross_heads", "-disable_cross_heads", type=int, nargs="*", default=[],

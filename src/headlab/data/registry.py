@@ -617,6 +617,78 @@ def _wmt17_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
     }
 
 
+#: paper C (§5, after Bastings et al. 2017): WMT16 News Commentary v11 en-de and en-cs,
+#: newstest2015 valid, newstest2016 test; and WMT14 en-de, newstest2013 valid, newstest2014 test.
+#: sacreBLEU's WMT15/WMT16 test archives and md5s (sacrebleu.dataset DATASETS wmt15, wmt16)
+SACREBLEU_TESTS_C = {row.rel: row for row in (
+    RemoteFile("sacrebleu/wmt15-test.tgz", "https://statmt.org/wmt15/test.tgz", None,
+               md5="67e3beca15e69fe3d36de149da0a96df", note="newstest2015 (valid), sacreBLEU's md5"),
+    RemoteFile("sacrebleu/wmt16-test.tgz", f"{STATMT}/wmt16/translation-task/test.tgz", None,
+               md5="3d809cd0c2c86adb2c67034d15c4e446", note="newstest2016 (test), sacreBLEU's md5"),
+)}
+
+#: News Commentary v11 as OPUS aligns it (moses zips, ``News-Commentary.{pair}.{lang}``, as
+#: the Hugging Face ``news_commentary`` reader reads them). WMT16's own
+#: training-parallel-nc-v11.tgz text files are not line-parallel (news-commentary-v11.de-en:
+#: 243,330 de vs 243,480 en lines; cs-en 191,865 vs 192,052), so they cannot be read as pairs.
+OPUS_NC11 = "https://object.pouta.csc.fi/OPUS-News-Commentary/v11/moses/{pair}.txt.zip"
+
+
+def _nc11_files(pair: str) -> dict[str, RemoteFile]:
+    rows = [*SACREBLEU_TESTS_C.values(),
+            RemoteFile(f"train/news-commentary-v11.{pair}.txt.zip", OPUS_NC11.format(pair=pair), None,
+                       note="OPUS publishes no checksum for this file")]
+    return {row.rel: row for row in rows}
+
+
+def _newstest_sgm(archive: str, name: str, src: str, tgt: str) -> dict[str, tuple[Part, ...]]:
+    """newstestYYYY of the SRC->TGT direction (``{name}-{src}{tgt}-src.{src}.sgm`` / ``-ref.{tgt}``)."""
+    folder = "test-full" if "wmt14" in archive else "test"
+    return {src: (Part(archive, "xml", member=f"{folder}/{name}-{src}{tgt}-src.{src}.sgm"),),
+            tgt: (Part(archive, "xml", member=f"{folder}/{name}-{src}{tgt}-ref.{tgt}.sgm"),)}
+
+
+def _nc11_splits(other: str) -> dict[str, dict[str, tuple[Part, ...]]]:
+    pair = "-".join(sorted((other, "en")))          # OPUS names pairs alphabetically: cs-en, de-en
+    zipped = f"train/news-commentary-v11.{pair}.txt.zip"
+    return {
+        "train": {lang: (Part(zipped, member=f"News-Commentary.{pair}.{lang}"),) for lang in ("en", other)},
+        "newstest2015": _newstest_sgm("sacrebleu/wmt15-test.tgz", "newstest2015", "en", other),
+        "newstest2016": _newstest_sgm("sacrebleu/wmt16-test.tgz", "newstest2016", "en", other),
+    }
+
+
+#: WMT14 en-de training data as fairseq's prepare-wmt14en2de.sh takes it: archive -> member with {lang}
+WMT14_DE_EN_TRAIN = {
+    "train/training-parallel-europarl-v7.tgz": (
+        "training/europarl-v7.de-en.{lang}", "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz"),
+    COMMONCRAWL: ("commoncrawl.de-en.{lang}", "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"),
+    "train/training-parallel-nc-v9.tgz": (
+        "training/news-commentary-v9.de-en.{lang}", "https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz"),
+}
+
+
+def _wmt14_files() -> dict[str, RemoteFile]:
+    files = {rel: SACREBLEU_TESTS[rel] for rel in ("sacrebleu/wmt13-test.tgz", "sacrebleu/wmt14-test-full.tgz")}
+    for rel, (_, url) in WMT14_DE_EN_TRAIN.items():
+        files[rel] = _statmt(rel, url)
+    return files
+
+
+def _wmt14_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
+    return {
+        "train": {lang: tuple(Part(rel, member=member.format(lang=lang))
+                              for rel, (member, _) in WMT14_DE_EN_TRAIN.items()) for lang in ("de", "en")},
+        "newstest2013": {lang: (Part("sacrebleu/wmt13-test.tgz", "xml", member=f"test/newstest2013-src.{lang}.sgm"),)
+                         for lang in ("de", "en")},
+        # the full newstest2014 (3,003 sentences), en->de files: newstest2014-deen-src.en.sgm
+        "newstest2014": {"en": (Part("sacrebleu/wmt14-test-full.tgz", "xml",
+                                     member="test-full/newstest2014-deen-src.en.sgm"),),
+                         "de": (Part("sacrebleu/wmt14-test-full.tgz", "xml",
+                                     member="test-full/newstest2014-deen-ref.de.sgm"),)},
+    }
+
+
 HINDENCORP = ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11858/00-097C-0000-0023-625F-0/"
               "hindencorp05.plaintext.gz?sequence=3&isAllowed=y")
 #: hindencorp05.plaintext: one pair a line, 5 tab-separated fields, as the Hugging Face datasets
@@ -702,6 +774,23 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
             note="Qi et al.'s be_to_en files (train 4,509 / dev 248 / test 664 pairs as they report them; "
                  "paper B Table 1 says 4.5K / 1K / 2.6K): their text is Moses-tokenised, so prepare "
                  "detokenises it; BPE is learnt per side (bpe_joint: false, 5k merges each)"),
+    Dataset("nc11-en-de", "WMT16 News Commentary v11 en-de (paper C §5): newstest2015 valid, "
+            "newstest2016 test", "WMT terms (research use); OPUS alignment",
+            "opus.nlpl.eu News-Commentary v11; sacreBLEU test-set archives", _nc11_files("de-en"),
+            ("en", "de"), _nc11_splits("de"),
+            note="train = OPUS's sentence-aligned News Commentary v11 de-en (WMT16's own text files "
+                 "are not line-parallel); tests are the en->de SGML of newstest2015/2016"),
+    Dataset("nc11-en-cs", "WMT16 News Commentary v11 en-cs (paper C §5): newstest2015 valid, "
+            "newstest2016 test", "WMT terms (research use); OPUS alignment",
+            "opus.nlpl.eu News-Commentary v11; sacreBLEU test-set archives", _nc11_files("cs-en"),
+            ("en", "cs"), _nc11_splits("cs"),
+            note="train = OPUS's sentence-aligned News Commentary v11 cs-en; tests are the en->cs "
+                 "SGML of newstest2015/2016"),
+    Dataset("wmt14-en-de", "WMT14 en-de (paper C §5): newstest2013 valid, newstest2014 test",
+            "WMT terms (research use)", "statmt.org; sacreBLEU test-set archives", _wmt14_files(),
+            ("en", "de"), _wmt14_splits(),
+            note="train = Europarl v7 + Common Crawl + News Commentary v9 (4.5M pairs), as fairseq's "
+                 "prepare-wmt14en2de.sh; newstest2014 = the full en->de set (3,003)"),
     Dataset("mucow", "MuCoW WMT19 WSD test suites (translation and scoring)", "CC BY 4.0",
             f"github.com/Helsinki-NLP/MuCoW@{MUCOW_COMMIT}", _files(_MUCOW_SHA256, _mucow_url)),
     Dataset("distil-lingeval", "DistilLingEval EN-DE contrastive minimal pairs", "MIT (code); WMT data terms",

@@ -20,6 +20,10 @@ layer; L0: a property of the model), so it is multiplied by the sub-batch's ``sh
 that count, computed exactly as the trainer does: the step then weighs λ·term against the
 mean cross-entropy, for any ``accum_count`` and either ``normalization``.
 
+A term without an entry in :data:`AUX_TERMS` has weight 0: a statistic, logged only (paper
+C's ``rhe_redundant`` / ``rhe_heads`` from :mod:`headlab.heads.rhe`, with their ratio
+``rhe_share``, the share of RHE heads labelled redundant: :data:`RATIOS`).
+
 Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
 early-stopping criterion, validation) stays pure cross-entropy; validation also drops label
 smoothing (OpenNMT-py 3.5.1 would keep it), so validation cross-entropy is the true NLL,
@@ -36,6 +40,9 @@ from onmt.utils.statistics import Statistics
 
 #: term name -> (option holding its weight, sign in the loss)
 AUX_TERMS = {"kl": ("lambda_kl", -1.0), "l0": ("lambda_l0", 1.0)}
+#: logged ratios of two terms' means (terms without an AUX_TERMS entry are statistics of
+#: weight 0): paper C's share of RHE heads labelled redundant (headlab.heads.rhe)
+RATIOS = {"rhe_share": ("rhe_redundant", "rhe_heads")}
 
 
 def model_terms(model) -> dict[str, torch.Tensor]:
@@ -105,7 +112,11 @@ class AuxStatistics(Statistics):
         self.aux_share += getattr(stat, "aux_share", 0)
 
     def aux_means(self) -> dict[str, float]:
-        return {name: value / max(self.aux_share, 1) for name, value in sorted(self.aux.items())}
+        means = {name: value / max(self.aux_share, 1) for name, value in self.aux.items()}
+        for name, (num, den) in RATIOS.items():
+            if means.get(den):
+                means[name] = means.get(num, 0.0) / means[den]
+        return dict(sorted(means.items()))
 
     def aux_line(self) -> str:
         return " ".join(f"{name}={value:.4f}" for name, value in self.aux_means().items())

@@ -12,9 +12,16 @@ def first(value):
 
 
 def mixer_options(opt) -> dict:
-    """The model options head mixers read (see HeadMixer.build)."""
+    """The model options head kinds and mixers read (HeadGroup.build, HeadMixer.build).
+
+    A checkpoint trained before an option existed lacks it: the default here is the
+    option's default (headlab.opts)."""
     return {"dhicm_dm": getattr(opt, "dhicm_dm", 0),
-            "dhicm_dropout": first(getattr(opt, "dhicm_dropout", 0.0))}
+            "dhicm_dropout": first(getattr(opt, "dhicm_dropout", 0.0)),
+            "lpea_k": getattr(opt, "lpea_k", 6),
+            "lpea_outside": getattr(opt, "lpea_outside", "mask"),
+            "rhe_fgate": getattr(opt, "rhe_fgate", 0.0),
+            "relpos_k": getattr(opt, "relpos_k", 16)}
 
 
 def check_supported(opt, what: str, extra: dict[str, bool] | None = None) -> None:
@@ -30,10 +37,13 @@ def check_supported(opt, what: str, extra: dict[str, bool] | None = None) -> Non
         "use_ckpting": "mha" in (getattr(opt, "use_ckpting", None) or []),
         **(extra or {}),
     }
+    hints = {"max_relative_positions": "for Shaw et al.'s relative positions use the head kind "
+                                       "RelPos instead (e.g. -enc_heads 8RelPos -relpos_k 16), "
+                                       "or the stock transformer"}
     for key, bad in unsupported.items():
         if bad:
-            raise ConfigError(f"{what} does not support {key}={getattr(opt, key)!r} yet (no head "
-                              f"kind for it); use the stock transformer", key=key)
+            hint = hints.get(key, "no head kind for it; use the stock transformer")
+            raise ConfigError(f"{what} does not support {key}={getattr(opt, key)!r} ({hint})", key=key)
 
 
 def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:

@@ -23,12 +23,38 @@ from onmt.modules.position_ffn import ActivationFunction, PositionwiseFeedForwar
 from onmt.utils.misc import sequence_mask
 
 from headlab.engine.common import HeadSites, check_supported, first, mixer_options, sum_terms
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 from headlab.heads.attention import HeadlabAttention
 from headlab.heads.base import HeadContext
 from headlab.heads.patterns import word_ids_from_continuation
 from headlab.heads.spec import LayerSpec, parse_spec
 from headlab.opts import ENCODER_NAME
+
+
+def side_inputs(src: Tensor, pad_mask: Tensor) -> dict[str, Tensor]:
+    """``ctx.side`` of a syntax model: feature column k of ``src`` (B, N, 1 + n_src_feats)
+    as name ``FEATURES[k]``, value = id - 4 (numeric-order feature vocabularies,
+    :mod:`headlab.syntax.features`), 0 at padding. Missing columns are a ConfigError; an id
+    that is not a value (``<unk>``: a value missing from the feature vocabulary) a DataError."""
+    from headlab.syntax.columns import SPECIALS, feature_names
+
+    names = feature_names()
+    columns = src.size(2) - 1 if src.dim() == 3 else 0
+    if columns != len(names):
+        raise ConfigError(f"this model's encoder heads need {len(names)} syntax feature columns "
+                          f"({', '.join(names)}) on every source token, the input has {columns}: train and "
+                          f"translate on the featured source (results/data/.../feat/PARSER/SPLIT.src) with "
+                          f"-n_src_feats {len(names)}", key="enc_heads")
+    values = src[:, :, 1:] - SPECIALS
+    bad = (values < 0) & ~pad_mask.unsqueeze(2)
+    if bool(bad.any()):
+        b, i, k = (int(x) for x in bad.nonzero()[0])
+        raise DataError(f"source feature {names[k]} of token {i} in sentence {b} of the batch is not a value "
+                        f"(vocabulary id {int(src[b, i, k + 1])}: <unk> = a value missing from "
+                        f"the feature vocabulary): featured file and feature vocabularies disagree",
+                        key="n_src_feats")
+    values = values.masked_fill(pad_mask.unsqueeze(2), 0)
+    return {name: values[:, :, k] for k, name in enumerate(names)}
 
 
 class HeadlabEncoderLayer(nn.Module):
@@ -85,6 +111,8 @@ class HeadlabEncoder(HeadSites, EncoderBase):
             from onmt.modules.rmsnorm import RMSNorm
             self.layer_norm = RMSNorm(d_model, eps=layer_kwargs.get("norm_eps", 1e-6))
         self.needs_words = any(layer.self_attn.needs_words for layer in self.transformer)
+        #: some head kind reads the source parse from ctx.side (paper C: DEA, LPEA, RHE*)
+        self.needs_syntax = any(layer.self_attn.needs_syntax for layer in self.transformer)
         # continuation[vocab_id] = token ends with "@@"; set by set_src_vocab. A plain
         # attribute, not a buffer: it stays out of checkpoints, and OpenNMT-py's strict
         # Model.load_state_dict rejects any buffer (even non-persistent) missing from one.
@@ -123,7 +151,8 @@ class HeadlabEncoder(HeadSites, EncoderBase):
             if self.continuation.device != token_ids.device:    # moved lazily, once
                 self.continuation = self.continuation.to(token_ids.device)
             word_ids = word_ids_from_continuation(self.continuation, token_ids)
-        return HeadContext(pad_mask, src_len, token_ids, word_ids)
+        side = side_inputs(src, pad_mask) if self.needs_syntax else {}
+        return HeadContext(pad_mask, src_len, token_ids, word_ids, side)
 
     def forward(self, src: Tensor, src_len: Tensor | None = None, word_ids: Tensor | None = None):
         """src: (B, N, nfeats+1) ids, src_len: (B,) -> (enc_out, None, src_len) like stock."""

@@ -15,6 +15,14 @@ Layout
 ``reference``  dense, exact (Fraction) reference of the patterns, for tests.
 ``mixers``     ``gate``: hard-concrete head gates (Voita 2019) with an L0 aux term.
 ``dhicm``      ``dhicm``: paper B's second-level attention over heads with a KL aux term.
+``sea``        paper C's syntax-enhanced attention: ``DEA`` (dependency mask, eqs. 4-5),
+               ``LPEA`` (local-phrase bias, eqs. 7-8; ``rp_matrix``/``rp_index``); read the
+               parse from ``ctx.side`` (columns of :mod:`headlab.syntax.trees`).
+``relpos``     ``RelPos``: Shaw et al. 2018 relative positions (``-relpos_k``).
+``localness``  ``Local``: Yang et al. 2018 localness (Gaussian bias, per-query centre/window).
+``rhe``        paper C's redundant head enlivening: ``RHEdea``, ``RHElpea``, ``RHErel``,
+               ``RHEloc`` (per-sentence head labels, eqs. 3, 9, 10; ``-rhe_fgate``,
+               translate option ``-rhe_prune``).
 ``attention``  ``HeadlabAttention``: one layer of any site assembled from a LayerSpec.
 ``export``     ``headlab export-attention`` (all sites, DHICM importance) and
                :func:`export.export_attention`.
@@ -50,6 +58,7 @@ from headlab.heads.spec import (HEAD_KINDS, HEAD_MIXERS, LayerSpec, Term, parse_
 from headlab.heads import kinds as _kinds  # noqa: F401  (registers built-in kinds)
 from headlab.heads import mixers as _mixers  # noqa: F401  (registers built-in mixers)
 from headlab.heads import dhicm as _dhicm  # noqa: F401  (registers "dhicm")
+from headlab.heads import rhe as _rhe  # noqa: F401  (paper C: DEA, LPEA, RelPos, Local, RHE*)
 
 __all__ = ["HEAD_KINDS", "HEAD_MIXERS", "LayerSpec", "Term", "parse_spec",
            "register_head_kind", "register_head_mixer"]

@@ -32,20 +32,20 @@ class HeadlabAttention(nn.Module):
                  mixer_options: dict | None = None):
         super().__init__()
         self.site, self.spec = site, layer
+        # kinds' and mixers' errors name the site's option and the layer
+        options = {**(mixer_options or {}), "site_key": SITES[site], "layer": str(layer)}
         groups = []
         for term in layer.terms:
             cls = HEAD_KINDS[term.kind]
             d_head = cls.head_width(d_model, default_d_head)
-            groups.append(cls(term.count, d_model, d_head, add_qkvbias=add_qkvbias,
-                              attention_dropout=attention_dropout))
+            groups.append(cls.build(term.count, d_model, d_head, options, add_qkvbias=add_qkvbias,
+                                    attention_dropout=attention_dropout))
         self.heads = nn.ModuleList(groups)
         self.widths = [g.count * g.d_head for g in groups]
         self.key_widths = [g.key_width for g in groups if g.key_width]
         self.num_heads = sum(g.count for g in groups)
         self.linear_values = nn.Linear(d_model, sum(self.widths), bias=add_qkvbias)
         head_widths = [g.d_head for g in groups for _ in range(g.count)]
-        # mixers' errors name the site's option and the layer
-        options = {**(mixer_options or {}), "site_key": SITES[site], "layer": str(layer)}
         mixers = [HEAD_MIXERS[name].build(self.num_heads, d_model, head_widths, options, add_qkvbias)
                   for name in layer.mixers]
         self.mixers = nn.ModuleList(mixers)
@@ -55,6 +55,7 @@ class HeadlabAttention(nn.Module):
         # buffer: not saved, and OpenNMT-py's strict loader rejects unsaved buffers.
         self.head_scale = torch.ones(self.num_heads, device="cpu")
         self.needs_words = any(g.needs_words for g in groups)
+        self.needs_syntax = any(g.needs_syntax for g in groups)
 
     @property
     def output_mixer(self):

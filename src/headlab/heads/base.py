@@ -65,6 +65,8 @@ class HeadGroup(nn.Module):
 
     kind_name = "?"
     needs_words = False
+    #: True: reads the source parse from ``ctx.side`` (paper C; headlab.syntax.trees.FEATURES)
+    needs_syntax = False
     #: attention sites this kind can serve (see headlab.heads.spec.SITES)
     sites: tuple[str, ...] = ("enc", "dec", "cross")
     #: width of this group's keys per token (0: no keys, e.g. fixed patterns)
@@ -83,6 +85,14 @@ class HeadGroup(nn.Module):
     def head_width(cls, d_model: int, default: int) -> int:
         """Width of one head; ``default`` is d_model / opt.heads."""
         return default
+
+    @classmethod
+    def build(cls, count: int, d_model: int, d_head: int, options: dict, *, add_qkvbias: bool = False,
+              attention_dropout: float = 0.0) -> "HeadGroup":
+        """The group for one spec term; ``options`` are the model options kinds and mixers
+        read (:func:`headlab.engine.common.mixer_options`: ``lpea_k``, ``relpos_k``, ...).
+        Default: ``cls(count, d_model, d_head, ...)``."""
+        return cls(count, d_model, d_head, add_qkvbias=add_qkvbias, attention_dropout=attention_dropout)
 
     def project_keys(self, kv: Tensor) -> Tensor | None:
         """(B, Nk, key_width) keys of the key/value input ``kv``; None for key-less kinds."""

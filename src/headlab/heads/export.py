@@ -18,7 +18,10 @@ pieces, as in the input; for ``dec``/``cross`` the target with its leading ``<s>
 ``src_tokens`` for ``cross``; ``lengths``; ``spec``: the site's head spec; ``site``. Where
 the site has DHICM layers, ``imp_000000``, ... (layers, n_query, heads): the second-level
 importance G of each query token for each head (paper B Figure 3), NaN for layers without
-DHICM. Read it back with :func:`load_attention` / :func:`load_importance`.
+DHICM. Where the encoder has RHE heads (paper C), ``lab_000000``, ... (layers, heads): each
+head's label for the sentence, 1 important, 0 redundant (its exported attention is then the
+enlivened one actually used, or zeros with ``-rhe_prune``), NaN for other heads (Figure 5).
+Read it back with :func:`load_attention` / :func:`load_importance` / :func:`load_labels`.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from headlab.errors import ConfigError
 from headlab.io import atomic_write, read_lines
 
 
-def load_model(model_path: str, gpu: int = -1, disable_heads=()):
+def load_model(model_path: str, gpu: int = -1, disable_heads=(), rhe_prune: bool = False):
     """OpenNMT-py's load_test_model with the plugin: (vocabs, model, model_opt)."""
     import headlab.plugin  # noqa: F401
     import onmt.opts as opts
@@ -43,6 +46,8 @@ def load_model(model_path: str, gpu: int = -1, disable_heads=()):
     args = ["-model", str(model_path), "-src", "unused", "-gpu", str(gpu)]
     if disable_heads:
         args += ["-disable_enc_heads", *map(str, disable_heads)]
+    if rhe_prune:
+        args.append("-rhe_prune")
     opt = parser.parse_args(args)
     return load_test_model(opt)
 
@@ -63,6 +68,29 @@ def _importance(mixers, n_query: int, heads: int, b: int) -> np.ndarray | None:
     return out
 
 
+def _rhe_groups(modules) -> list[list[tuple[int, object]]]:
+    """Per layer, (first head index, group) of each RHE group (paper C: per-sentence labels)."""
+    out = []
+    for attn in modules:
+        start, found = 0, []
+        for group in getattr(attn, "heads", []):
+            if hasattr(group, "fgate") and hasattr(group, "record"):
+                found.append((start, group))
+            start += group.count
+        out.append(found)
+    return out
+
+
+def _labels(rhe, heads: int, b: int) -> np.ndarray | None:
+    if not any(rhe):
+        return None
+    out = np.full((len(rhe), heads), np.nan, dtype=np.float32)
+    for layer, groups in enumerate(rhe):
+        for start, group in groups:
+            out[layer, start:start + group.count] = group.labels[b].float().cpu().numpy()
+    return out
+
+
 def _ids(vocab, sentences, device):
     from onmt.constants import DefaultTokens
     lengths = torch.tensor([len(s) for s in sentences], device=device)
@@ -73,9 +101,40 @@ def _ids(vocab, sentences, device):
     return ids, lengths
 
 
+def _src_ids(vocabs, sentences, device):
+    """Source ids (B, N, 1 + n_src_feats): featured lines (``piece￨f1￨…``, paper C syntax
+    models) fill the feature columns from ``vocabs["src_feats"]`` as OpenNMT-py does."""
+    from onmt.constants import DefaultTokens
+    from headlab.syntax.columns import SEPARATOR
+
+    split = [[token.split(SEPARATOR) for token in s] for s in sentences]
+    ids, lengths = _ids(vocabs["src"], [[t[0] for t in s] for s in split], device)
+    columns = {len(t) - 1 for s in split for t in s}
+    if columns == {0}:
+        return ids, lengths
+    feat_vocabs = vocabs.get("src_feats") or []
+    if len(columns) != 1 or columns != {len(feat_vocabs)}:
+        raise ConfigError(f"source tokens carry {sorted(columns)} feature columns, the model has "
+                          f"{len(feat_vocabs)} feature vocabularies", key="n_src_feats")
+    cols = [ids]
+    for k, vocab in enumerate(feat_vocabs):
+        col = torch.full_like(ids, vocab[DefaultTokens.PAD])
+        for b, tokens in enumerate(split):
+            col[b, :len(tokens), 0] = torch.tensor(vocab([t[k + 1] for t in tokens]), device=device)
+        cols.append(col)
+    return torch.cat(cols, 2), lengths
+
+
+def plain_tokens(sentence: list[str]) -> list[str]:
+    """The pieces of a (possibly featured) source sentence."""
+    from headlab.syntax.columns import SEPARATOR
+    return [token.split(SEPARATOR, 1)[0] for token in sentence]
+
+
 def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | None, site: str = "enc",
                    batch_size: int = 32, device="cpu"):
-    """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None)."""
+    """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None,
+    RHE labels (layers, heads) or None)."""
     from onmt.constants import DefaultTokens
 
     if site == "enc":
@@ -89,17 +148,19 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
                               key="decoder_type")
         modules = model.decoder.attentions(site)
     mixers = _dhicm_mixers(modules)
-    recorders = [m for m in [*modules, *mixers] if m is not None and hasattr(m, "record")]
+    rhe = _rhe_groups(modules)
+    recorders = [m for m in [*modules, *mixers, *(g for layer in rhe for _, g in layer)]
+                 if m is not None and hasattr(m, "record")]
     for module in recorders:
         module.record = True
     try:
         for start in range(0, len(src), batch_size):
             s_batch = src[start:start + batch_size]
-            src_t, src_len = _ids(vocabs["src"], s_batch, device)
+            src_t, src_len = _src_ids(vocabs, s_batch, device)
             if site == "enc":
                 maps = torch.stack(model.encoder.attention(src_t, src_len), 1).cpu()
                 model.encoder(src_t, src_len)                    # fills the importance
-                queries = s_batch
+                queries = [plain_tokens(s) for s in s_batch]
             else:
                 queries = [[DefaultTokens.BOS] + t for t in tgt[start:start + batch_size]]
                 tgt_t, _ = _ids(vocabs["tgt"], [q + [DefaultTokens.EOS] for q in queries], device)
@@ -109,7 +170,7 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
             for b, tokens in enumerate(queries):
                 n_key = len(tokens) if site == "dec" else len(s_batch[b])
                 yield (tokens, maps[b, :, :, :len(tokens), :n_key].numpy().astype(np.float32),
-                       _importance(mixers, len(tokens), heads, b))
+                       _importance(mixers, len(tokens), heads, b), _labels(rhe, heads, b))
     finally:
         for module in recorders:
             module.record = False
@@ -128,14 +189,14 @@ def _sentences(path: str, max_sents: int | None, what: str) -> list[list[str]]:
 
 def export_attention(model_path: str, src_path: str, out_path: str, max_sents: int | None = None,
                      batch_size: int = 32, gpu: int = -1, disable_heads=(), site: str = "enc",
-                     tgt_path: str | None = None) -> int:
+                     tgt_path: str | None = None, rhe_prune: bool = False) -> int:
     """Write the npz described in the module doc; returns the number of sentences."""
     if site not in ("enc", "dec", "cross"):
         raise ConfigError(f"unknown attention site {site!r}; known: enc, dec, cross", key="site")
     if site != "enc" and not tgt_path:
         raise ConfigError(f"-site {site} decodes by teacher forcing: give the target sentences (-tgt)",
                           key="tgt")
-    vocabs, model, model_opt = load_model(model_path, gpu, disable_heads)
+    vocabs, model, model_opt = load_model(model_path, gpu, disable_heads, rhe_prune)
     sentences = _sentences(src_path, max_sents, "source")
     targets = _sentences(tgt_path, max_sents, "target") if tgt_path else None
     if targets is not None and len(targets) != len(sentences):
@@ -143,15 +204,17 @@ def export_attention(model_path: str, src_path: str, out_path: str, max_sents: i
     device = next(model.parameters()).device
     arrays, queries = {}, []
     with torch.no_grad():
-        for i, (tokens, att, imp) in enumerate(site_attention(model, vocabs, sentences, targets, site,
-                                                              batch_size, device)):
+        for i, (tokens, att, imp, labels) in enumerate(site_attention(model, vocabs, sentences, targets,
+                                                                      site, batch_size, device)):
             arrays[f"att_{i:06d}"] = att
             if imp is not None:
                 arrays[f"imp_{i:06d}"] = imp
+            if labels is not None:
+                arrays[f"lab_{i:06d}"] = labels
             queries.append(tokens)
     arrays["tokens"] = np.array([" ".join(s) for s in queries], dtype=str)
     if site != "enc":
-        arrays["src_tokens"] = np.array([" ".join(s) for s in sentences], dtype=str)
+        arrays["src_tokens"] = np.array([" ".join(plain_tokens(s)) for s in sentences], dtype=str)
     arrays["lengths"] = np.array([len(s) for s in queries], dtype=np.int64)
     arrays["spec"] = np.array(getattr(model_opt, f"{site}_heads", ""), dtype=str)
     arrays["site"] = np.array(site, dtype=str)
@@ -174,6 +237,13 @@ def load_importance(path: str) -> list[tuple[list[str], np.ndarray]]:
         return [(toks, data[f"imp_{i:06d}"]) for i, toks in enumerate(tokens) if f"imp_{i:06d}" in data]
 
 
+def load_labels(path: str) -> list[tuple[list[str], np.ndarray]]:
+    """[(tokens, (layers, heads) RHE labels), ...] from an export (empty: no RHE heads)."""
+    with np.load(path) as data:
+        tokens = [str(t).split() for t in data["tokens"]]
+        return [(toks, data[f"lab_{i:06d}"]) for i, toks in enumerate(tokens) if f"lab_{i:06d}" in data]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab export-attention",
                                      description="dump per-layer, per-head encoder attention to npz")
@@ -187,8 +257,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-site", default="enc", choices=["enc", "dec", "cross"],
                         help="encoder self-, decoder self- or cross-attention")
     parser.add_argument("-tgt", help="target sentences (tokenised, BPE) for -site dec/cross")
+    parser.add_argument("-rhe_prune", action="store_true",
+                        help="paper C: redundant RHE heads output 0 (their exported rows are 0)")
     args = parser.parse_args(argv)
     n = export_attention(args.model, args.src, args.out, args.max_sents, args.batch_size,
-                         args.gpu, args.disable_enc_heads, args.site, args.tgt)
+                         args.gpu, args.disable_enc_heads, args.site, args.tgt, args.rhe_prune)
     print(f"{args.out}: {n} sentences")
     return 0

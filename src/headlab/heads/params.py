@@ -2,12 +2,15 @@
 
     headlab params --preset base --layers 6+6 --heads 7Ftoken+1L [--src-vocab N]
                    [--tgt-vocab N] [--share-embeddings] [--encoder-type transformer]
+                   [--option lpea_k=4 ...]
 
 Architecture keys (hidden_size, heads, transformer_ff, add_qkvbias, ...) come from the
 preset (headlab/presets.yaml via headlab.onmt_config); embedding sharing only from
 ``--share-embeddings``. The model is built by OpenNMT-py's own ``build_base_model`` (headlab plugin loaded) on
 torch's ``meta`` device: exact shapes, no memory, well under a second. Paper A Table 5
-(EN-DE, 6+6): 8L 91.7M, 7Ftoken+1L 88.9M, 8Ftoken 88.5M.
+(EN-DE, 6+6): 8L 91.7M, 7Ftoken+1L 88.9M, 8Ftoken 88.5M. Paper C (first encoder layer,
+d_h = 64): DEA and RHEdea +0; LPEA and RHElpea +(2k+1)d_h + d_h² + 2d_h (5,056 at k = 6);
+RelPos +(2k+1)d_h per layer; Local +d_h² + 2·8·d_h per layer (tests/test_heads_params.py).
 """
 from __future__ import annotations
 
@@ -38,9 +41,12 @@ def _preset(name: str) -> dict:
 
 def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_vocab: int = 32000,
           tgt_vocab: int | None = None, share_embeddings: bool = False,
-          encoder_type: str = "headlab") -> int:
+          encoder_type: str = "headlab", options: dict | None = None) -> int:
+    """Parameters of the model; ``options``: more model options that change the count
+    (``{"lpea_k": 4}``, ``{"relpos_k": 8}``, ``{"lpea_outside": "learned"}``)."""
     from headlab.heads.onmt_model import build_model, count_parameters, model_opt, toy_vocabs
 
+    options_ = options
     options = _preset(preset)
     try:
         enc_layers, dec_layers = (int(x) for x in layers.split("+"))
@@ -49,6 +55,7 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
     hp = {k: options[k] for k in _ARCH if k in options}
     extra = [f"-{k}" for k in _ARCH_FLAGS if options.get(k)]
     extra += [a for k in _ARCH_VALUES if k in options for a in (f"-{k}", str(options[k]))]
+    extra += [a for k, v in (options_ or {}).items() for a in (f"-{k}", str(v))]
     from headlab.workflow import STOCK_HEADS, parse_heads_name
     specs = parse_heads_name(heads)        # the encoder's spec, or all three sites as a path names them
     decoder = "transformer" if specs["dec"] == specs["cross"] == STOCK_HEADS else "headlab"
@@ -86,6 +93,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tgt-vocab", type=int, default=None)
     parser.add_argument("--share-embeddings", action="store_true")
     parser.add_argument("--encoder-type", default="headlab", help="headlab or transformer (stock)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a model option that changes the count, e.g. lpea_k=4 (repeatable)")
     parser.add_argument("--model", help="count a trained checkpoint instead of a preset")
     parser.add_argument("--out", help="write {\"params\": N} as JSON here instead of printing N")
     args = parser.parse_args(argv)
@@ -99,8 +108,14 @@ def main(argv: list[str]) -> int:
             return 0
         print(n)
         return 0
+    extra = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE, e.g. lpea_k=4", key="option")
+        extra[key.lstrip("-")] = value
     n = count(args.preset, args.layers, args.heads, src_vocab=args.src_vocab,
               tgt_vocab=args.tgt_vocab, share_embeddings=args.share_embeddings,
-              encoder_type=args.encoder_type)
+              encoder_type=args.encoder_type, options=extra)
     print(n)
     return 0

@@ -106,6 +106,7 @@ def _ensure_registered() -> None:
     import headlab.heads.kinds  # noqa: F401
     import headlab.heads.mixers  # noqa: F401
     import headlab.heads.dhicm  # noqa: F401
+    import headlab.heads.rhe  # noqa: F401  (sea, relpos, localness, rhe: paper C)
 
 
 def _suggest(name: str, choices) -> str:

@@ -14,9 +14,11 @@ Paper C (parses as model inputs):
               tree into a phrase-structure tree (no constituency model offline).
 ``trees``     constituency-tree helpers and the per-word facts LPEA needs (local-phrase
               span under paper C's Rule 1, depths).
+``columns``   the feature-column layout (separator, value range, specials) shared with
+              the encoder, free of parser imports.
 ``features``  per-word syntax as OpenNMT-py source-feature columns (``word￨f1￨f2``),
               the numeric feature vocabularies, and the check that a parse belongs to its
-              sentence.
+              sentence; ``needs_syntax(heads)``: does a model read them.
 ``evalb``     bracketing F1 of a parser against gold trees (paper C Table A3).
 
 Paper D (profiles of trained heads against gold trees):

@@ -1,0 +1,74 @@
+"""``Local``: localness modelling (Yang et al. 2018), paper C's Localness baseline.
+
+A learned Gaussian bias G on the logits, centred on a predicted position with a predicted
+window, both per query (Yang et al. §3, query-specific window)::
+
+    ATT(Q, K) = softmax(Q Kᵀ / √d_h + G)
+    G_ij      = -(j - P_i)² / (2 σ_i²),   σ_i = D_i / 2
+    P_i       = I · sigmoid(p_i),          p_i = U_pᵀ tanh(W_p Q_i)       (central position)
+    D_i       = I · sigmoid(z_i),          z_i = U_dᵀ tanh(W_p Q_i)       (window size)
+
+with I the sentence's real length (pieces), j and P_i positions 0..I-1 in pieces. Choices:
+the predictor reads each head's own query Q_i ∈ R^{d_h}; W_p ∈ R^{d_h×d_h} is shared by
+the group's heads and U_p, U_d ∈ R^{d_h} are per head (Yang et al. predict one centre and
+window per head; their W_p acts on the d-wide query, ours on each head's slice, so the
+layer adds d_h² + 2·count·d_h parameters: 5,120 at d_h = 64, 8 heads). σ² is floored at
+1e-4 so that a vanishing window gives a peaked but finite bias (never an all -inf row).
+Encoder self-attention only.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from headlab.heads.base import HeadContext
+from headlab.heads.kinds import LearnedHeads
+from headlab.heads.relpos import masked_softmax
+from headlab.heads.spec import register_head_kind
+
+
+@register_head_kind("Local")
+class Local(LearnedHeads):
+    """Yang et al. (2018) localness with query-specific centre and window; see module doc."""
+
+    sites = ("enc",)
+    min_var = 1e-4
+
+    def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0):
+        super().__init__(count, d_model, d_head, add_qkvbias=add_qkvbias, attention_dropout=attention_dropout)
+        self.W_p = nn.Linear(d_head, d_head, bias=False)
+        self.U_p = nn.Parameter(torch.empty(count, d_head).normal_(0, d_head ** -0.5))
+        self.U_d = nn.Parameter(torch.empty(count, d_head).normal_(0, d_head ** -0.5))
+
+    def centre_window(self, q: Tensor, ctx: HeadContext) -> tuple[Tensor, Tensor]:
+        """(P, D): (B, count, N) predicted centres and windows of the queries q (B, count, N, d_h)."""
+        hidden = torch.tanh(self.W_p(q))
+        length = ctx.lengths.to(q.device, q.dtype).view(-1, 1, 1)
+        p = torch.einsum("bhnd,hd->bhn", hidden, self.U_p)
+        z = torch.einsum("bhnd,hd->bhn", hidden, self.U_d)
+        return length * torch.sigmoid(p), length * torch.sigmoid(z)
+
+    def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
+        """G as (B, count, N, N)."""
+        centre, window = self.centre_window(q.float(), ctx)
+        j = torch.arange(q.size(2), device=q.device, dtype=torch.float32)
+        var = (window / 2).pow(2).clamp_min(self.min_var)
+        return -(j - centre.unsqueeze(-1)).pow(2) / (2 * var.unsqueeze(-1))
+
+    def _probs(self, x: Tensor, ctx: HeadContext, keys: Tensor | None) -> Tensor:
+        q, k = self._qk(x, keys)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
+        return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)
+        return (att @ values.transpose(1, 2)).transpose(1, 2)
+
+    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        return self._probs(x, ctx, keys).float()
+
+
+__all__ = ["Local"]

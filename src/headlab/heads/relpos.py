@@ -1,0 +1,98 @@
+"""``RelPos``: relative position representations (Shaw et al. 2018), paper C's Rel_Pos baseline.
+
+Shaw et al. eqs. (3)-(4), (5)-(6) for one head, with clipping distance k (``-relpos_k``)::
+
+    e_ij = x_i W^Q (x_j W^K + a^K_ij)ᵀ / √d_h          α_i = softmax_j e_ij
+    z_i  = Σ_j α_ij (x_j W^V + a^V_ij)
+    a^K_ij = w^K_{clip(j - i, k)},  a^V_ij = w^V_{clip(j - i, k)},  clip(x, k) = max(-k, min(k, x))
+
+As OpenNMT-py 3.5.1's ``-max_relative_positions k`` (``MultiHeadedAttention``, internals
+note §5) one table ``relative_positions_embeddings`` of shape (2k+1, d_h) serves as both
+w^K and w^V and is shared by the group's heads; same parameter name, so stock weights map
+1:1 and the outputs agree (tests/test_heads_baselines.py). OpenNMT-py's own option stays
+rejected for headlab encoders (it would act on the attention we replace): use this kind
+(``-enc_heads 8RelPos`` on every layer, ``8RelPos,*(8L)`` on the first) with ``-relpos_k``.
+
+Computed without OpenNMT-py's (n, n, d_h) relation tensor: the key term is
+(q Wᵀ)[.., idx] (a (B, h, n, 2k+1) product gathered by the (n, n) index), the value term
+Σ_j α_ij w_{idx(i,j)} = (Σ_{j: idx=r} α_ij)_r W (a scatter-add into 2k+1 buckets, then a
+(2k+1, d_h) product). Encoder self-attention only (decoding would need the step offset).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from headlab.errors import ConfigError
+from headlab.heads.base import HeadContext
+from headlab.heads.kinds import LearnedHeads
+from headlab.heads.spec import register_head_kind
+
+
+def relative_index(n: int, k: int, device=None) -> Tensor:
+    """(n, n) long: clip(j - i, k) + k, as OpenNMT-py's ``gen_relative_positions``."""
+    pos = torch.arange(n, device=device)
+    return (pos.unsqueeze(0) - pos.unsqueeze(1)).clamp(-k, k) + k
+
+
+def masked_softmax(scores: Tensor, ctx: HeadContext, bias: Tensor | None = None) -> Tensor:
+    """softmax over keys of ``scores`` (+ ``bias``: bool keep-mask or additive float),
+    padding keys excluded; float32."""
+    scores = scores.float()
+    if bias is not None:
+        scores = scores.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else scores + bias
+    return scores.masked_fill(~ctx.key_mask, float("-inf")).softmax(-1)
+
+
+@register_head_kind("RelPos")
+class RelPos(LearnedHeads):
+    """Shaw et al. (2018) relative positions; see the module doc. Option ``-relpos_k``."""
+
+    sites = ("enc",)
+
+    def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0, k: int = 16):
+        super().__init__(count, d_model, d_head, add_qkvbias=add_qkvbias, attention_dropout=attention_dropout)
+        self.k = k
+        self.relative_positions_embeddings = nn.Embedding(2 * k + 1, d_head)
+
+    @classmethod
+    def build(cls, count, d_model, d_head, options, *, add_qkvbias=False, attention_dropout=0.0):
+        k = options.get("relpos_k", 16)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"relpos_k (Shaw et al.'s clipping distance) must be an integer >= 1, "
+                              f"got {k!r}", key="relpos_k")
+        return cls(count, d_model, d_head, add_qkvbias=add_qkvbias, attention_dropout=attention_dropout, k=k)
+
+    def _index(self, q: Tensor) -> Tensor:
+        B, H, N, _ = q.shape
+        return relative_index(N, self.k, q.device).expand(B, H, N, N)
+
+    def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
+        """q a^Kᵀ / √d_h as (B, count, N, N): (q Wᵀ) gathered by the relative index."""
+        table = q @ self.relative_positions_embeddings.weight.t() / math.sqrt(self.d_head)
+        return table.gather(-1, self._index(q))
+
+    def value_term(self, att: Tensor) -> Tensor:
+        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N)."""
+        B, H, N, _ = att.shape
+        buckets = att.new_zeros(B, H, N, 2 * self.k + 1).scatter_add_(-1, self._index(att), att)
+        return buckets @ self.relative_positions_embeddings.weight.to(att.dtype)
+
+    def _probs(self, x: Tensor, ctx: HeadContext, keys: Tensor | None) -> Tensor:
+        q, k = self._qk(x, keys)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
+        return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)
+        out = att @ values.transpose(1, 2) + self.value_term(att)
+        return out.transpose(1, 2)
+
+    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        return self._probs(x, ctx, keys).float()
+
+
+__all__ = ["RelPos", "masked_softmax", "relative_index"]

@@ -1,0 +1,256 @@
+"""Paper C's syntax-enhanced attention (SEA, §4.1): kinds ``DEA`` (eqs. 4-5), ``LPEA`` (eqs. 7-8).
+
+Both are learned scaled-dot-product heads (:class:`headlab.heads.kinds.LearnedHeads`, own
+query/key projections) with an additive bias on the logits, built per sentence from the
+source parse in ``ctx.side`` (per-word columns of :mod:`headlab.syntax.trees`, copied onto
+every BPE piece of the word; ``ctx.word_ids`` gives each piece's word).
+
+**DEA** (eqs. 4-5)::
+
+    Att(Q_i, K_j) = softmax(Q_i K_jᵀ / √d_h + D_ij),
+    D_ij = 0 if x_i, x_j are in a dependency relation (either direction) or i = j, else -inf
+
+**LPEA** (eqs. 7-8, Fig. 3)::
+
+    RP_ij = layer(x_j) - layer(x_i)   if x_i, x_j share a local phrase, else ∞
+    M_ij  = w_{clip(RP_ij, k)},  clip(x, k) = max(-k, min(k, x)),  w_{-k..k} ∈ R^{d_h}
+    P     = -| tanh(W_P M + b_P) U_P |,   Att = softmax(Q Kᵀ / √d_h + P)
+
+Local phrases: Rule 1 (the yield of the word's lowest ancestor with >= 2 words: columns
+``lp_lo``/``lp_hi``) closed under Rule 2 (symmetry): x_i and x_j share a local phrase iff
+j ∈ LP(i) or i ∈ LP(j). ``layer(x)`` is the depth of the word's leaf (``word_depth``).
+
+Choices where the paper is ambiguous (tested in tests/test_heads_sea.py):
+
+* **RP sign**: the text computes Layer3 - Layer4 = -1 for "held" (row 2, layer 3) and
+  "talk" (column 4, layer 4) and sets RP_{2,4} = 1, so RP_ij = layer(x_j) - layer(x_i)
+  (key minus query, as Shaw et al.'s j - i). The text's "(3th row, 6th column)" for
+  "Sharon"/"talk" does not fit the 1-based numbering of RP_{2,4}; with the sentence
+  "Bush held a talk with Sharon" the pair is (4, 6) and is ∞ under Rules 1-2, which is
+  what we test.
+* **∞** (outside the local phrase): ``-lpea_outside mask`` (default) maps it to -inf, i.e.
+  LPEA also masks keys outside the query's local phrase: §5.3.4 describes Fig. 5(b) as
+  "SEA masks those words that do not belong to the local-phrase in each row".
+  ``-lpea_outside learned`` gives ∞ its own learned vector w_∞ (one more row of ``w``),
+  so P takes 2k+2 finite values. clip(∞, k) = k (the literal eq. 7) would merge "outside"
+  with "k layers deeper"; we do not do that.
+* **Parameters shared by the group's heads**: one w, W_P, b_P, U_P per layer (a single P
+  matrix, as eq. 8 writes it). Paper C's Table 1 lists the same #Para (71.82M) for the
+  Transformer and +LPEA; a shared bias adds (2k+1)d_h + d_h² + 2d_h ≈ 4.6k parameters per
+  layer at d_h = 64 (invisible at 0.01M), per-head copies would add ~37k (71.86M).
+* **P as a lookup**: P has at most 2k+2 distinct values (2k+1 clipped distances and ∞):
+  they are computed once (a (2k+1, d_h) matrix through W_P, tanh, U_P) and gathered by
+  the (B, N, N) index; no (n, n, d_h) tensor exists. In training (``-lpea_outside mask``)
+  not even the (n, n) bias exists: see :meth:`LPEA.forward`.
+* **BPE pieces** inherit their word's facts: pieces of one word see each other (same word
+  = i = j for DEA; RP = 0 inside one word for LPEA) and every piece of a related word.
+* Padding queries see every real key (their rows are discarded; an all -inf row would
+  make SDPA return NaN).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from headlab.errors import ConfigError
+from headlab.heads.base import HeadContext
+from headlab.heads.kinds import LearnedHeads
+from headlab.heads.spec import register_head_kind
+
+
+class SyntaxHeads(LearnedHeads):
+    """Learned heads whose logits get a per-sentence syntactic bias (encoder only)."""
+
+    needs_syntax = True
+    needs_words = True
+    sites = ("enc",)
+    #: the ctx.side columns this kind reads (names from headlab.syntax.trees.FEATURES)
+    side_keys: tuple[str, ...] = ("dep_head",)
+
+    def side(self, ctx: HeadContext) -> dict[str, Tensor]:
+        return read_side(self, ctx)
+
+    def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
+        """Bias on this group's logits: a bool mask (B, 1, N, N), True = keep, or an
+        additive float (B, count or 1, N, N). Used by the RHE kinds (headlab.heads.rhe)."""
+        return self.score_bias(ctx)
+
+
+def read_side(group, ctx: HeadContext) -> dict[str, Tensor]:
+    """The ``ctx.side`` columns ``group.side_keys``; a ConfigError naming ``enc_heads`` if
+    the encoder got no parse (a model with syntax kinds fed plain text)."""
+    missing = [name for name in group.side_keys if name not in ctx.side]
+    if missing:
+        raise ConfigError(f"head kind {group.kind_name!r} reads the source parse, but the encoder "
+                          f"got no {', '.join(missing)} (ctx.side has {sorted(ctx.side) or 'nothing'}): "
+                          f"train and translate it on data with syntax feature columns",
+                          key="enc_heads")
+    if ctx.word_ids is None:
+        raise ConfigError(f"head kind {group.kind_name!r} needs word boundaries (ctx.word_ids)",
+                          key="enc_heads")
+    return {name: ctx.side[name] for name in group.side_keys}
+
+
+def dep_related(word_ids: Tensor, dep_head: Tensor, pad_mask: Tensor | None = None) -> Tensor:
+    """(B, N, N) bool: pieces i, j belong to words in a dependency relation (either
+    direction) or to the same word (DEA's D_ij = 0, eq. 5; Syn_attn's Dep_mask, eq. 9).
+
+    word_ids, dep_head: (B, N) long, word index of each piece and of its word's head.
+    Padding queries (``pad_mask`` True) relate to everything (see module doc)."""
+    wq, wk = word_ids.unsqueeze(2), word_ids.unsqueeze(1)
+    related = (wq == wk) | (dep_head.unsqueeze(2) == wk) | (wq == dep_head.unsqueeze(1))
+    if pad_mask is not None:
+        related = related | pad_mask.unsqueeze(2)
+    return related
+
+
+@register_head_kind("DEA")
+class DEA(SyntaxHeads):
+    """Dependency-enhanced attention (paper C eqs. 4-5); see the module doc."""
+
+    def related(self, ctx: HeadContext) -> Tensor:
+        return dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+
+    def score_bias(self, ctx: HeadContext) -> Tensor:
+        """D of eq. 5 as (B, 1, N, N) float: 0 or -inf."""
+        related = self.related(ctx).unsqueeze(1)
+        return torch.zeros(related.shape, device=related.device).masked_fill(~related, float("-inf"))
+
+    def _mask(self, ctx: HeadContext, dtype) -> Tensor:
+        # a bool mask is all SDPA needs: no float (B, 1, N, N) copy of the bias
+        return self.related(ctx).unsqueeze(1) & ctx.key_mask
+
+    def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
+        return self.related(ctx).unsqueeze(1)
+
+
+def rp_matrix(word_ids: Tensor, side: dict[str, Tensor], pad_mask: Tensor | None = None
+              ) -> tuple[Tensor, Tensor]:
+    """(RP, related): (B, N, N) long RP_ij = word_depth(j) - word_depth(i) and (B, N, N)
+    bool "i and j share a local phrase" (Rule 1 spans, Rule 2 symmetry), per piece.
+
+    ``side``: ``lp_lo``, ``lp_hi``, ``word_depth`` (B, N) columns (word-level values on
+    each piece). RP is meaningful only where ``related`` (elsewhere it is ∞)."""
+    depth = side["word_depth"]
+    return depth.unsqueeze(1) - depth.unsqueeze(2), phrase_related(word_ids, side, pad_mask)
+
+
+def phrase_related(word_ids: Tensor, side: dict[str, Tensor], pad_mask: Tensor | None = None) -> Tensor:
+    """(B, N, N) bool: pieces i, j belong to words sharing a local phrase (Rules 1, 2)."""
+    lo, hi = side["lp_lo"], side["lp_hi"]
+    key_word = word_ids.unsqueeze(1)
+    inside = (lo.unsqueeze(2) <= key_word) & (key_word <= hi.unsqueeze(2))  # j ∈ LP(i), Rule 1
+    related = inside | inside.transpose(1, 2)                                 # Rule 2
+    if pad_mask is not None:
+        related = related | pad_mask.unsqueeze(2)
+    return related
+
+
+def rp_index(rp: Tensor, related: Tensor, k: int) -> Tensor:
+    """Index into w_{-k..k} (0..2k) of clip(RP, k) (eq. 7); 2k+1 where RP = ∞."""
+    return torch.where(related, rp.clamp(-k, k) + k, torch.full_like(rp, 2 * k + 1))
+
+
+class PhraseBias(nn.Module):
+    """The 2k+2 values of P (eq. 8) and their lookup by :func:`rp_index`."""
+
+    def __init__(self, k: int, d_head: int, outside: str = "mask"):
+        super().__init__()
+        self.k, self.outside = k, outside
+        rows = 2 * k + 1 + (outside == "learned")
+        self.relative_phrase_embeddings = nn.Embedding(rows, d_head)   # w_{-k..k} (, w_∞)
+        self.W_P = nn.Linear(d_head, d_head)                           # W_P, b_P
+        self.U_P = nn.Linear(d_head, 1, bias=False)
+
+    def values(self) -> Tensor:
+        """(2k+2,) float: P for clip(RP) = -k..k, then for RP = ∞ (-inf with ``mask``)."""
+        w = self.relative_phrase_embeddings.weight
+        p = -self.U_P(torch.tanh(self.W_P(w))).squeeze(-1).abs()
+        if self.outside == "mask":
+            p = torch.cat([p, p.new_full((1,), float("-inf"))])
+        return p
+
+    def forward(self, index: Tensor) -> Tensor:
+        return self.values()[index]
+
+
+@register_head_kind("LPEA")
+class LPEA(SyntaxHeads):
+    """Local-phrase-enhanced attention (paper C eqs. 7-8, Fig. 3); see the module doc.
+    Options: ``-lpea_k`` (k of eq. 7), ``-lpea_outside`` (mask | learned)."""
+
+    side_keys = ("lp_lo", "lp_hi", "word_depth")
+
+    def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0,
+                 k: int = 6, outside: str = "mask"):
+        super().__init__(count, d_model, d_head, add_qkvbias=add_qkvbias, attention_dropout=attention_dropout)
+        self.phrase = PhraseBias(k, d_head, outside)
+
+    @classmethod
+    def build(cls, count, d_model, d_head, options, *, add_qkvbias=False, attention_dropout=0.0):
+        return cls(count, d_model, d_head, add_qkvbias=add_qkvbias, attention_dropout=attention_dropout,
+                   **lpea_options(options))
+
+    def phrase_index(self, ctx: HeadContext) -> Tensor:
+        rp, related = rp_matrix(ctx.word_ids, self.side(ctx), ctx.pad_mask)
+        return rp_index(rp, related, self.phrase.k)
+
+    def score_bias(self, ctx: HeadContext) -> Tensor:
+        """P of eq. 8 as (B, 1, N, N) float (export, RHE, ``-lpea_outside learned``)."""
+        return self.phrase(self.phrase_index(ctx)).unsqueeze(1)
+
+    def depth_factors(self, depth: Tensor, dtype) -> tuple[Tensor, Tensor]:
+        """(F_q, E_k), both (B, N, D) over the D distinct depths of the batch, with
+        F_q[i] · E_k[j] = P_ij wherever i, j share a local phrase: E_k is the one-hot of
+        key j's depth and F_q the row of the (D, D) table P(a, b) = p_{clip(b - a, k)} for
+        query i's depth a. The bias has rank <= D, so it rides on D extra query/key
+        dimensions instead of an (n, n) tensor."""
+        levels, inverse = torch.unique(depth, return_inverse=True)
+        k = self.phrase.k
+        table = self.phrase.values()[:2 * k + 1]
+        rows = table[(levels.unsqueeze(0) - levels.unsqueeze(1)).clamp(-k, k) + k]
+        return rows[inverse].to(dtype), F.one_hot(inverse, levels.numel()).to(dtype)
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        """Eq. 8 inside fused SDPA: an additive (n, n) bias that needs a gradient would send
+        torch's SDPA to its O(n²)-memory math kernel (4x the memory of ``8L`` at n = 512).
+        Instead P is written as a product of D-wide query and key factors
+        (:meth:`depth_factors`, scaled by √d_h to cancel SDPA's 1/√d_h) appended to q and k
+        (v gets zeros, widths rounded up to a multiple of 8), and ∞ is a boolean mask."""
+        if self.phrase.outside != "mask":
+            return super().forward(x, values, ctx, keys)
+        q, k = self._qk(x, keys)
+        side = self.side(ctx)
+        allowed = phrase_related(ctx.word_ids, side, ctx.pad_mask).unsqueeze(1) & ctx.key_mask
+        fq, ek = self.depth_factors(side["word_depth"], q.dtype)
+        B, H, N, dh = q.shape
+        width = -(-(dh + fq.size(-1)) // 8) * 8
+
+        def widen(t: Tensor, extra: Tensor | None) -> Tensor:
+            parts = [t] if extra is None else [t, extra.unsqueeze(1).expand(B, H, -1, -1)]
+            pad = width - sum(p.size(-1) for p in parts)
+            return torch.cat([*parts, t.new_zeros(*t.shape[:-1], pad)], -1)
+
+        out = F.scaled_dot_product_attention(
+            widen(q, fq * math.sqrt(dh)), widen(k, ek), widen(values.transpose(1, 2), None),
+            attn_mask=allowed, dropout_p=self.dropout_p if self.training else 0.0, scale=1 / math.sqrt(dh))
+        return out[..., :dh].transpose(1, 2)
+
+
+def lpea_options(options: dict) -> dict:
+    """``k`` and ``outside`` from the model options, checked (errors name the option)."""
+    k = options.get("lpea_k", 6)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ConfigError(f"lpea_k (the clipping distance k of paper C eq. 7) must be an integer "
+                          f">= 0, got {k!r}", key="lpea_k")
+    outside = options.get("lpea_outside", "mask")
+    if outside not in ("mask", "learned"):
+        raise ConfigError(f"lpea_outside must be 'mask' or 'learned', got {outside!r}", key="lpea_outside")
+    return {"k": k, "outside": outside}
+
+
+__all__ = ["DEA", "LPEA", "PhraseBias", "SyntaxHeads", "dep_related", "lpea_options", "phrase_related",
+           "read_side", "rp_index", "rp_matrix"]
