@@ -18,6 +18,8 @@ def _feature_args(w):
 def _ablation_args(w):
     if w.ablation.startswith("no-h"):
         return f"-disable_enc_heads {w.ablation[len('no-h'):]}"
+    if w.ablation == "rhe-prune":  # paper C Table 2: RHE's redundant heads pruned at test time
+        return "-rhe_prune"
     return ""
 
 

@@ -47,14 +47,14 @@ def test_models_share_what_they_can():
         for kind in paper_C.T1_SYSTEMS.values():
             assert "default" in by_heads[(pair, paper_C.heads_name(paper_C.enhanced_spec(kind, (1, 1))))]
     lpea_rhe = by_heads[("en-de", "8RHElpea.*8L")]
-    # T3 k=0 (k=6 is the default), F4's two fixed gates, T2's pruned model is an RHEdea variant
+    # T3 k=0 (k=6 is the default), F4's two fixed gates; T2's pruning is T1's model at test time
     assert lpea_rhe == {"default", "lpea_k=0", "rhe_fgate=0.1", "rhe_fgate=0.5"}
-    assert by_heads[("en-de", "8RHEdea.*8L")] == {"default", "rhe_prune=true"}
+    assert by_heads[("en-de", "8RHEdea.*8L")] == {"default"}
     # A2 [1-2] and [2-2]; [1-1] is T1's model
     assert ("en-de", "2*8RHElpea.*8L") in by_heads and ("en-de", "8L.8RHElpea.*8L") in by_heads
     # analyses only on the analysis pair
     assert not any(p == "en-cs" and v != "default" for (p, _), vs in by_heads.items() for v in vs)
-    assert len(models) == 14 + 1 + 2 + 2 + 3 + 1   # T1, T2 (prune, rel+rhe, loc+rhe), T3, A2, F4
+    assert len(models) == 14 + 2 + 1 + 2 + 2   # T1; T2: Rel_Pos+RHE, Localness+RHE; T3 k=0; A2; F4
 
 
 @pytest.mark.parametrize("change, key", [
