@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q --no-deps $(ONMT)
-	$(BIN)/python -m pip install -q -c requirements/constraints.txt -e '.[test,parse,indic]'
+	$(BIN)/python -m pip install -q -c requirements/constraints.txt -e '.[test,parse,indic,parsers]'
 	$(BIN)/python -c "import torch, onmt, headlab; print('torch', torch.__version__)"
 	touch $@
 

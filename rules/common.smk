@@ -47,7 +47,7 @@ wildcard_constraints:
     seed=r"[0-9]+",
     side=r"src|tgt",
     split=r"[A-Za-z0-9_]+",
-    ablation=r"full|no-h[0-9]+",
+    ablation=r"full|no-h[0-9]+|avg[0-9]+|rhe-prune",
     dataset=r"[A-Za-z0-9_.-]+",
 
 

@@ -180,3 +180,24 @@ def vocabularies(w):
     if corpus(w.corpus).get("bpe_joint", True):
         return [f"{folder}/vocab.txt"]
     return [f"{folder}/vocab.src.txt", f"{folder}/vocab.tgt.txt"]
+
+
+# One-sentence test splits that studies declare (paper C Figure 5's sentence): written as
+# raw text, then tokenised, truecased, BPE-segmented and parsed like any test set.
+SENTENCE_SPLITS = headlab.studies.sentence_splits(config)
+
+
+rule sentence_split:
+    output:
+        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.src",
+        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+    wildcard_constraints:
+        split="|".join(SENTENCE_SPLITS) or "(?!)",
+    params:
+        src=lambda w: SENTENCE_SPLITS[w.split][0],
+        tgt=lambda w: SENTENCE_SPLITS[w.split][1],
+    shell:
+        "printf '%s\\n' {params.src:q} > {output.src} && printf '%s\\n' {params.tgt:q} > {output.tgt}"
+
+
+ruleorder: sentence_split > prepare_local > prepare

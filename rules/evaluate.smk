@@ -16,12 +16,39 @@ def _feature_args(w):
 
 
 def _ablation_args(w):
-    return "" if w.ablation == "full" else f"-disable_enc_heads {w.ablation[len('no-h'):]}"
+    if w.ablation.startswith("no-h"):
+        return f"-disable_enc_heads {w.ablation[len('no-h'):]}"
+    if w.ablation == "rhe-prune":  # paper C Table 2: RHE's redundant heads pruned at test time
+        return "-rhe_prune"
+    return ""
+
+
+def _translated_model(w):
+    """``avgN``: the average of the last N checkpoints (paper C §A.1); otherwise the model."""
+    name = f"model.{w.ablation}.pt" if w.ablation.startswith("avg") else "model.pt"
+    return f"{MODELS}/{MODEL}/{name}".format(**dict(w.items()))
+
+
+rule average_checkpoints:
+    input:
+        f"{MODELS}/{MODEL}/model.pt",
+    output:
+        f"{MODELS}/{MODEL}/model.avg{{n}}.pt",
+    wildcard_constraints:
+        n=r"[0-9]+",
+    params:
+        prefix=lambda w, input: os.path.join(os.path.dirname(input[0]), "model"),
+    log:
+        f"{LOGS}/average/{MODEL}/avg{{n}}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab average -save_model {params.prefix} -last {wildcards.n} -output {output} 2> {log}"
 
 
 rule translate:
     input:
-        model=f"{MODELS}/{MODEL}/model.pt",
+        model=_translated_model,
         src=_translate_source,
     output:
         f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.bpe",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from headlab.errors import ConfigError
 from headlab.onmt_config import train_config, write_yaml
 
 HEADLAB = [sys.executable, "-m", "headlab.cli"]
@@ -129,3 +130,26 @@ def test_stock_onmt_translate_loads_headlab_checkpoint_after_plugin_import(toy):
                   "-output", str(out), "-max_length", "5"])
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(out.read_text().splitlines()) == 60
+
+
+def test_average_last_checkpoints(tmp_path):
+    """``headlab average`` = OpenNMT-py's average_models over the newest N ``_step_`` files
+    (by step number, not name order: step 10 is newer than step 9)."""
+    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+    from headlab.onmt_run import main_average
+
+    opt = model_opt(enc_layers=1, dec_layers=1, hidden_size=16, heads=2, transformer_ff=32)
+    vocabs = toy_vocabs(12)
+    model = build_model(opt, vocabs)
+    name = "encoder.transformer.0.layer_norm.weight"
+    for step, value in ((8, 100.0), (9, 1.0), (10, 3.0)):
+        with torch.no_grad():
+            model.state_dict()[name].fill_(value)
+        save_checkpoint(model, opt, vocabs, tmp_path / f"model_step_{step}.pt")
+    out = tmp_path / "model.avg2.pt"
+    assert main_average(["-save_model", str(tmp_path / "model"), "-last", "2", "-output", str(out)]) == 0
+    averaged = torch.load(out, weights_only=False)["model"][name]
+    assert torch.allclose(averaged, torch.full_like(averaged, 2.0))
+    with pytest.raises(ConfigError, match=r"\[keep_checkpoint\].*has 3"):
+        main_average(["-save_model", str(tmp_path / "model"), "-last", "4", "-output", str(tmp_path / "x.pt")])
+    assert not (tmp_path / "x.pt").exists()

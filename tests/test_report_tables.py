@@ -102,3 +102,15 @@ def test_json_inputs_as_rows(tmp_path):
     assert main(paths + ["--index", "system", "--columns", "config", "--values", "bleu",
                          "--out-prefix", str(tmp_path / "t")]) == 0
     assert (tmp_path / "t.md").read_text() == to_markdown(pivot(TIDY, index="system", columns="config", values="bleu"))
+
+
+def test_text_marks_are_kept_and_boolean_words_are_not():
+    """Paper B/C significance marks are text (⇑ p < 0.01, ↑ p < 0.05): the text is the mark;
+    booleans (and their CSV spellings) still give the configured symbol or nothing."""
+    tidy = pd.DataFrame({"system": ["a", "b", "c", "d"], "config": ["x"] * 4, "bleu": [1.0, 2.0, 3.0, 4.0],
+                         "mark": ["⇑", "↑", "", "False"]})
+    table = pivot(tidy, index="system", columns="config", values="bleu", mark="mark")
+    assert list(table.marks["x"]) == ["⇑", "↑", "", ""]
+    flags = pivot(tidy.assign(mark=[True, False, "true", "no"]), index="system", columns="config",
+                  values="bleu", mark="mark")
+    assert list(flags.marks["x"]) == ["*", "", "*", ""]

@@ -27,6 +27,8 @@ def test_featurize_line_copies_word_values_onto_pieces():
     assert line == f"a@@{SEP}1{SEP}0 b{SEP}1{SEP}0 c{SEP}1{SEP}0 d{SEP}1{SEP}2"
     with pytest.raises(DataError, match="outside"):
         features.featurize_line(["a"], {"dep_head": [features.VALUES]}, ("dep_head",))
+    with pytest.raises(DataError, match="separator"):
+        features.featurize_line([f"a{SEP}b"], {"dep_head": [0]}, ("dep_head",))
 
 
 def _cache(path, sentences):

@@ -164,6 +164,38 @@ def main_build_vocab(argv: list[str]) -> int:
     return build_vocab(argv)
 
 
+def main_average(argv: list[str]) -> int:
+    """``headlab average -save_model PREFIX -last N -output FILE``: OpenNMT-py's
+    ``average_models`` over the last N checkpoints ``PREFIX_step_*.pt`` (paper C §A.1
+    averages the last 10), written atomically."""
+    import argparse
+
+    from onmt.bin.average_models import average_models
+    import torch
+
+    from headlab.io import atomic_write
+
+    parser = argparse.ArgumentParser(prog="headlab average")
+    parser.add_argument("-save_model", required=True, help="the training's -save_model prefix")
+    parser.add_argument("-last", type=int, required=True)
+    parser.add_argument("-output", required=True)
+    args = parser.parse_args(argv)
+    found = checkpoints(args.save_model)
+    if args.last < 1:
+        raise ConfigError(f"-last must be >= 1, got {args.last}", key="average_last")
+    if len(found) < args.last:
+        raise ConfigError(f"averaging the last {args.last} checkpoints needs as many: {args.save_model}_step_*.pt "
+                          f"has {len(found)} (raise the preset's keep_checkpoint, or average fewer)",
+                          path=args.save_model, key="keep_checkpoint")
+    # OpenNMT-py 3.5.1 calls torch.load without weights_only; its checkpoints hold an argparse
+    # Namespace, which torch >= 2.6's weights-only default refuses (our own files)
+    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    averaged = average_models([str(p) for _, p in found[-args.last:]])
+    with atomic_write(args.output, "wb") as handle:
+        torch.save(averaged, handle)
+    return 0
+
+
 main = main_train
 
 

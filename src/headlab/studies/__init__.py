@@ -23,12 +23,13 @@ import os
 import subprocess
 import time
 
-from headlab.studies import baseline, paper_A, paper_B
+from headlab.studies import baseline, paper_A, paper_B, paper_C
 
 STUDIES = {
     "baseline": baseline,
     "paper_A": paper_A,
     "paper_B": paper_B,
+    "paper_C": paper_C,
 }
 
 
@@ -36,6 +37,18 @@ def study_models(config, study: str, root: str | None = None) -> list[tuple[dict
     """(model, overrides) of every model a study trains; with ``root``, also those that its
     finished stages name (see the module doc)."""
     return list(STUDIES[study].models(config["studies"][study], root))
+
+
+def sentence_splits(config) -> dict[str, tuple[str, str]]:
+    """Extra test splits of one sentence each that studies declare (``sentences(study)``:
+    split -> (source, reference), e.g. paper C Figure 5's sentence); the generic
+    ``sentence_split`` rule writes them for every corpus pair, to be tokenised, BPE-segmented
+    (and parsed) like any test set."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, study in config["studies"].items():
+        if hasattr(STUDIES[name], "sentences"):
+            out.update(STUDIES[name].sentences(study))
+    return out
 
 
 def stage_keys(config, study: str) -> list[dict[str, str]]:

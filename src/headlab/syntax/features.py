@@ -76,6 +76,8 @@ def featurize_line(pieces: Sequence[str], facts: Mapping[str, Sequence[int]], na
     word_ids = piece_word_ids(pieces)
     out = []
     for piece, w in zip(pieces, word_ids):
+        if SEPARATOR in piece:
+            raise DataError(f"piece {piece!r} contains the feature separator U+FFE8")
         values = []
         for name in names:
             value = facts[name][w]

@@ -1,0 +1,577 @@
+"""Paper C: *Redundant heads enlivening* (RHE) with syntax-enhanced attention (DEA, LPEA),
+beside Rel_Pos (Shaw et al. 2018) and Localness (Yang et al. 2018). Tables 1-3, A2, A3
+and Figures 4-5, each beside the paper's own numbers (``paper_C_reference.csv``).
+
+Systems (§5.2)
+--------------
+Every enhancement replaces the heads of the **enhanced encoder layers** (``enhanced``,
+default ``1-1``: the first layer, as the paper chose after Table A2) and leaves the other
+layers stock: ``+DEA`` = ``8DEA,*(8L)``, ``+LPEA+RHE`` = ``8RHElpea,*(8L)``, and so on (the
+head kinds are in :mod:`headlab.heads`). The paper's text says so for DEA/LPEA ("all heads
+of the first encoder layer"); **we apply Rel_Pos and Localness to the same layers** so that
+Table 2's "+RHE" rows (RHE enlivening redundant heads with Rel_Pos / Localness attention,
+``RHErel`` / ``RHEloc``) differ from their rows in one thing only. ``+RHE (Prune)`` is
+Table 1's LPEA+RHE model translated with its redundant heads pruned (output zeroed,
+``-rhe_prune``): the issue asks for pruning *at test time*; the paper also reports a
+training speed for it, which here is the LPEA+RHE model's own.
+
+Every T1 system has the default variant, so the Transformer is the very model paper A
+trains (shared, not retrained) and compare-mt's paired bootstrap compares the seven as
+one group (⇑ / ↑: better than the Transformer at p < 0.01 / p < 0.05).
+
+Analyses on one pair (``analysis_pair``, the paper's En→De WMT16): Table 2, Table 3 (the
+clipping ``k`` of LPEA+RHE), Table A2 (the enhanced layers of LPEA+RHE: the caption says
+"without enlivening", but its [1-1] row is Table 1's LPEA+RHE number, 26.28, so we run
+LPEA+RHE), Table A3 (parsers: bracketing F1 on the PTB sample and BLEU of LPEA+RHE),
+Figure 4 (fixed Syn_gate values vs the dynamic gate) and Figure 5 (one layer-1 head's
+attention on the paper's example sentence). Speed (Table 2, A2) is training steps per
+second of wall time from each train rule's snakemake benchmark (startup, validation and
+checkpoints included).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+from headlab.errors import ConfigError, DataError
+from headlab.report.tables import beside, pivot
+from headlab.report.timing import training_time
+from headlab.studies import common
+from headlab.studies.common import load_json, verdict
+from headlab.workflow import heads_name, model_path, results_paths, variant_name
+
+OUTDIR = "paper_C"
+PARA, BLEU, DELTA, SPEED = "#Para (M)", "BLEU", "Δ", "Speed (steps/s)"
+PRUNE = "rhe-prune"   # the translate rule's ablation: -rhe_prune
+
+#: Table 1's rows: system -> head kind of the enhanced layers (L: stock heads)
+T1_SYSTEMS = {"Transformer": "L", "+Rel_Pos": "RelPos", "+Localness": "Local", "+DEA": "DEA",
+              "+DEA+RHE": "RHEdea", "+LPEA": "LPEA", "+LPEA+RHE": "RHElpea"}
+#: Table 2's rows: system -> (kind, translation ablation or None). "+RHE (Prune)" is
+#: Table 1's LPEA+RHE model translated with its redundant heads pruned (``-rhe_prune``).
+T2_SYSTEMS = {"Transformer": ("L", None), "+RHE (Prune)": ("RHElpea", PRUNE),
+              "Rel_Pos": ("RelPos", None), "Rel_Pos+RHE": ("RHErel", None),
+              "Localness": ("Local", None), "Localness+RHE": ("RHEloc", None)}
+#: Figure 5's panels: panel -> (system kind, which head of the first enhanced layer)
+F5_PANELS = {"(a) redundant head": ("RHElpea", "redundant-before"), "(b) LPEA+RHE-enlivened": ("RHElpea", "redundant"),
+             "(c) Rel_Pos head": ("RelPos", "first"), "(d) Localness head": ("Local", "first"),
+             "(e) important head": ("RHElpea", "important")}
+F5_SPLIT = "paper_C_F5"
+
+
+# -- the grid -------------------------------------------------------------------------------
+
+def _pairs(study) -> list[tuple[str, str]]:
+    return [(corpus, pair) for corpus, pairs in study["data"].items() for pair in pairs]
+
+
+def analysis_pair(study) -> tuple[str, str]:
+    """The pair of the analyses (paper: En→De WMT16): ``analysis_pair: CORPUS/PAIR`` or the first."""
+    if "analysis_pair" not in study:
+        return _pairs(study)[0]
+    corpus, _, pair = str(study["analysis_pair"]).partition("/")
+    if (corpus, pair) not in _pairs(study):
+        raise ConfigError(f"analysis_pair {study['analysis_pair']!r} is not one of the study's pairs "
+                          f"({', '.join(f'{c}/{p}' for c, p in _pairs(study))})", key="studies.paper_C.analysis_pair")
+    return corpus, pair
+
+
+def _encoder_layers(study) -> int:
+    return int(str(study["layers"]).split("+")[0])
+
+
+def layer_range(text: str, n_enc: int, key: str) -> tuple[int, int]:
+    """``"1-2"`` -> (1, 2): encoder layers, 1-based, inclusive, within 1..n_enc."""
+    lo, sep, hi = str(text).partition("-")
+    try:
+        first, last = int(lo), int(hi if sep else lo)
+    except ValueError:
+        raise ConfigError(f"{text!r} is not a layer range FIRST-LAST (e.g. 1-2)", key=key) from None
+    if not 1 <= first <= last <= n_enc:
+        raise ConfigError(f"layer range {text!r} is outside the encoder's layers 1-{n_enc}", key=key)
+    return first, last
+
+
+def enhanced_spec(kind: str, layers: tuple[int, int], heads: int = 8) -> str:
+    """Encoder head spec with ``kind`` on ``layers`` (1-based, inclusive), stock heads elsewhere:
+    ``enhanced_spec("DEA", (1, 1))`` = ``8DEA,*(8L)``; ``("LPEA", (2, 3))`` = ``8L,2*(8LPEA),*(8L)``."""
+    if kind == "L":
+        return f"{heads}L"
+    first, last = layers
+
+    def group(count, k):
+        return f"{heads}{k}" if count == 1 else f"{count}*({heads}{k})"
+    groups = ([group(first - 1, "L")] if first > 1 else []) + [group(last - first + 1, kind), f"*({heads}L)"]
+    return ",".join(groups)
+
+
+@lru_cache(maxsize=None)
+def _option_defaults() -> dict[str, Any]:
+    """Defaults of headlab's own options (``lpea_k``, ``rhe_fgate``, ...), from its parser."""
+    from onmt.utils.parse import ArgumentParser
+
+    from headlab import opts
+
+    parser = ArgumentParser()
+    opts.model_opts(parser)
+    opts.train_opts(parser)
+    return {a.dest: a.default for a in parser._actions}
+
+
+def _preset(study) -> dict:
+    from headlab.onmt_config import resolve_preset
+    return resolve_preset(study["preset"])
+
+
+def canonical(study, overrides: Mapping) -> dict:
+    """Overrides without the values the preset or the option default already has: T3's k = 6
+    and F4's dynamic gate are T1's LPEA+RHE model itself (same path, trained once)."""
+    preset, defaults = _preset(study), _option_defaults()
+    out = {}
+    for k, v in overrides.items():
+        same = preset[k] == v if k in preset else (k in defaults and defaults[k] == v)
+        if not same:
+            out[k] = v
+    return out
+
+
+def _model(study, corpus, pair, kind, layers=None, overrides: Mapping | None = None) -> dict[str, str]:
+    n_enc = _encoder_layers(study)
+    layers = layers or layer_range(study.get("enhanced", "1-1"), n_enc, "studies.paper_C.enhanced")
+    spec = enhanced_spec(kind, layers, int(study.get("heads", 8)))
+    return dict(corpus=corpus, pair=pair, size=str(study.get("size", "full")), preset=study["preset"],
+                layers=study["layers"], heads=heads_name(spec), seed=str(study.get("seed", 1)),
+                variant=variant_name(canonical(study, overrides or {})))
+
+
+def t1_models(study, corpus, pair) -> dict[str, dict]:
+    return {name: _model(study, corpus, pair, kind) for name, kind in T1_SYSTEMS.items()}
+
+
+def t2_models(study) -> dict[str, dict]:
+    c, p = analysis_pair(study)
+    return {name: _model(study, c, p, kind) for name, (kind, _) in T2_SYSTEMS.items()}
+
+
+def t3_models(study) -> dict[int, dict]:
+    c, p = analysis_pair(study)
+    return {int(k): _model(study, c, p, "RHElpea", overrides={"lpea_k": int(k)}) for k in study.get("k", [])}
+
+
+def a2_models(study) -> dict[str, dict]:
+    c, p = analysis_pair(study)
+    n_enc = _encoder_layers(study)
+    out = {"[0-0]": _model(study, c, p, "L")}
+    for text in study.get("layer_ranges", []):
+        first, last = layer_range(text, n_enc, "studies.paper_C.layer_ranges")
+        out[f"[{first}-{last}]"] = _model(study, c, p, "RHElpea", layers=(first, last))
+    return out
+
+
+def a3_models(study) -> dict[str, dict]:
+    c, p = analysis_pair(study)
+    return {parser: _model(study, c, p, "RHElpea", overrides={"syntax_parser": parser})
+            for parser in study.get("parsers", [])}
+
+
+def f4_models(study) -> dict[str, dict]:
+    c, p = analysis_pair(study)
+    out = {"dynamic": _model(study, c, p, "RHElpea"), "Transformer": _model(study, c, p, "L")}
+    for gate in study.get("fixed_gates", []):
+        out[f"{float(gate):g}"] = _model(study, c, p, "RHElpea", overrides={"rhe_fgate": float(gate)})
+    return out
+
+
+def models(study: Mapping[str, Any], root: str | None = None) -> Iterator[tuple[dict, dict]]:
+    """(model, OpenNMT overrides) of every model the study trains."""
+    seen = set()
+
+    def emit(m, overrides):
+        if model_path(m) not in seen:
+            seen.add(model_path(m))
+            yield m, canonical(study, overrides)
+    for corpus, pair in _pairs(study):
+        for m in t1_models(study, corpus, pair).values():
+            yield from emit(m, {})
+    c, p = analysis_pair(study)
+    for m in t2_models(study).values():
+        yield from emit(m, {})
+    for k, m in t3_models(study).items():
+        yield from emit(m, {"lpea_k": k})
+    for m in a2_models(study).values():
+        yield from emit(m, {})
+    for parser, m in a3_models(study).items():
+        yield from emit(m, {"syntax_parser": parser})
+    for gate in study.get("fixed_gates", []):
+        yield from emit(f4_models(study)[f"{float(gate):g}"], {"rhe_fgate": float(gate)})
+
+
+def check(study) -> None:
+    """Config errors the schema cannot express, naming the key."""
+    n_enc = _encoder_layers(study)
+    layer_range(study.get("enhanced", "1-1"), n_enc, "studies.paper_C.enhanced")
+    for text in study.get("layer_ranges", []):
+        layer_range(text, n_enc, "studies.paper_C.layer_ranges")
+    for k in study.get("k", []):
+        if int(k) < 0:
+            raise ConfigError(f"the clipping distance k must be >= 0, got {k}", key="studies.paper_C.k")
+    for gate in study.get("fixed_gates", []):
+        if not 0 < float(gate) <= 1:
+            raise ConfigError(f"a fixed Syn_gate must be in (0, 1], got {gate}", key="studies.paper_C.fixed_gates")
+    analysis_pair(study)
+    for corpus, pair in _pairs(study):
+        if not pair.startswith("en-"):
+            raise ConfigError(f"paper C parses the English source: {corpus} {pair} does not translate from "
+                              f"English", key=f"studies.paper_C.data.{corpus}")
+
+
+def sentences(study) -> dict[str, tuple[str, str]]:
+    """Extra one-sentence test splits (split -> (source, reference)): Figure 5's sentence."""
+    sentence = study.get("figure_sentence") or {}
+    return {F5_SPLIT: (sentence["src"], sentence["tgt"])} if sentence else {}
+
+
+# -- files (as the generic rules write them) ---------------------------------------------------
+
+@dataclass
+class Files:
+    config: Mapping[str, Any]
+    study: Mapping[str, Any]
+    root: str
+
+    @property
+    def ablation(self) -> str:
+        """``avgN``: the average of the last N checkpoints (§A.1), else the trained model."""
+        n = int(self.study.get("average_last", 1))
+        return f"avg{n}" if n > 1 else "full"
+
+    def test(self, corpus):
+        return self.config["corpora"][corpus]["tests"][0]
+
+    def _scores(self, m) -> str:
+        return f"{results_paths(self.root)['scores']}/{model_path(m)}"
+
+    def bleu(self, m, ablation=None):
+        return f"{self._scores(m)}/{self.test(m['corpus'])}.{ablation or self.ablation}.json"
+
+    def params(self, m):
+        return f"{self._scores(m)}/params.json"
+
+    def benchmark(self, m):
+        return f"{results_paths(self.root)['models']}/{model_path(m)}/train.benchmark.tsv"
+
+    def attention(self, m, split=F5_SPLIT):
+        return f"{self._scores(m)}/{split}.enc.attention.npz"
+
+    def parser_f1(self, parser):
+        return f"{self.root}/{OUTDIR}/parsers/{parser}.f1.csv"
+
+    def compare(self, models: list[dict]):
+        m = models[0]
+        group = (f"{m['corpus']}/{m['pair']}/{m['size']}/{m['preset']}/{m['variant']}/{m['layers']}/"
+                 f"seed{m['seed']}")
+        name = "--".join(f"{x['heads']}.{self.ablation}" for x in models)
+        return f"{results_paths(self.root)['scores']}/compare/{group}/{self.test(m['corpus'])}/{name}.bootstrap.csv"
+
+    def speed(self, m) -> float:
+        """Training steps per second of wall time (the train rule's benchmark)."""
+        seconds = float(pd.read_csv(self.benchmark(m), sep="\t")["s"].iloc[-1])
+        steps = int({**_preset(self.study), **self.config.get("training", {}).get("overrides", {})}["train_steps"])
+        return steps / seconds
+
+
+def reference(table: str) -> pd.DataFrame:
+    return common.reference("paper_C_reference.csv", table, dtype=str).assign(
+        value=lambda r: pd.to_numeric(r["value"], errors="coerce"), mark=lambda r: r["note"].where(
+            r["note"].isin(["↑", "⇑"]), ""))
+
+
+def _label(corpus, pair):
+    return f"{corpus} {pair}"
+
+
+def _bleu(f: Files, m) -> float:
+    return load_json(f.bleu(m))["bleu"]
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+def t1(f: Files):
+    """BLEU and #params of the seven systems per pair (Table 1); ⇑/↑ better than the
+    Transformer by paired bootstrap (p < 0.01 / p < 0.05)."""
+    cells = [(c, p, t1_models(f.study, c, p)) for c, p in _pairs(f.study)]
+    inputs = [x for _, _, ms in cells for m in ms.values() for x in (f.bleu(m), f.params(m))]
+    inputs += [f.compare(list(ms.values())) for _, _, ms in cells]
+
+    def build():
+        rows = []
+        for c, p, ms in cells:
+            boot = pd.read_csv(f.compare(list(ms.values()))).set_index("system")
+            for system, m in ms.items():
+                mark, p_value = "", None
+                name = f"{m['heads']}.{f.ablation}"
+                if system != "Transformer" and name in boot.index:
+                    row = boot.loc[name]
+                    p_value = 1.0 - float(row["win_system"])
+                    if bool(row["significantly_higher"]):
+                        mark = "⇑" if p_value < 0.01 else "↑"
+                rows.append(dict(row=f"{_label(c, p)} {BLEU}", column=system, value=_bleu(f, m), mark=mark,
+                                 p_value=p_value, model=model_path(m)))
+                rows.append(dict(row=f"{_label(c, p)} {PARA}", column=system,
+                                 value=load_json(f.params(m))["params"] / 1e6, mark="", p_value=None,
+                                 model=model_path(m)))
+        ours = pd.DataFrame(rows)
+        paper = reference("T1")
+        paper = paper.assign(row=paper["column"], column=paper["row"])
+        order = list(T1_SYSTEMS)
+        table = beside(pivot(ours, index="row", columns="column", values="value", mark="mark", best=None,
+                             col_order=order, decimals=2),
+                       pivot(paper, index="row", columns="column", values="value", mark="mark", best=None,
+                             col_order=order))
+        table.caption = ("Paper C Table 1: BLEU (sacreBLEU) and trainable parameters (M) of the Transformer, "
+                         "Rel_Pos, Localness, DEA, DEA+RHE, LPEA and LPEA+RHE (enhanced encoder layers: "
+                         f"{f.study.get('enhanced', '1-1')}). ⇑ / ↑: better than the Transformer by paired bootstrap "
+                         "(compare-mt), p < 0.01 / p < 0.05.")
+        return table, ours
+    return inputs, build
+
+
+def _delta_table(f: Files, ours: pd.DataFrame, paper_table: str, caption: str, order):
+    base = ours.loc[ours["row"] == order[0], "bleu"]
+    ours = ours.assign(delta=ours["bleu"] - (float(base.iloc[0]) if len(base) else math.nan))
+    tidy = ours.melt(id_vars=["row"], value_vars=[c for c in ("speed", "bleu", "delta") if c in ours],
+                     var_name="column", value_name="value")
+    tidy["column"] = tidy["column"].map({"speed": SPEED, "bleu": BLEU, "delta": DELTA})
+    paper = reference(paper_table)
+    if len(paper):
+        pbase = paper[(paper["column"] == BLEU)].set_index("row")["value"]
+        deltas = (pbase - pbase.iloc[0]).rename("value").reset_index().assign(column=DELTA)
+        paper = pd.concat([paper[["row", "column", "value"]], deltas], ignore_index=True)
+    cols = [c for c in (SPEED, BLEU, DELTA) if c in set(tidy["column"])]
+    table = beside(pivot(tidy, index="row", columns="column", values="value", best=None, col_order=cols,
+                         row_order=order, decimals=2),
+                   pivot(paper, index="row", columns="column", values="value", best=None, col_order=cols))
+    table.caption = caption
+    return table, ours
+
+
+def t2(f: Files):
+    """RHE on Rel_Pos and Localness, and RHE pruning (Table 2): speed, BLEU, Δ vs Transformer."""
+    ms = t2_models(f.study)
+    ablations = {name: ablation for name, (_, ablation) in T2_SYSTEMS.items()}
+    inputs = [x for name, m in ms.items() for x in (f.bleu(m, ablations[name]), f.benchmark(m))]
+
+    def build():
+        ours = pd.DataFrame([dict(row=name, bleu=load_json(f.bleu(m, ablations[name]))["bleu"], speed=f.speed(m),
+                                  model=model_path(m)) for name, m in ms.items()])
+        c, p = analysis_pair(f.study)
+        return _delta_table(f, ours, "T2", (
+            f"Paper C Table 2 ({c} {p}): RHE enlivening Rel_Pos / Localness heads, and pruning the redundant "
+            "heads at test time (+RHE (Prune): Table 1's LPEA+RHE model translated with -rhe_prune; its speed is "
+            "that model's training speed); training speed in steps per second of wall time (the train rule's "
+            "benchmark; the paper's on 4 GPUs), BLEU and Δ BLEU vs the Transformer."), list(ms))
+    return inputs, build
+
+
+def t3(f: Files):
+    """LPEA+RHE by the clipping distance k (Table 3)."""
+    ms = t3_models(f.study)
+    base = _model(f.study, *analysis_pair(f.study), "L")
+    inputs = [f.bleu(m) for m in [base, *ms.values()]]
+
+    def build():
+        rows = [dict(row="Transformer", bleu=_bleu(f, base), k=None, model=model_path(base))]
+        rows += [dict(row=f"k={k}", bleu=_bleu(f, m), k=k, model=model_path(m)) for k, m in sorted(ms.items())]
+        ours = pd.DataFrame(rows)
+        table, ours = _delta_table(f, ours, "T3", "", ["Transformer", *[f"k={k}" for k in sorted(ms)]])
+        c, p = analysis_pair(f.study)
+        table.caption = (f"Paper C Table 3 ({c} {p}): LPEA+RHE by the clipping distance k of the relative "
+                         "local-phrasal positions (eq. 7); Δ vs the Transformer (the paper's k=0 row equals its "
+                         "Transformer).")
+        return table, ours
+    return inputs, build
+
+
+def a2(f: Files):
+    """LPEA+RHE on different encoder layers (Table A2): speed, BLEU, Δ vs the Transformer ([0-0])."""
+    ms = a2_models(f.study)
+    inputs = [x for m in ms.values() for x in (f.bleu(m), f.benchmark(m))]
+
+    def build():
+        ours = pd.DataFrame([dict(row=name, bleu=_bleu(f, m), speed=f.speed(m), model=model_path(m))
+                             for name, m in ms.items()])
+        c, p = analysis_pair(f.study)
+        return _delta_table(f, ours, "A2", (
+            f"Paper C Table A2 ({c} {p}, {f.study['layers']} layers): LPEA+RHE on encoder layers [first-last] "
+            "([0-0]: the Transformer). The paper's caption says LPEA without RHE, but its [1-1] row is Table 1's "
+            "LPEA+RHE; we run LPEA+RHE."), list(ms))
+    return inputs, build
+
+
+def a3(f: Files):
+    """Parsers (Table A3): bracketing F1 on the PTB sample, and BLEU of LPEA+RHE with each."""
+    ms = a3_models(f.study)
+    c, p = analysis_pair(f.study)
+    inputs = [f.bleu(m) for m in ms.values()] + [f.parser_f1(parser) for parser in ms]
+
+    def build():
+        rows = []
+        for parser, m in ms.items():
+            score = pd.read_csv(f.parser_f1(parser)).iloc[0]
+            rows.append(dict(row=parser, column="WSJ F1", value=float(score["f1"]), model=None))
+            rows.append(dict(row=parser, column=f"{_label(c, p)} {BLEU}", value=_bleu(f, m), model=model_path(m)))
+        ours = pd.DataFrame(rows)
+        table = beside(pivot(ours, index="row", columns="column", values="value", best=None, decimals=2),
+                       pivot(reference("A3"), index="row", columns="column", values="value", best=None))
+        table.caption = ("Paper C Table A3: constituency parsers, bracketing F1 (evalb) on the NLTK Penn "
+                         "Treebank WSJ sample (ours) / the WSJ test set (paper), and BLEU of LPEA+RHE with each "
+                         "parser's trees.")
+        return table, ours
+    return inputs, build
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+def f4(f: Files):
+    """Fixed Syn_gate values vs the dynamic gate (Figure 4), the Transformer as a reference line."""
+    ms = f4_models(f.study)
+    inputs = [f.bleu(m) for m in ms.values()]
+
+    def build():
+        gates = [g for g in ms if g not in ("dynamic", "Transformer")]
+        rows = []
+        for g in gates:
+            rows.append(dict(gate=g, system="fixed Syn_gate", bleu=_bleu(f, ms[g])))
+            rows.append(dict(gate=g, system="dynamic Syn_gate", bleu=_bleu(f, ms["dynamic"])))
+            rows.append(dict(gate=g, system="Transformer", bleu=_bleu(f, ms["Transformer"])))
+        c, p = analysis_pair(f.study)
+        return pd.DataFrame(rows), dict(kind="line", x="gate", y="bleu", hue="system",
+                                        title=f"Paper C Fig. 4: fixed vs dynamic Syn_gate, LPEA+RHE ({c} {p})")
+    return inputs, build
+
+
+def _panel_head(labels: np.ndarray | None, which: str, count: int) -> int:
+    """The head index for a Figure 5 panel: the head most often labelled redundant / important
+    on the sentence (RHE labels from the export), else head 1."""
+    if labels is None or which == "first":
+        return 0
+    redundant = (labels == 0).mean(axis=tuple(range(labels.ndim - 1))) if labels.ndim > 1 else labels == 0
+    return int(np.argmax(redundant)) if which.startswith("redundant") else int(np.argmin(redundant))
+
+
+def f5(f: Files):
+    """One first-layer head's attention on the paper's sentence (Figure 5)."""
+    c, p = analysis_pair(f.study)
+    ms = {"RHElpea": _model(f.study, c, p, "RHElpea"), "RelPos": _model(f.study, c, p, "RelPos"),
+          "Local": _model(f.study, c, p, "Local")}
+    inputs = [f.attention(m) for m in ms.values()]
+    first = layer_range(f.study.get("enhanced", "1-1"), _encoder_layers(f.study), "studies.paper_C.enhanced")[0] - 1
+
+    def build():
+        rows = []
+        for panel, (kind, which) in F5_PANELS.items():
+            with np.load(f.attention(ms[kind]), allow_pickle=False) as npz:
+                tokens = str(npz["tokens"][0]).split()
+                # RHE exports keep the attention before enlivening (raw_*) and the labels (rhe_*)
+                key = "raw_000000" if which == "redundant-before" and "raw_000000" in npz else "att_000000"
+                att = npz[key][first]                                   # (heads, n, n)
+                labels = npz["rhe_000000"][first] if "rhe_000000" in npz else None
+            h = _panel_head(labels, which, att.shape[0])
+            for i, q in enumerate(tokens):
+                for j, k in enumerate(tokens):
+                    rows.append(dict(panel=f"{panel}: head {h + 1}", query=f"{i}:{q}", key=f"{j}:{k}",
+                                     attention=float(att[h, i, j])))
+        return pd.DataFrame(rows), dict(kind="heatmap", x="key", y="query", value="attention", col="panel",
+                                        title=f"Paper C Fig. 5: encoder layer {first + 1} attention ({c} {p})")
+    return inputs, build
+
+
+TABLES: dict[str, Callable] = {"T1": t1, "T2": t2, "T3": t3, "A2": a2, "A3": a3}
+FIGURES: dict[str, Callable] = {"F4": f4, "F5": f5}
+
+
+# -- the generated README ---------------------------------------------------------------------
+
+def effects(f: Files) -> list[tuple[str, str]]:
+    out = []
+    t1_ours = t1(f)[1]()[1]
+    bleu = t1_ours[t1_ours["row"].str.endswith(BLEU)].pivot(index="row", columns="column", values="value")
+    n = len(bleu)
+
+    def count(a, b):
+        return int((bleu[a] > bleu[b]).sum())
+    out.append(("§5.2: LPEA+RHE beats the Transformer", verdict(count("+LPEA+RHE", "Transformer"), n)))
+    out.append(("§5.2: RHE lifts DEA (DEA+RHE > DEA)", verdict(count("+DEA+RHE", "+DEA"), n)))
+    out.append(("§5.2: RHE lifts LPEA (LPEA+RHE > LPEA)", verdict(count("+LPEA+RHE", "+LPEA"), n)))
+    sea = ["+DEA", "+DEA+RHE", "+LPEA", "+LPEA+RHE"]
+    hits = sum(int((bleu[s] > bleu[[ "+Rel_Pos", "+Localness"]].max(axis=1)).sum()) for s in sea)
+    out.append(("§5.2: every SEA system beats both Rel_Pos and Localness", verdict(hits, n * len(sea))))
+    marks = t1_ours[(t1_ours["column"] == "+LPEA+RHE") & (t1_ours["mark"] != "")]
+    out.append(("§5.2: LPEA+RHE significantly better than the Transformer", verdict(len(marks), n)))
+    t2_ours = t2(f)[1]()[1].set_index("row")["bleu"]
+    out.append(("§5.3.1: RHE lifts Rel_Pos and Localness",
+                verdict(int(t2_ours["Rel_Pos+RHE"] > t2_ours["Rel_Pos"]) + int(t2_ours["Localness+RHE"] > t2_ours["Localness"]), 2)))
+    out.append(("§5.3.1: pruning the redundant heads costs at most 0.5 BLEU",
+                verdict(int(t2_ours["Transformer"] - t2_ours["+RHE (Prune)"] <= 0.5), 1)))
+    t3_ours = t3(f)[1]()[1].dropna(subset=["k"])
+    if len(t3_ours) > 1:
+        best = int(t3_ours.loc[t3_ours["bleu"].idxmax(), "k"])
+        out.append(("§5.3.3: BLEU rises with k up to a best k inside the range (paper: 6 of 0-8)",
+                    verdict(int(best not in (t3_ours["k"].min(), t3_ours["k"].max())), 1) + f"; best k = {best}"))
+    a2_ours = a2(f)[1]()[1].set_index("row")["bleu"]
+    enhanced = a2_ours.drop("[0-0]", errors="ignore")
+    if len(enhanced) > 1:
+        out.append(("§A.2: enhancing the first layer only is best", verdict(int(enhanced.idxmax() == "[1-1]"), 1)))
+    f4_ours = f4(f)[1]()[0]
+    fixed = f4_ours[f4_ours["system"] == "fixed Syn_gate"]["bleu"]
+    dynamic = f4_ours[f4_ours["system"] == "dynamic Syn_gate"]["bleu"]
+    if len(fixed):
+        out.append(("§5.3.2: the dynamic gate beats every fixed gate", verdict(int((dynamic.iloc[0] > fixed).sum()), len(fixed))))
+    return out
+
+
+def readme(f: Files, provenance: Mapping[str, Any]) -> str:
+    s, config = f.study, f.config
+    preset = {**_preset(s), **config.get("training", {}).get("overrides", {})}
+    every = [m for m, _ in models(s, f.root)]
+    lines = [
+        "# Paper C reproduction (generated)",
+        "",
+        "Redundant heads enlivening (RHE) with syntax-enhanced attention: DEA (dependency mask, eqs. 4-5) and "
+        "LPEA (local-phrase bias, eqs. 7-8), against Rel_Pos (Shaw et al. 2018) and Localness (Yang et al. 2018). "
+        "Every table shows our number beside the paper's (`ours` / `paper`). This file is written by the "
+        "workflow; do not edit it.",
+        "",
+        "## Scale of this run",
+        "",
+        "- data: " + "; ".join(f"{c} {p} (test: {f.test(c)})" for c, p in _pairs(s))
+        + f"; analyses on {' '.join(analysis_pair(s))}",
+        f"- model preset `{s['preset']}`: d={preset.get('hidden_size')}, layers {s['layers']}, "
+        f"{preset.get('train_steps')} steps of {preset.get('batch_size')} {preset.get('batch_type', 'tokens')}",
+        f"- enhanced encoder layers: {s.get('enhanced', '1-1')}; LPEA clipping k (T1): the option default "
+        f"{_option_defaults().get('lpea_k')}; T3 k in {s.get('k', [])}; A2 layers {s.get('layer_ranges', [])}; "
+        f"F4 fixed gates {s.get('fixed_gates', [])}; parsers {s.get('parsers', [])}",
+        f"- translation: {'average of the last %d checkpoints' % int(s.get('average_last', 1)) if f.ablation != 'full' else 'the trained model (no checkpoint averaging)'}",
+        f"- training: {training_time(every, f.root)}",
+        *[f"- {k}: {v}" for k, v in provenance.items()],
+        "",
+        "## Which effects of the paper hold here",
+        "",
+        "| claim | here |",
+        "|---|---|",
+        *[f"| {claim} | {v} |" for claim, v in effects(f)],
+        "",
+        "## Outputs",
+        "",
+        "- `T1`: BLEU and #params of the seven systems, per pair, with paired-bootstrap marks vs the Transformer",
+        "- `T2`: RHE on Rel_Pos / Localness, and pruning; `T3`: LPEA+RHE by k; `A2`: by enhanced layers; "
+        "`A3`: parsers (F1, BLEU)",
+        "- `F4`: fixed vs dynamic Syn_gate; `F5`: one first-layer head's attention on the paper's sentence",
+        "",
+    ]
+    return "\n".join(lines)
