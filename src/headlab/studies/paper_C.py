@@ -47,6 +47,7 @@ from headlab.workflow import heads_name, model_path, results_paths, variant_name
 
 OUTDIR = "paper_C"
 PARA, BLEU, DELTA, SPEED = "#Para (M)", "BLEU", "Δ", "Speed (steps/s)"
+PARA_K = "#Para (K)"   # toy models: thousands, so that the variants differ in print
 PRUNE = "rhe-prune"   # the translate rule's ablation: -rhe_prune
 
 #: Table 1's rows: system -> head kind of the enhanced layers (L: stock heads)
@@ -57,7 +58,9 @@ T1_SYSTEMS = {"Transformer": "L", "+Rel_Pos": "RelPos", "+Localness": "Local", "
 T2_SYSTEMS = {"Transformer": ("L", None), "+RHE (Prune)": ("RHElpea", PRUNE),
               "Rel_Pos": ("RelPos", None), "Rel_Pos+RHE": ("RHErel", None),
               "Localness": ("Local", None), "Localness+RHE": ("RHEloc", None)}
-#: Figure 5's panels: panel -> (system kind, which head of the first enhanced layer)
+#: Figure 5's panels: panel -> (system kind, which head of the first enhanced layer): the
+#: first head RHE labels redundant (its attention before / after enlivening), the first it
+#: labels important (else the Transformer's head 1), and head 1 of Rel_Pos and Localness
 F5_PANELS = {"(a) redundant head": ("RHElpea", "redundant-before"), "(b) LPEA+RHE-enlivened": ("RHElpea", "redundant"),
              "(c) Rel_Pos head": ("RelPos", "first"), "(d) Localness head": ("Local", "first"),
              "(e) important head": ("RHElpea", "important")}
@@ -322,8 +325,8 @@ def t1(f: Files):
                         mark = "⇑" if p_value < 0.01 else "↑"
                 rows.append(dict(row=f"{_label(c, p)} {BLEU}", column=system, value=_bleu(f, m), mark=mark,
                                  p_value=p_value, model=model_path(m)))
-                rows.append(dict(row=f"{_label(c, p)} {PARA}", column=system,
-                                 value=load_json(f.params(m))["params"] / 1e6, mark="", p_value=None,
+                rows.append(dict(row=f"{_label(c, p)} {PARA_K}", column=system,
+                                 value=load_json(f.params(m))["params"] / 1e3, mark="", p_value=None,
                                  model=model_path(m)))
         ours = pd.DataFrame(rows)
         paper = reference("T1")
@@ -333,7 +336,7 @@ def t1(f: Files):
                              col_order=order, decimals=2),
                        pivot(paper, index="row", columns="column", values="value", mark="mark", best=None,
                              col_order=order))
-        table.caption = ("Paper C Table 1: BLEU (sacreBLEU) and trainable parameters (M) of the Transformer, "
+        table.caption = ("Paper C Table 1: BLEU (sacreBLEU) and trainable parameters (ours in thousands, the paper in millions) of the Transformer, "
                          "Rel_Pos, Localness, DEA, DEA+RHE, LPEA and LPEA+RHE (enhanced encoder layers: "
                          f"{f.study.get('enhanced', '1-1')}). ⇑ / ↑: better than the Transformer by paired bootstrap "
                          "(compare-mt), p < 0.01 / p < 0.05.")
@@ -455,20 +458,20 @@ def f4(f: Files):
     return inputs, build
 
 
-def _panel_head(labels: np.ndarray | None, which: str, count: int) -> int:
-    """The head index for a Figure 5 panel: the head most often labelled redundant / important
-    on the sentence (RHE labels from the export), else head 1."""
-    if labels is None or which == "first":
+def _panel_head(labels: np.ndarray | None, which: str) -> int | None:
+    """Figure 5's head (0-based) in one layer's RHE labels (1 important, 0 redundant, NaN:
+    not an RHE head): the first redundant / important one; None if the sentence has none."""
+    if which == "first" or labels is None:
         return 0
-    redundant = (labels == 0).mean(axis=tuple(range(labels.ndim - 1))) if labels.ndim > 1 else labels == 0
-    return int(np.argmax(redundant)) if which.startswith("redundant") else int(np.argmin(redundant))
+    wanted = 1.0 if which == "important" else 0.0
+    found = np.flatnonzero(labels == wanted)
+    return int(found[0]) if len(found) else None
 
 
 def f5(f: Files):
     """One first-layer head's attention on the paper's sentence (Figure 5)."""
     c, p = analysis_pair(f.study)
-    ms = {"RHElpea": _model(f.study, c, p, "RHElpea"), "RelPos": _model(f.study, c, p, "RelPos"),
-          "Local": _model(f.study, c, p, "Local")}
+    ms = {kind: _model(f.study, c, p, kind) for kind in ("RHElpea", "RelPos", "Local", "L")}
     inputs = [f.attention(m) for m in ms.values()]
     first = layer_range(f.study.get("enhanced", "1-1"), _encoder_layers(f.study), "studies.paper_C.enhanced")[0] - 1
 
@@ -476,15 +479,19 @@ def f5(f: Files):
         rows = []
         for panel, (kind, which) in F5_PANELS.items():
             with np.load(f.attention(ms[kind]), allow_pickle=False) as npz:
+                labels = npz["rhe_000000"][first] if "rhe_000000" in npz else None
+                h = _panel_head(labels, which)
+                source, note = ms[kind], ""
+                if h is None:   # no head labelled important on this sentence: the Transformer's
+                    source, h, note = ms["L"], 0, " (none labelled important: Transformer)"
+            with np.load(f.attention(source), allow_pickle=False) as npz:
                 tokens = str(npz["tokens"][0]).split()
-                # RHE exports keep the attention before enlivening (raw_*) and the labels (rhe_*)
+                # RHE exports keep the attention before enlivening (raw_*) beside the used one (att_*)
                 key = "raw_000000" if which == "redundant-before" and "raw_000000" in npz else "att_000000"
                 att = npz[key][first]                                   # (heads, n, n)
-                labels = npz["rhe_000000"][first] if "rhe_000000" in npz else None
-            h = _panel_head(labels, which, att.shape[0])
             for i, q in enumerate(tokens):
                 for j, k in enumerate(tokens):
-                    rows.append(dict(panel=f"{panel}: head {h + 1}", query=f"{i}:{q}", key=f"{j}:{k}",
+                    rows.append(dict(panel=f"{panel}: head {h + 1}{note}", query=f"{i}:{q}", key=f"{j}:{k}",
                                      attention=float(att[h, i, j])))
         return pd.DataFrame(rows), dict(kind="heatmap", x="key", y="query", value="attention", col="panel",
                                         title=f"Paper C Fig. 5: encoder layer {first + 1} attention ({c} {p})")
