@@ -1,5 +1,6 @@
 # Training: one OpenNMT-py config per model of the grid, generated from a named preset
 # (src/headlab/presets.yaml) and validated, then `headlab train` (resumes after a crash).
+import headlab.onmt_config
 import headlab.report.curves
 
 
@@ -17,11 +18,12 @@ rule onmt_config:
         vocab=vocabularies,
         # syntax models: OpenNMT-py reads {src_vocab}_feat{i} (not passed on the command line)
         feature_vocab=lambda w: feature_vocabularies(w) if model_needs_syntax(w) else [],
-        # a changed preset reruns the models that use it
-        presets=workflow.source_path("../src/headlab/presets.yaml"),
     output:
         f"{MODELS}/{MODEL}/onmt.yaml",
     params:
+        # the resolved preset: a changed preset reruns the models that use it, and only them
+        # (presets.yaml as an input reran every model when any preset was added or edited)
+        preset=lambda w: json.dumps(headlab.onmt_config.resolve_preset(w.preset), sort_keys=True),
         sets=lambda w: " ".join(
             f"--set {k}={json.dumps(v)!r}" for k, v in sorted(study_overrides(w).items())
         ) + headlab.report.curves.tensorboard_args(config, model_dir(w)),
