@@ -23,12 +23,13 @@ import os
 import subprocess
 import time
 
-from headlab.studies import baseline, paper_A, paper_B
+from headlab.studies import baseline, paper_A, paper_B, paper_D
 
 STUDIES = {
     "baseline": baseline,
     "paper_A": paper_A,
     "paper_B": paper_B,
+    "paper_D": paper_D,
 }
 
 
