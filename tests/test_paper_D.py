@@ -303,3 +303,61 @@ def test_join_profile_takes_each_heads_best_relation():
     with pytest.raises(DataError, match="best_baseline"):
         join_profile(gates, profile.drop(columns="best_baseline"))
     assert join_profile(gates, None)["best_relation"].isna().all()
+
+
+# -- the workflow ---------------------------------------------------------------------------
+
+E2E = {"data": {"multi30k": ["en-de"]}, "layers": "1+1", "preset": "tiny", "size": 300, "lambda_l0": 0.1,
+       "lambda_sweep": [0.5], "finetune": {"train_steps": 4}, "prune": {"train_steps": 4, "save_checkpoint_steps": 2},
+       "fixed_heads": "7Ftoken+1L"}
+
+
+def _paper_d_config(tmp_path, mirror, **study):
+    from test_workflow import write_config
+    return write_config(tmp_path, mirror, **{"studies": {"paper_D": {**E2E, **study}}})
+
+
+def test_dry_run_pruned_finetunes_wait_for_the_gates(tmp_path, mirror):
+    from test_workflow import snakemake
+
+    result = snakemake("-n", "--configfile", str(_paper_d_config(tmp_path, mirror)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout + result.stderr
+    assert "rule finetune_config" in out and "stages/multi30k/en-de/gates.json" in out
+    assert "8L/seed1/ft_gate=enc+lambda_l0=0.1+train_steps=4/onmt.yaml" in out
+    assert "ft_enc_head_mask" not in out          # named only once the gates are known
+
+
+@pytest.mark.slow
+def test_end_to_end_paper_d(tmp_path, mirror):
+    import json
+
+    from test_workflow import snakemake, write_config
+
+    config = _paper_d_config(tmp_path, mirror)
+    result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
+    assert result.returncode == 0, result.stderr[-5000:]
+    out = tmp_path / "results/paper_D"
+    for name in ("T2", "T2values", "T3", "lambda_sweep", "join", "fixed"):
+        for ext in ("csv", "md", "tex"):
+            assert (out / f"{name}.{ext}").stat().st_size > 0, name
+    for name in ("F_gates", "curve", "learning_curves"):
+        assert (out / f"{name}.png").stat().st_size > 0, name
+    stage = json.loads((out / "stages/multi30k/en-de/gates.json").read_text())
+    models = tmp_path / "results/models/multi30k/en-de/300/tiny/default/1+1/8L/seed1"
+    pruned = models / f"ft_enc_head_mask={stage['mask']}+save_checkpoint_steps=2+train_steps=4"
+    assert (pruned / "model.pt").is_file() and (pruned / "step_0/model.pt").is_file()
+    t3 = pd.read_csv(out / "T3.csv")
+    assert float(t3.set_index("row").loc["Baseline (converged)", "BLEU paper"]) == 29.3
+    readme = (out / "README.md").read_text()
+    assert "gates converge" in readme and "kept and frozen" in readme
+    # a retrained parent retrains exactly its children (and nothing else): touch the 7Ftoken+1L parent
+    import os
+    import re
+    fixed = tmp_path / "results/models/multi30k/en-de/300/tiny/default/1+1/7Ftoken+1L/seed1/model.pt"
+    os.utime(fixed)
+    again = snakemake("-n", "--configfile", str(config))
+    assert again.returncode == 0, again.stderr[-3000:]
+    configs = re.findall(r"output: \S*/models/(\S+)/onmt.yaml", again.stdout + again.stderr)
+    assert configs and all(c.startswith("multi30k/en-de/300/tiny/default/1+1/7Ftoken+1L/seed1/ft_gate=enc")
+                           for c in configs), configs

@@ -58,7 +58,8 @@ def _pairs(study) -> list[tuple[str, str]]:
 
 
 def _base(study, corpus, pair, heads=None) -> dict[str, str]:
-    return dict(corpus=corpus, pair=pair, size="full", preset=study["preset"], layers=study["layers"],
+    return dict(corpus=corpus, pair=pair, size=str(study.get("size", "full")), preset=study["preset"],
+                layers=study["layers"],
                 heads=heads or study.get("heads", "8L"), seed=str(study.get("seed", 1)),
                 variant=variant_name(study.get("overrides")))
 
@@ -106,10 +107,12 @@ def pruned(study, root, corpus, pair) -> dict[str, dict] | None:
             "Inverted": finetune(base, prune_options(study, stage["inverse"]))}
 
 
-def curve_steps(study) -> list[int]:
-    """Checkpoint steps of the pruned fine-tunes on the BLEU curve: 0 and every save."""
+def curve_steps(study, config: Mapping[str, Any] | None = None) -> list[int]:
+    """Checkpoint steps of the pruned fine-tunes on the BLEU curve: 0 and every save (the
+    options as the child's config has them: preset, training overrides, the study's)."""
     from headlab.onmt_config import resolve_preset
-    options = {**resolve_preset(study["preset"]), **(study.get("overrides") or {}), **prune_options(study, "")}
+    options = {**resolve_preset(study["preset"]), **((config or {}).get("training", {}).get("overrides") or {}),
+               **(study.get("overrides") or {}), **prune_options(study, "")}
     steps, every = int(options["train_steps"]), int(options["save_checkpoint_steps"])
     return [0] + list(range(every, steps + 1, every))
 
@@ -268,7 +271,7 @@ def _t3_cells(f: Files):
     out = []
     for c, p in _pairs(f.study):
         found = f.pruned(c, p)
-        last = curve_steps(f.study)[-1]
+        last = curve_steps(f.study, f.config)[-1]
         cells = {"Baseline (converged)": _base(f.study, c, p), "Pruned (converged)": gated(f.study, c, p),
                  "Non-inverted (initial)": snapshot(found["Non-inverted"], 0),
                  "Non-inverted (fine-tuned)": found["Non-inverted"],
@@ -443,8 +446,8 @@ def curve(f: Files):
     cells = []
     for c, p in _pairs(f.study):
         for name, m in f.pruned(c, p).items():
-            for step in curve_steps(f.study):
-                cells.append((c, p, name, step, snapshot(m, step) if step < curve_steps(f.study)[-1] else m))
+            for step in curve_steps(f.study, f.config):
+                cells.append((c, p, name, step, snapshot(m, step) if step < curve_steps(f.study, f.config)[-1] else m))
 
     inputs = [f.bleu(m) for *_, m in cells]
 
