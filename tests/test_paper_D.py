@@ -272,7 +272,8 @@ def test_stage_masks_and_models(tmp_path):
     stage = paper_D.select(f, "multi30k", "en-de", "gates")
     assert (stage["mask"], stage["inverse"], stage["kept"], stage["heads"]) == ("10.00", "01.11", 1, 4)
     before = [model_path(m) for m, _ in paper_D.models(STUDY, str(tmp_path))]
-    assert len(before) == 5       # baseline, 2 gated, fixed, fixed gated: the pruned need the stage
+    assert len(before) == 6       # baseline, 2 gated, control, fixed, fixed gated: the pruned need the stage
+    assert before[3].endswith("/8L/seed1/ft_save_checkpoint_steps=125+train_steps=250")
     out = tmp_path / "paper_D" / "stages" / "multi30k" / "en-de" / "gates.json"
     out.parent.mkdir(parents=True)
     import json
