@@ -451,7 +451,9 @@ def f_gates(f: Files):
 
     def build():
         _, ours = base()
-        return ours, dict(kind="heatmap", x="column", y="row", value="gate", col="model",
+        ours = ours.assign(layer_label="L" + ours["layer"].astype(str), head_label=ours["head"].astype(str))
+        return ours, dict(kind="heatmap", x="head_label", y="layer_label", value="gate", col="model",
+                          xlabel="head", ylabel="encoder layer",
                           title="Paper D Table 2: converged encoder gates (test-time gate)")
     return inputs, build
 
