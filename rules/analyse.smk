@@ -186,3 +186,93 @@ rule export_attention:
     shell:
         "headlab export-attention -model {input.model} -src {input.src} -tgt {input.tgt} "
         "-site {wildcards.site} -max_sents {params.sents} -out {output} 2> {log}"
+
+
+# Paper D §2.2: the syntactic profile of a model's encoder heads against gold trees.
+# TREEBANK is "ud-<prefix>" (a UD test file of the `ud` dataset, e.g. ud-en_ewt, ud-en_pud)
+# or "spacy-<split>" (the corpus's own split parsed with spaCy). A UD treebank's text
+# becomes the split "ud_<prefix>" of the model's corpus, so the pair's own tokenize /
+# truecase / bpe rules (rules/data.smk) preprocess it as they do every split.
+TREEBANK = r"ud-[a-z]+_[a-z]+|spacy-[A-Za-z0-9_]+"
+
+
+def _ud_gold(prefix):
+    return f"{DATA}/raw/ud/{prefix}-ud-test.conllu.gz"
+
+
+rule treebank_text:
+    input:
+        f"{DATA}/raw/ud/.verified",
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/ud_{{prefix}}.src",
+    wildcard_constraints:
+        prefix=r"[a-z]+_[a-z]+",
+    params:
+        gold=lambda w: _ud_gold(w.prefix),
+    log:
+        f"{LOGS}/treebank/{{corpus}}/{{pair}}/{{size}}/ud_{{prefix}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab treebank text --in {params.gold} --out {output} --pair {wildcards.pair} 2> {log}"
+
+
+ruleorder: treebank_text > prepare
+
+
+rule treebank_parse:
+    input:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.src",
+    output:
+        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/gold/{{split}}.spacy.conllu",
+    log:
+        f"{LOGS}/treebank/{{corpus}}/{{pair}}/{{size}}/{{split}}.spacy.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab treebank parse --in {input} --out {output} --pair {wildcards.pair} 2> {log}"
+
+
+def _profile_inputs(w):
+    kind, name = w.treebank.split("-", 1)
+    folder = f"{DATA}/{w.corpus}/{w.pair}/{w.size}"
+    if kind == "ud":
+        return {"gold": f"{DATA}/raw/ud/.verified", "src": f"{folder}/bpe/ud_{name}.src"}
+    return {"gold": f"{folder}/gold/{name}.spacy.conllu", "src": f"{folder}/bpe/{name}.src"}
+
+
+def _profile_gold(w, input):
+    kind, name = w.treebank.split("-", 1)
+    return _ud_gold(name) if kind == "ud" else input.gold
+
+
+rule profile_heads:
+    input:
+        unpack(_profile_inputs),
+        model=f"{MODELS}/{MODEL}/model.pt",
+    output:
+        csv=f"{SCORES}/{MODEL}/profile/{{treebank}}.csv",
+        baselines=f"{SCORES}/{MODEL}/profile/{{treebank}}.baselines.csv",
+        alignment=f"{SCORES}/{MODEL}/profile/{{treebank}}.alignment.json",
+        attention=f"{SCORES}/{MODEL}/profile/{{treebank}}.attention.npz",
+    wildcard_constraints:
+        treebank=TREEBANK,
+    params:
+        gold=_profile_gold,
+        prefix=lambda w, output: output.csv[:-len(".csv")],
+        sents=lambda w: (f"-max_sents {config['evaluation']['profile_sentences']}"
+                         if config.get("evaluation", {}).get("profile_sentences") else ""),
+        figure=config.get("evaluation", {}).get("profile_figure_sentences", 10),
+        gpu="-gpu 0" if GPU else "",
+    log:
+        f"{LOGS}/profile/{MODEL}/{{treebank}}.log",
+    benchmark:
+        f"{LOGS}/profile/{MODEL}/{{treebank}}.benchmark.tsv"
+    resources:
+        gpu=GPU,
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab profile-heads -model {input.model} -treebank {params.gold} -src {input.src} "
+        "-pair {wildcards.pair} -out {params.prefix} {params.sents} -figure_sents {params.figure} "
+        "{params.gpu} 2> {log}"

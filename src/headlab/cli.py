@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gates": ("headlab.heads.gates", "converged hard-concrete gate values of a checkpoint, as CSV"),
     "params": ("headlab.heads.params", "count model parameters for a preset, layers and head spec"),
     "export-attention": ("headlab.heads.export", "dump per-layer, per-head attention of one site (and DHICM importance) to npz"),
+    "treebank": ("headlab.syntax.run", "gold trees' raw text, or spaCy parses of raw text as CoNLL-U (paper D)"),
+    "profile-heads": ("headlab.syntax.run", "per-head dependency accuracy and offset baselines against gold trees (paper D)"),
     "score": ("headlab.eval.forced", "forced-decoding log-probabilities of given targets"),
     "bleu": ("headlab.eval.bleu", "sacreBLEU/chrF of a hypothesis file, signature kept"),
     "compare": ("headlab.eval.compare", "paired bootstrap and length bins via compare-mt"),

@@ -21,19 +21,23 @@ from headlab.report.tables import read_tidy
 FORMATS = ("png", "pdf")
 
 
-def plot(tidy, *, x: str, y: str, hue: str | None = None, kind: str = "line", style: str | None = None,
+def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = None, kind: str = "line", style: str | None = None,
          col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None,
          x_numeric: bool = False, col_wrap: int | None = None, value: str | None = None):
     """Return a matplotlib Figure (Agg backend, nothing shown). ``x_numeric``: a line plot
     over a numeric x (training steps) instead of ordered categories. ``kind="heatmap"``:
     one cell per (x, y) holding ``value`` (attention maps, head importance), x and y in
-    the order they first appear, one panel per ``col``."""
+    the order they first appear, one panel per ``col``. ``kind="arcs"``: word-to-word
+    attention arcs, one panel per ``panel`` (:func:`headlab.syntax.arcs.draw`; no x/y)."""
     import matplotlib
     matplotlib.use("Agg")
     import seaborn as sns
 
     if kind == "heatmap":
         return _heatmap(tidy, x=x, y=y, value=value, col=col, xlabel=xlabel, ylabel=ylabel, title=title)
+    if kind == "arcs":                  # paper D Figs. 1-2: word-to-word attention arcs
+        from headlab.syntax.arcs import draw
+        return draw(tidy, title=title)
     for name in [x, y] + [c for c in (hue, style, col) if c]:
         if name not in tidy.columns:
             raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")

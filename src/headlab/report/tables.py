@@ -41,6 +41,9 @@ class Table:
     label: str | None = None
     #: for beside(): column -> (group, sub) so that LaTeX can print a two-row header
     groups: list[tuple[str, str]] = field(default_factory=list)
+    #: same shape as values, True = bold whatever ``best`` says (paper D Table 1: a head
+    #: 20 points above its baseline)
+    bold: "pd.DataFrame | None" = None  # noqa: F821
 
     def mark(self, row, col) -> str:
         if self.marks is None:
@@ -90,11 +93,13 @@ def beside(ours: Table, paper: Table) -> Table:
 
     rows = list(dict.fromkeys(list(ours.values.index) + list(paper.values.index)))
     cols = list(dict.fromkeys(list(ours.values.columns) + list(paper.values.columns)))
-    values, marks, groups, places = {}, {}, [], {}
+    values, marks, groups, places, bold = {}, {}, [], {}, {}
     for c in cols:
         for sub, t in ((OURS, ours), (PAPER, paper)):
             name = f"{c} {sub}"
             groups.append((str(c), sub))
+            bold[name] = (t.bold[c].reindex(rows).fillna(False).astype(bool)
+                          if t.bold is not None and c in t.bold.columns else pd.Series(False, index=rows))
             if t.places(c) != ours.decimals:
                 places[name] = t.places(c)
             values[name] = t.values[c].reindex(rows) if c in t.values.columns else pd.Series(float("nan"), index=rows)
@@ -104,13 +109,16 @@ def beside(ours: Table, paper: Table) -> Table:
                 marks[name] = pd.Series("", index=rows)
     return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
                  column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption,
-                 label=ours.label, groups=groups)
+                 label=ours.label, groups=groups,
+                 bold=pd.DataFrame(bold, index=rows) if ours.bold is not None or paper.bold is not None else None)
 
 
 def _best_cells(table: Table) -> set[tuple]:
-    if table.best not in ("max", "min"):
-        return set()
     out = set()
+    if table.bold is not None:
+        out.update((row, col) for col in table.bold.columns for row, flag in table.bold[col].items() if flag)
+    if table.best not in ("max", "min"):
+        return out
     for col in table.values.columns:
         # compare the printed values, so that ties on screen are both bold
         column = table.values[col].dropna().round(table.places(col))
@@ -125,6 +133,8 @@ def _number(table: Table, row, col) -> str | None:
     v = table.values.loc[row, col]
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return None
+    if isinstance(v, str):              # a label cell (paper D Table 1's "Head": "2-4")
+        return v
     return f"{v:.{table.places(col)}f}"
 
 
@@ -182,6 +192,8 @@ def to_latex(table: Table) -> str:
             if text is None:
                 cells.append("")
                 continue
+            if isinstance(table.values.loc[row, col], str):
+                text = latex_escape(text)
             if (row, col) in best:
                 text = rf"\textbf{{{text}}}"
             mark = table.mark(row, col)
@@ -207,6 +219,10 @@ def to_csv(table: Table) -> str:
         for col in list(table.values.columns):
             if (table.marks[col] != "").any():
                 frame.insert(frame.columns.get_loc(col) + 1, f"{col} mark", table.marks[col])
+    if table.bold is not None:
+        for col in list(table.values.columns):
+            if col in table.bold.columns and table.bold[col].any():
+                frame.insert(frame.columns.get_loc(col) + 1, f"{col} bold", table.bold[col])
     frame.index.name = table.index_name or "row"
     return frame.to_csv(lineterminator="\n")
 

@@ -24,4 +24,8 @@ Paper D (profiles of trained heads against gold trees):
 ``align``     character-level alignment of two tokenisations of one sentence (treebank
               words <-> Moses tokens), with unaligned words counted, never dropped.
 ``profile``   per-head dependency accuracy (Clark et al. 2019) and offset baselines.
+``run``       ``headlab profile-heads`` (any headlab encoder against gold trees) and
+              ``headlab treebank`` (a treebank's raw text; spaCy parses as CoNLL-U).
+``table``     paper D Table 1 (best head vs best baseline per relation, beside the paper).
+``arcs``      paper D Figures 1-2: one head's word-to-word attention as arcs.
 """
