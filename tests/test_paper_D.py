@@ -304,6 +304,11 @@ def test_join_profile_takes_each_heads_best_relation():
     with pytest.raises(DataError, match="best_baseline"):
         join_profile(gates, profile.drop(columns="best_baseline"))
     assert join_profile(gates, None)["best_relation"].isna().all()
+    # the profile's summary row and root are no relation a head "has"
+    summary = pd.DataFrame([(2, 1, "L", "all", "dependent->head", 0.99, 500, 0.1)], columns=profile.columns)
+    assert join_profile(gates, pd.concat([profile, summary]))["best_relation"].fillna("-").tolist()[2] == "-"
+    marked = pd.DataFrame({"layer": [1], "head": [2]})
+    assert join_profile(gates, profile, marked)["syntactic"].tolist() == [False, True, False]
 
 
 # -- the workflow ---------------------------------------------------------------------------
@@ -315,7 +320,8 @@ E2E = {"data": {"multi30k": ["en-de"]}, "layers": "1+1", "preset": "tiny", "size
 
 def _paper_d_config(tmp_path, mirror, **study):
     from test_workflow import write_config
-    return write_config(tmp_path, mirror, **{"studies": {"paper_D": {**E2E, **study}}})
+    return write_config(tmp_path, mirror, **{"studies": {"paper_D": {**E2E, **study}},
+                                            "evaluation": {"profile_sentences": 40, "profile_figure_sentences": 5}})
 
 
 def test_dry_run_pruned_finetunes_wait_for_the_gates(tmp_path, mirror):
@@ -339,10 +345,10 @@ def test_end_to_end_paper_d(tmp_path, mirror):
     result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
     assert result.returncode == 0, result.stderr[-5000:]
     out = tmp_path / "results/paper_D"
-    for name in ("T2", "T2values", "T3", "lambda_sweep", "join", "fixed"):
+    for name in ("T1", "T2", "T2values", "T3", "lambda_sweep", "join", "fixed"):
         for ext in ("csv", "md", "tex"):
             assert (out / f"{name}.{ext}").stat().st_size > 0, name
-    for name in ("F_gates", "curve", "learning_curves"):
+    for name in ("F1", "F2", "F_gates", "curve", "learning_curves"):
         assert (out / f"{name}.png").stat().st_size > 0, name
     stage = json.loads((out / "stages/multi30k/en-de/gates.json").read_text())
     models = tmp_path / "results/models/multi30k/en-de/300/tiny/default/1+1/8L/seed1"
@@ -362,3 +368,16 @@ def test_end_to_end_paper_d(tmp_path, mirror):
     configs = re.findall(r"output: \S*/models/(\S+)/onmt.yaml", again.stdout + again.stderr)
     assert configs and all(c.startswith("multi30k/en-de/300/tiny/default/1+1/7Ftoken+1L/seed1/ft_gate=enc")
                            for c in configs), configs
+
+
+def test_study_config_errors_name_the_key():
+    from headlab.studies import paper_D
+
+    good = {**STUDY}
+    paper_D.check(good)
+    with pytest.raises(ConfigError, match=r"studies\.paper_D\.data.*English"):
+        paper_D.check({**good, "data": {"multi30k": ["de-en"]}})
+    with pytest.raises(ConfigError, match=r"studies\.paper_D\.finetune\.train_steps"):
+        paper_D.check({**good, "finetune": {}})
+    with pytest.raises(ConfigError, match=r"studies\.paper_D\.prune\.enc_head_mask"):
+        paper_D.check({**good, "prune": {"enc_head_mask": "1"}})

@@ -156,6 +156,11 @@ def check(study) -> None:
     for value in study.get("lambda_sweep", []):
         if float(value) < 0:
             raise ConfigError(f"lambda_sweep value {value} must be >= 0", key="studies.paper_D.lambda_sweep")
+    for corpus, pairs in study.get("data", {}).items():
+        for pair in pairs:
+            if not pair.startswith("en-"):
+                raise ConfigError(f"{corpus} {pair}: paper D profiles heads against English trees, so the source "
+                                  f"must be English (en-XX)", key="studies.paper_D.data")
     if not (study.get("finetune") or {}).get("train_steps"):
         raise ConfigError("give the fine-tunes' length: finetune.train_steps", key="studies.paper_D.finetune.train_steps")
     for part, owned in (("finetune", ("gate", "enc_head_mask", "lambda_l0")), ("prune", ("gate", "enc_head_mask"))):
@@ -184,10 +189,14 @@ class Files:
     def gates(self, m):
         return f"{self._scores(m)}/gates.csv"
 
+    def profile_prefix(self, m):
+        """Where the ``profile_heads`` rule writes a model's syntactic head profile
+        (:mod:`headlab.syntax`) on the study's ``treebank``."""
+        from headlab.syntax.table import profile_prefix
+        return profile_prefix(self.root, m, self.study.get("treebank", "ud-en_ewt"))
+
     def profile(self, m):
-        """The syntactic head profile of a model (issue 14 item 1). LEAD: wire to the
-        ``profile-heads`` rule's output path once issue14syntax lands."""
-        return f"{self._scores(m)}/syntax_profile.csv"
+        return f"{self.profile_prefix(m)}.csv"
 
     def pruned(self, corpus, pair) -> dict[str, dict]:
         found = pruned(self.study, self.root, corpus, pair)
@@ -350,12 +359,15 @@ def lambda_sweep(f: Files):
     return inputs, build
 
 
-def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None) -> pd.DataFrame:
+def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None,
+                 syntactic: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per encoder layer-head: its gate and kept flag beside its best syntactic relation
-    (highest accuracy over relations and directions), that accuracy and the best offset
-    baseline's, from the tidy profile CSV of issue 14 item 1 (columns
-    :data:`PROFILE_COLUMNS`; ``layer`` and ``head`` 1-based like the gates). Heads
-    missing from the profile get empty syntax columns."""
+    (highest accuracy over relations and directions; ``all`` and ``root`` left out), that
+    accuracy and the best offset baseline's, from the tidy profile CSV of issue 14 item 1
+    (columns :data:`PROFILE_COLUMNS`; ``layer`` and ``head`` 1-based like the gates), and
+    ``syntactic``: whether the head has a row in ``syntactic``
+    (:func:`headlab.syntax.table.syntactic_heads`: beats the best baseline by 20 points on
+    some relation). Heads missing from the profile get empty syntax columns."""
     out = gates[gates["site"] == "enc"][["layer", "head", "gate", "kept"]].copy()
     cols = ["head_kind", "best_relation", "direction", "accuracy", "best_baseline", "count", "beats_baseline"]
     if profile is None or profile.empty:
@@ -365,35 +377,44 @@ def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None) -> pd.DataFr
     missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
     if missing:
         raise DataError(f"the syntactic profile lacks columns {missing} (have {list(profile.columns)})")
+    profile = profile[~profile["relation"].isin(("all", "root"))]
     best = (profile.sort_values(["accuracy", "count"], ascending=False, kind="stable")
             .drop_duplicates(["layer", "head"]).rename(columns={"relation": "best_relation"}))
     best["beats_baseline"] = best["accuracy"] > best["best_baseline"]
     out = out.merge(best[["layer", "head", *cols[:-1], "beats_baseline"]], on=["layer", "head"], how="left")
+    if syntactic is not None:
+        marked = set(zip(syntactic["layer"], syntactic["head"]))
+        out["syntactic"] = [(l, h) in marked for l, h in zip(out["layer"], out["head"])]
     return out.sort_values(["layer", "head"], ignore_index=True)
 
 
 def join(f: Files):
     """Beyond the paper: are the syntactic heads the ones the gates keep? (§3.4's claim)."""
-    syntax = bool(f.study.get("syntax"))
     cells = [(c, p, gated(f.study, c, p), _base(f.study, c, p)) for c, p in _pairs(f.study)]
-    inputs = [f.gates(g) for _, _, g, _ in cells] + ([f.profile(b) for *_, b in cells] if syntax else [])
+    inputs = [f.gates(g) for _, _, g, _ in cells] + [f.profile(b) for *_, b in cells]
+
+    inputs += [f"{f.profile_prefix(b)}.baselines.csv" for *_, b in cells]
 
     def build():
+        from headlab.syntax.table import syntactic_heads
         frames = []
         for c, p, g, b in cells:
-            profile = pd.read_csv(f.profile(b)) if syntax else None
-            frames.append(join_profile(pd.read_csv(f.gates(g)), profile).assign(model=_label(c, p)))
+            profile, marked = pd.read_csv(f.profile(b)), syntactic_heads(f.profile(b))
+            frames.append(join_profile(pd.read_csv(f.gates(g)), profile, marked).assign(model=_label(c, p)))
         ours = pd.concat(frames, ignore_index=True)
         ours["row"] = ours["model"] + " " + ours["layer"].astype(str) + "-" + ours["head"].astype(str)
         shown = ours.set_index("row")
-        values = shown[["gate", "kept", "accuracy", "best_baseline"]].apply(pd.to_numeric, errors="coerce")
+        columns = ["gate", "kept", "accuracy", "best_baseline", "syntactic"]
+        values = shown[columns].copy()
+        values["syntactic"] = values["syntactic"].map({True: 1.0, False: 0.0})
+        values = values.apply(pd.to_numeric, errors="coerce")
         marks = pd.DataFrame("", index=values.index, columns=values.columns)
         marks["accuracy"] = shown["best_relation"].fillna("").astype(str)
-        table = Table(values, marks, decimals=2, column_decimals={"kept": 0}, best=None, index_name="layer-head")
+        table = Table(values, marks, decimals=2, column_decimals={"kept": 0, "syntactic": 0}, best=None,
+                      index_name="layer-head")
         table.caption = ("Beyond paper D: each encoder head's converged gate beside its best syntactic relation "
-                         "(accuracy, relation name as the mark) and the best offset baseline"
-                         + ("" if syntax else "; no syntactic profile in this run (studies.paper_D.syntax: false)")
-                         + ".")
+                         "(accuracy %, relation name as the mark) and that relation's best offset baseline; "
+                         "syntactic = 1: beats the best baseline by 20 points on some relation (paper D's bold rule).")
         return table, ours
     return inputs, build
 
@@ -430,16 +451,15 @@ def fixed(f: Files):
 
 
 def t1(f: Files):
-    """Table 1 (issue 14 item 2) comes from ``headlab.syntax.profile.table1``. LEAD: wire it
-    here once issue14syntax lands (inputs: the profile CSV of the baseline)."""
-    inputs = [f.profile(_base(f.study, c, p)) for c, p in _pairs(f.study)]
+    """Table 1: the best head per relation beside the best offset baseline, the converged
+    baseline's profile (:func:`headlab.syntax.table.table1`; the paper's numbers beside)."""
+    c, p = _pairs(f.study)[0]
+    prefix = f.profile_prefix(_base(f.study, c, p))
+    inputs = [f"{prefix}.csv", f"{prefix}.baselines.csv"]
 
     def build():
-        try:
-            from headlab.syntax.profile import table1
-        except ImportError as err:
-            raise DataError("paper_D T1 needs headlab.syntax.profile.table1 (issue 14 item 1-2)") from err
-        return table1(f, inputs)
+        from headlab.syntax.table import table1
+        return table1(f"{prefix}.csv")
     return inputs, build
 
 
@@ -477,10 +497,22 @@ def curve(f: Files):
     return inputs, build
 
 
-TABLES: dict[str, Callable] = {"T2": t2, "T2values": t2values, "T3": t3, "lambda_sweep": lambda_sweep,
+def _arcs(which: str):
+    def build_figure(f: Files):
+        """Figures 1-2 (:func:`headlab.syntax.arcs.figure`): the converged baseline's heads as arcs."""
+        c, p = _pairs(f.study)[0]
+        prefix = f.profile_prefix(_base(f.study, c, p))
+
+        def build():
+            from headlab.syntax.arcs import figure
+            return figure(prefix, which, title_extra=f"({_label(c, p)}, {f.study.get('treebank', 'ud-en_ewt')})")
+        return [f"{prefix}.csv", f"{prefix}.attention.npz"], build
+    return build_figure
+
+
+TABLES: dict[str, Callable] = {"T1": t1, "T2": t2, "T2values": t2values, "T3": t3, "lambda_sweep": lambda_sweep,
                                "join": join, "fixed": fixed}
-FIGURES: dict[str, Callable] = {"F_gates": f_gates, "curve": curve}
-# LEAD: add "T1": t1 to TABLES and F1/F2 (issue14syntax's arc figures) to FIGURES once headlab.syntax lands.
+FIGURES: dict[str, Callable] = {"F1": _arcs("F1"), "F2": _arcs("F2"), "F_gates": f_gates, "curve": curve}
 
 
 # -- the generated README -----------------------------------------------------------------
@@ -510,6 +542,10 @@ def effects(f: Files) -> list[tuple[str, str]]:
                 verdict(int((t3_ours["Inverted (initial)"] > t3_ours["Non-inverted (initial)"]).sum()), len(base))))
     out.append(("§3.6: inverted pruning loses less BLEU than non-inverted (fine-tuned)",
                 verdict(int((t3_ours["Inverted (fine-tuned)"] > t3_ours["Non-inverted (fine-tuned)"]).sum()), len(base))))
+    joined = join(f)[1]()[1]
+    syn = joined[joined["syntactic"].astype(bool)]
+    out.append(("§3.4: the gates keep the syntactic heads (beating the best baseline by 20 points)",
+                verdict(int(syn["kept"].sum()), len(syn))))
     sweep = lambda_sweep(f)[1]()[1].dropna(subset=["heads_kept"]).sort_values("lambda_l0")
     mono = [bool((g["heads_kept"].diff().dropna() <= 0).all()) for _, g in sweep.groupby("column")]
     out.append(("beyond: a larger lambda keeps fewer heads", verdict(sum(mono), len(mono))))
