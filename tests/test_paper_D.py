@@ -284,31 +284,30 @@ def test_stage_masks_and_models(tmp_path):
     assert paper_D.curve_steps(STUDY) == [0, 125, 250]
 
 
-def test_join_profile_takes_each_heads_best_relation():
+def test_join_profile_takes_each_heads_most_syntactic_relation():
     from headlab.studies.paper_D import join_profile
 
     gates = pd.DataFrame({"site": "enc", "layer": [1, 1, 2], "head": [1, 2, 1], "gate": [1.0, 0.0, 0.7],
                           "kept": [1, 0, 1]})
     profile = pd.DataFrame([
         # layer, head, head_kind, relation, direction, accuracy, count, best_baseline
-        (1, 1, "L", "nsubj", "dependent->head", 0.60, 50, 0.40),
-        (1, 1, "L", "dobj", "dependent->head", 0.80, 20, 0.30),
-        (1, 2, "L", "amod", "head->dependent", 0.20, 40, 0.50),
+        (1, 1, "L", "nsubj", "dep->head", 60.0, 50, 40.0),       # margin 20: syntactic
+        (1, 1, "L", "dobj", "dep->head", 80.0, 20, 70.0),        # more accurate, margin 10
+        (1, 1, "L", "vocative", "dep->head", 99.0, 3, 10.0),     # too few arcs
+        (1, 2, "L", "amod", "dep->head", 20.0, 40, 50.0),
+        (1, 2, "L", "all", "dep->head", 90.0, 500, 10.0),        # the summary row is no relation
     ], columns=["layer", "head", "head_kind", "relation", "direction", "accuracy", "count", "best_baseline"])
     joined = join_profile(gates, profile)
-    assert list(joined["best_relation"].fillna("-")) == ["dobj", "amod", "-"]
-    assert list(joined["accuracy"].fillna(-1)) == [0.80, 0.20, -1]
-    assert list(joined["beats_baseline"].fillna("-")) == [True, False, "-"]
+    assert list(joined["best_relation"].fillna("-")) == ["nsubj", "amod", "-"]
+    assert list(joined["margin"].fillna(0)) == [20.0, -30.0, 0]
+    assert list(joined["syntactic"]) == [True, False, False]
     assert list(joined["kept"]) == [1, 0, 1]
+    # syntactic_heads' column name for the baseline works too
+    assert join_profile(gates, profile.rename(columns={"best_baseline": "baseline"}))["syntactic"].tolist()[0]
     from headlab.errors import DataError
     with pytest.raises(DataError, match="best_baseline"):
         join_profile(gates, profile.drop(columns="best_baseline"))
     assert join_profile(gates, None)["best_relation"].isna().all()
-    # the profile's summary row and root are no relation a head "has"
-    summary = pd.DataFrame([(2, 1, "L", "all", "dependent->head", 0.99, 500, 0.1)], columns=profile.columns)
-    assert join_profile(gates, pd.concat([profile, summary]))["best_relation"].fillna("-").tolist()[2] == "-"
-    marked = pd.DataFrame({"layer": [1], "head": [2]})
-    assert join_profile(gates, profile, marked)["syntactic"].tolist() == [False, True, False]
 
 
 # -- the workflow ---------------------------------------------------------------------------

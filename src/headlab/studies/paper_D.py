@@ -359,32 +359,34 @@ def lambda_sweep(f: Files):
     return inputs, build
 
 
-def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None,
-                 syntactic: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per encoder layer-head: its gate and kept flag beside its best syntactic relation
-    (highest accuracy over relations and directions; ``all`` and ``root`` left out), that
-    accuracy and the best offset baseline's, from the tidy profile CSV of issue 14 item 1
-    (columns :data:`PROFILE_COLUMNS`; ``layer`` and ``head`` 1-based like the gates), and
-    ``syntactic``: whether the head has a row in ``syntactic``
-    (:func:`headlab.syntax.table.syntactic_heads`: beats the best baseline by 20 points on
-    some relation). Heads missing from the profile get empty syntax columns."""
+def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None, *, min_count: int = 20,
+                 threshold: float = 20.0) -> pd.DataFrame:
+    """Per encoder layer-head: its gate and kept flag beside its most syntactic relation.
+
+    ``profile``: tidy per-head rows with the columns of the syntactic profile (issue 14
+    item 1: :data:`PROFILE_COLUMNS`, ``best_baseline`` or ``baseline``: the relation's best
+    offset baseline; ``layer``/``head`` 1-based like the gates), e.g.
+    :func:`headlab.syntax.table.syntactic_heads` with no threshold. A head's relation is the
+    one it beats the best baseline by most (margin = accuracy - baseline, relations with at
+    least ``min_count`` arcs; ``all`` and ``root`` left out); ``syntactic``: margin >=
+    ``threshold`` (paper D's bold rule, 20 points). Heads missing from the profile get empty
+    syntax columns."""
     out = gates[gates["site"] == "enc"][["layer", "head", "gate", "kept"]].copy()
-    cols = ["head_kind", "best_relation", "direction", "accuracy", "best_baseline", "count", "beats_baseline"]
+    cols = ["head_kind", "best_relation", "direction", "accuracy", "best_baseline", "margin", "count"]
     if profile is None or profile.empty:
-        for col in cols:
+        for col in cols + ["syntactic"]:
             out[col] = None
         return out.reset_index(drop=True)
+    profile = profile.rename(columns={"baseline": "best_baseline"})
     missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
     if missing:
         raise DataError(f"the syntactic profile lacks columns {missing} (have {list(profile.columns)})")
-    profile = profile[~profile["relation"].isin(("all", "root"))]
-    best = (profile.sort_values(["accuracy", "count"], ascending=False, kind="stable")
+    rows = profile[~profile["relation"].isin(("all", "root")) & (profile["count"] >= min_count)]
+    rows = rows.assign(margin=rows["accuracy"] - rows["best_baseline"])
+    best = (rows.sort_values(["margin", "accuracy"], ascending=False, kind="stable")
             .drop_duplicates(["layer", "head"]).rename(columns={"relation": "best_relation"}))
-    best["beats_baseline"] = best["accuracy"] > best["best_baseline"]
-    out = out.merge(best[["layer", "head", *cols[:-1], "beats_baseline"]], on=["layer", "head"], how="left")
-    if syntactic is not None:
-        marked = set(zip(syntactic["layer"], syntactic["head"]))
-        out["syntactic"] = [(l, h) in marked for l, h in zip(out["layer"], out["head"])]
+    out = out.merge(best[["layer", "head", *cols]], on=["layer", "head"], how="left")
+    out["syntactic"] = out["margin"].ge(threshold)
     return out.sort_values(["layer", "head"], ignore_index=True)
 
 
@@ -399,22 +401,24 @@ def join(f: Files):
         from headlab.syntax.table import syntactic_heads
         frames = []
         for c, p, g, b in cells:
-            profile, marked = pd.read_csv(f.profile(b)), syntactic_heads(f.profile(b))
-            frames.append(join_profile(pd.read_csv(f.gates(g)), profile, marked).assign(model=_label(c, p)))
+            # every (head, relation) with its margin over the best baseline: no threshold here
+            relations = syntactic_heads(f.profile(b), threshold=float("-inf"))
+            frames.append(join_profile(pd.read_csv(f.gates(g)), relations).assign(model=_label(c, p)))
         ours = pd.concat(frames, ignore_index=True)
         ours["row"] = ours["model"] + " " + ours["layer"].astype(str) + "-" + ours["head"].astype(str)
         shown = ours.set_index("row")
-        columns = ["gate", "kept", "accuracy", "best_baseline", "syntactic"]
+        columns = ["gate", "kept", "accuracy", "best_baseline", "margin", "syntactic"]
         values = shown[columns].copy()
         values["syntactic"] = values["syntactic"].map({True: 1.0, False: 0.0})
         values = values.apply(pd.to_numeric, errors="coerce")
         marks = pd.DataFrame("", index=values.index, columns=values.columns)
-        marks["accuracy"] = shown["best_relation"].fillna("").astype(str)
+        marks["accuracy"] = [f" ({r})" if isinstance(r, str) else "" for r in shown["best_relation"]]
         table = Table(values, marks, decimals=2, column_decimals={"kept": 0, "syntactic": 0}, best=None,
                       index_name="layer-head")
         table.caption = ("Beyond paper D: each encoder head's converged gate beside its best syntactic relation "
-                         "(accuracy %, relation name as the mark) and that relation's best offset baseline; "
-                         "syntactic = 1: beats the best baseline by 20 points on some relation (paper D's bold rule).")
+                         "(the relation it beats its best offset baseline by most, dependent -> head, v1 names, at "
+                         "least 20 arcs: accuracy %, the relation's best baseline, the margin); syntactic = 1: a "
+                         "margin of 20 points or more (paper D's bold rule).")
         return table, ours
     return inputs, build
 
