@@ -356,9 +356,9 @@ def lambda_sweep(f: Files):
             g = g[g["site"] == "enc"]
             rows.append(dict(row=f"lambda {lam:g}", column=_label(c, p), lambda_l0=lam, bleu=_bleu(f, m),
                              heads_kept=int(g["kept"].sum()), heads=len(g), saturated=float(g["saturated"].mean())))
-        ours = pd.DataFrame(rows)
+        ours = pd.DataFrame(rows).sort_values("lambda_l0", kind="stable", ignore_index=True)
         table = pivot(ours, index="row", columns="column", values="bleu", best=None)
-        kept = ours.set_index("row")["heads_kept"]
+        kept = ours.drop_duplicates("row").set_index("row")["heads_kept"]
         table.values["heads kept"] = kept.reindex(table.values.index)
         table.column_decimals = {"heads kept": 0}
         table.marks = None
