@@ -45,6 +45,9 @@ wildcard_constraints:
     variant=r"default|[A-Za-z0-9_.,=+:-]+",
     heads=r"[A-Za-z0-9_+*,.~@=]+",
     seed=r"[0-9]+",
+    # fine-tunes and their checkpoints (headlab.workflow: /ft_OPTIONS.../step_N); empty for
+    # a model trained from scratch
+    tune=headlab.workflow.TUNE_PATTERN,
     side=r"src|tgt",
     split=r"[A-Za-z0-9_]+",
     ablation=r"full|no-h[0-9]+|avg[0-9]+|rhe-prune",
@@ -116,7 +119,7 @@ def study_overrides(w):
     for name in config["studies"]:
         for m, extra in study_models(name):
             m = headlab.workflow.with_variant(m, extra)
-            if all(str(m[k]) == str(w[k]) for k in MODEL_KEYS):
+            if all(str(m.get(k, "")) == str(w[k]) for k in MODEL_KEYS):
                 found[name] = extra
     if len({json.dumps(o, sort_keys=True) for o in found.values()}) > 1:
         raise ValueError(f"studies {sorted(found)} train {model_dir(w)} with different overrides")

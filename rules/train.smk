@@ -20,6 +20,8 @@ rule onmt_config:
         feature_vocab=lambda w: feature_vocabularies(w) if model_needs_syntax(w) else [],
     output:
         f"{MODELS}/{MODEL}/onmt.yaml",
+    wildcard_constraints:
+        tune=r"(?:)",           # trained from scratch (fine-tunes: finetune_config)
     params:
         # the resolved preset: a changed preset reruns the models that use it, and only them
         # (presets.yaml as an input reran every model when any preset was added or edited)
@@ -40,6 +42,51 @@ rule onmt_config:
         "{params.sets} {params.gpu} --out {output} 2> {log}"
 
 
+def _parent_dir(w):
+    """The model directory a fine-tune (or a checkpoint snapshot) starts from."""
+    return f"{MODELS}/" + headlab.workflow.model_path(headlab.workflow.parent(dict(w)))
+
+
+# A fine-tune of any model: its path is the parent's plus /ft_OPTIONS (headlab.workflow);
+# the parent's checkpoint is an input, so a retrained parent retrains its children.
+rule finetune_config:
+    input:
+        model=lambda w: f"{_parent_dir(w)}/model.pt",
+        config=lambda w: f"{_parent_dir(w)}/onmt.yaml",
+    output:
+        config=f"{MODELS}/{MODEL}/onmt.yaml",
+        init=f"{MODELS}/{MODEL}/init.pt",
+    wildcard_constraints:
+        tune=rf"(?:{headlab.workflow.TUNE_SEGMENT})+",
+    params:
+        save_dir=model_dir,
+    log:
+        f"{LOGS}/finetune_config/{MODEL}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab finetune-config --parent {input.model} --parent-config {input.config} "
+        "--tune '{wildcards.tune}' --save-dir {params.save_dir} --out {output.config} 2> {log}"
+
+
+# The checkpoint of step N of a fine-tune as a model of its own (/step_N; 0: init.pt, the
+# parent with the new parameters), for BLEU over fine-tuning (paper D Table 3).
+rule snapshot:
+    input:
+        lambda w: f"{_parent_dir(w)}/model.pt",
+    output:
+        f"{MODELS}/{MODEL}/model.pt",
+    wildcard_constraints:
+        tune=rf"(?:{headlab.workflow.TUNE_SEGMENT})+/step_[0-9]+",
+    params:
+        source=lambda w: (f"{_parent_dir(w)}/init.pt" if w.tune.endswith("/step_0") else
+                          f"{_parent_dir(w)}/model_step_{w.tune.rsplit('/step_', 1)[1]}.pt"),
+    log:
+        f"{LOGS}/snapshot/{MODEL}.log",
+    shell:
+        "mkdir -p $(dirname {output}) && (ln -f {params.source} {output} || cp {params.source} {output}) 2> {log}"
+
+
 rule train:
     input:
         f"{MODELS}/{MODEL}/onmt.yaml",
@@ -49,6 +96,8 @@ rule train:
         f"{MODELS}/{MODEL}/train.log",
     benchmark:
         f"{MODELS}/{MODEL}/train.benchmark.tsv"
+    wildcard_constraints:
+        tune=rf"(?:{headlab.workflow.TUNE_SEGMENT})*",
     threads: config.get("training", {}).get("threads", 2)
     resources:
         gpu=GPU,
@@ -57,3 +106,17 @@ rule train:
     shell:
         "OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
         "headlab train -config {input} >> {log} 2>&1"
+
+
+# Converged hard-concrete gate values of a gated model (paper D Table 2).
+rule gates:
+    input:
+        f"{MODELS}/{MODEL}/model.pt",
+    output:
+        f"{SCORES}/{MODEL}/gates.csv",
+    log:
+        f"{LOGS}/gates/{MODEL}.log",
+    conda:
+        "../envs/onmt.yaml"
+    shell:
+        "headlab gates --model {input} --out {output} 2> {log}"

@@ -11,8 +11,8 @@ MIRRORED = ("multi30k", "iwslt14-de-en", "iwslt15-en-vi", "mucow", "distil-linge
 
 
 def test_dataset_names():
-    assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en", "park-ko-en", "wmt17-de-en", "hindencorp",
-                                      "ted-be-en", "nc11-en-de", "nc11-en-cs", "wmt14-en-de"}
+    assert set(registry.DATASETS) == {*MIRRORED, "wmt19-de-en", "park-ko-en", "wmt17-de-en", "wmt16-de-en",
+                                      "hindencorp", "ted-be-en", "nc11-en-de", "nc11-en-cs", "wmt14-en-de"}
     with pytest.raises(DataError, match="unknown dataset 'nope'.*multi30k"):
         registry.get("nope")
 
@@ -124,3 +124,16 @@ def test_paper_b_entries():
     be = ted.parts("be", "test")[0]
     assert (be.member, be.detokenize, be.unescape) == ("datasets/be_to_en/be.test", "be", True)
     assert set(ted.splits) == {"train", "dev", "test"}
+
+
+def test_wmt16_de_en_for_paper_d():
+    wmt16 = registry.get("wmt16-de-en")
+    assert wmt16.files_for(["train"]) == ["train/training-parallel-europarl-v7.tgz",
+                                          "train/training-parallel-commoncrawl.tgz",
+                                          "train/training-parallel-nc-v11.tgz"]
+    assert wmt16.file("train/training-parallel-nc-v11.tgz").url == \
+        "https://data.statmt.org/wmt16/translation-task/training-parallel-nc-v11.tgz"
+    assert wmt16.file("sacrebleu/wmt16-test.tgz").md5 == "3d809cd0c2c86adb2c67034d15c4e446"  # sacreBLEU's
+    assert [(p.rel, p.member) for p in wmt16.parts("en", "test")] == [
+        ("sacrebleu/wmt16-test.tgz", "test/newstest2016-deen-ref.en.sgm")]
+    assert wmt16.parts("de", "dev")[0].member == "test/newstest2015-deen-src.de.sgm"

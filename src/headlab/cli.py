@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "translate": ("headlab.onmt_run", "onmt_translate with the plugin loaded (head ablation)"),
     "average": ("headlab.onmt_run", "OpenNMT-py's average_models over a training's last N checkpoints"),
     "onmt-config": ("headlab.onmt_config", "write an OpenNMT-py YAML from a model preset"),
+    "finetune-config": ("headlab.engine.finetune", "a fine-tune's initial checkpoint (new head gates / a head mask) and OpenNMT-py config"),
+    "gates": ("headlab.heads.gates", "converged hard-concrete gate values of a checkpoint, as CSV"),
     "params": ("headlab.heads.params", "count model parameters for a preset, layers and head spec"),
     "export-attention": ("headlab.heads.export", "dump per-layer, per-head attention of one site (and DHICM importance) to npz"),
     "treebank": ("headlab.syntax.run", "gold trees' raw text, or spaCy parses of raw text as CoNLL-U (paper D)"),

@@ -239,7 +239,11 @@ def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
     from headlab.heads.spec import parse_spec
 
     if options.get("encoder_type") == "headlab":
-        parse_spec(str(options.get("enc_heads", STOCK_HEADS)), int(options["enc_layers"]), site="enc")
+        layers = parse_spec(str(options.get("enc_heads", STOCK_HEADS)), int(options["enc_layers"]), site="enc")
+        from headlab.heads.prune import parse_head_mask
+        parse_head_mask(options.get("enc_head_mask"), [layer.num_heads for layer in layers])
+    elif options.get("enc_head_mask"):
+        raise ConfigError("enc_head_mask needs encoder_type 'headlab'", path=source, key="enc_head_mask")
     if options.get("decoder_type") == "headlab":
         for site in ("dec", "cross"):
             parse_spec(str(options.get(f"{site}_heads", STOCK_HEADS)), int(options["dec_layers"]), site=site)

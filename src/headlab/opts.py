@@ -56,6 +56,13 @@ def model_opts(parser) -> None:
         help="Decoder cross-attention (encoder-decoder) head spec. Used when -decoder_type headlab.",
     )
     group.add(
+        "--enc_head_mask", "-enc_head_mask", type=str, default="",
+        help="Encoder heads kept in every forward of training and translation (paper D §3.5-3.6): "
+             "one row of 0/1 per encoder layer, one digit per head, rows separated by '.', e.g. "
+             "11000000.00010000; a single row applies to every layer; empty keeps all. Pruned "
+             "heads' parameters stay in the model, frozen (zero gradient). Needs -encoder_type headlab.",
+    )
+    group.add(
         "--dhicm_dm", "-dhicm_dm", type=_non_negative(int), default=0,
         help="d_m of DHICM's second-level attention (paper B eq. 2-3); 0 = the model size.",
     )

@@ -17,6 +17,14 @@ it affects:
   grammar reads all three), so that no shell sees a pipe or a parenthesis (rule shells run
   with globbing off: ``*`` is literal) and no wildcard value holds a comma (cluster jobs
   pass wildcards to snakemake's ``--target-jobs`` comma-separated).
+* ``tune``: empty for a model trained from scratch; a fine-tune of model P is P's path
+  plus one segment ``/ft_OPTIONS`` (:func:`finetune`, :func:`tune_segment`: the options
+  that change it, e.g. ``/ft_gate=enc+lambda_l0=0.1+train_steps=250``), so the child's
+  path names its parent, the parent's checkpoint is an input of the child's training, and
+  a changed parent retrains exactly its children (any depth: a fine-tune of a fine-tune
+  adds a second segment). ``/step_N`` after them names the checkpoint of step N of that
+  fine-tune (0: its initial checkpoint, the parent with the new parameters;
+  :func:`snapshot`), for curves over fine-tuning.
 * ``size``: ``full``, a number of training pairs (a subsample drawn with the corpus's
   ``subsample_seed``), or ``N.sK``: N pairs drawn with seed K (paper B's "3 random
   subsamples" per size, :func:`size_count` / :func:`size_seed`).
@@ -28,8 +36,15 @@ import re
 import sys
 from typing import Any, Iterator, Mapping
 
-MODEL = "{corpus}/{pair}/{size}/{preset}/{variant}/{layers}/{heads}/seed{seed}"
-MODEL_KEYS = ("corpus", "pair", "size", "preset", "variant", "layers", "heads", "seed")
+MODEL = "{corpus}/{pair}/{size}/{preset}/{variant}/{layers}/{heads}/seed{seed}{tune}"
+MODEL_KEYS = ("corpus", "pair", "size", "preset", "variant", "layers", "heads", "seed", "tune")
+#: the ``tune`` wildcard: fine-tune segments, then optionally a checkpoint step
+TUNE_PREFIX = "/ft_"
+STEP_PREFIX = "/step_"
+TUNE_SEGMENT = r"/ft_[A-Za-z0-9_.=+:~-]+"
+TUNE_PATTERN = rf"(?:{TUNE_SEGMENT})*(?:/step_[0-9]+)?"
+#: fine-tune options read back as text (a mask such as 1100.0011 is no number)
+TUNE_STRINGS = frozenset({"gate", "enc_head_mask"})
 DEFAULT_VARIANT = "default"
 SITES = ("enc", "dec", "cross")
 STOCK_HEADS = "8L"
@@ -115,8 +130,76 @@ def study_models(study: Mapping[str, Any]) -> Iterator[dict[str, str]]:
 def model_path(model: Mapping[str, str]) -> str:
     """corpus/pair/size/preset/variant/layers/heads/seedN of a model dict (a dict without
     ``variant`` is a model trained with the preset alone)."""
-    return MODEL.format(**{k: model.get(k, DEFAULT_VARIANT) if k == "variant" else model[k]
+    defaults = {"variant": DEFAULT_VARIANT, "tune": ""}
+    return MODEL.format(**{k: model.get(k, defaults[k]) if k in defaults else model[k]
                            for k in MODEL_KEYS})
+
+
+# -- fine-tunes ---------------------------------------------------------------------------
+
+def tune_segment(options: Mapping[str, Any]) -> str:
+    """``/ft_k=v+k=v`` (sorted keys) of a fine-tune's options: model options the fine-tune
+    changes (``gate``, ``enc_head_mask``) and OpenNMT-py training options. Values must be
+    scalars without ``+``, ``=``, ``/`` (the name is read back by :func:`parse_tune`)."""
+    from headlab.errors import ConfigError
+
+    if not options:
+        raise ConfigError("a fine-tune needs at least one option", key="tune")
+    parts = []
+    for key, value in sorted(options.items()):
+        text = _short(value)
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        if not re.fullmatch(r"[A-Za-z0-9_.:~-]+", text) or not re.fullmatch(r"[A-Za-z0-9_]+", key):
+            raise ConfigError(f"fine-tune option {key}={value!r} cannot be named in a path "
+                              f"(letters, digits and _.:~- only)", key=key)
+        parts.append(f"{key}={text}")
+    return TUNE_PREFIX + "+".join(parts)
+
+
+def parse_tune(tune: str) -> tuple[list[dict[str, Any]], int | None]:
+    """``tune`` wildcard -> (options of each fine-tune segment, checkpoint step or None)."""
+    import yaml
+    from headlab.errors import ConfigError
+
+    if not re.fullmatch(TUNE_PATTERN, tune):
+        raise ConfigError(f"bad fine-tune path {tune!r}: expected (/ft_K=V+K=V)*(/step_N)?", key="tune")
+    step = None
+    if STEP_PREFIX in tune:
+        tune, _, number = tune.rpartition(STEP_PREFIX)
+        step = int(number)
+    segments = []
+    for seg in [s for s in tune.split(TUNE_PREFIX) if s]:
+        options = {}
+        for item in seg.split("+"):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"bad fine-tune option {item!r} in {tune!r}: expected KEY=VALUE", key="tune")
+            options[key] = value if key in TUNE_STRINGS else yaml.safe_load(value)
+        segments.append(options)
+    return segments, step
+
+
+def finetune(model: Mapping[str, str], options: Mapping[str, Any]) -> dict[str, str]:
+    """The model fine-tuned from ``model`` with ``options`` (its path names the parent)."""
+    if STEP_PREFIX in model.get("tune", ""):
+        model = parent(model)
+    return {**model, "tune": model.get("tune", "") + tune_segment(options)}
+
+
+def snapshot(model: Mapping[str, str], step: int) -> dict[str, str]:
+    """A fine-tune's checkpoint at ``step`` (0: its initial checkpoint) as a model."""
+    return {**model, "tune": model.get("tune", "") + f"{STEP_PREFIX}{int(step)}"}
+
+
+def parent(model: Mapping[str, str]) -> dict[str, str]:
+    """The model a fine-tune (or a checkpoint snapshot) starts from: its path minus the last segment."""
+    tune = model.get("tune", "")
+    cut = tune.rfind(STEP_PREFIX) if STEP_PREFIX in tune else tune.rfind(TUNE_PREFIX)
+    if cut < 0:
+        from headlab.errors import ConfigError
+        raise ConfigError(f"{model_path(model)} is not a fine-tune: it has no parent", key="tune")
+    return {**model, "tune": tune[:cut]}
 
 
 def score_path(scores_root: str, model: Mapping[str, str], test: str, ablation: str = "full") -> str:

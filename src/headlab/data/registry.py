@@ -510,6 +510,10 @@ SACREBLEU_TESTS = {row.rel: row for row in (
                md5="a8cd784e006feb32ac6f3d9ec7eb389a", note="newstest2014 (test), sacreBLEU's md5"),
     RemoteFile("sacrebleu/wmt17-test.tgz", f"{STATMT}/wmt17/translation-task/test.tgz", None,
                md5="86a1724c276004aa25455ae2a04cef26", note="newstest2017, sacreBLEU's md5"),
+    RemoteFile("sacrebleu/wmt15-test.tgz", "https://statmt.org/wmt15/test.tgz", None,
+               md5="67e3beca15e69fe3d36de149da0a96df", note="newstest2015 (WMT16 dev), sacreBLEU's md5"),
+    RemoteFile("sacrebleu/wmt16-test.tgz", f"{STATMT}/wmt16/translation-task/test.tgz", None,
+               md5="3d809cd0c2c86adb2c67034d15c4e446", note="newstest2016 (paper D's analysis), sacreBLEU's md5"),
 )}
 
 #: WMT news test sets as <seg> SGML inside sacreBLEU's archives: the de-en files, read for
@@ -518,6 +522,8 @@ NEWSTEST_DE_EN = {
     "newstest2013": ("sacrebleu/wmt13-test.tgz", "test/newstest2013-src.{lang}.sgm"),
     "newstest2014": ("sacrebleu/wmt14-test-full.tgz", "test-full/newstest2014-deen-{role}.{lang}.sgm"),
     "newstest2017": ("sacrebleu/wmt17-test.tgz", "test/newstest2017-deen-{role}.{lang}.sgm"),
+    "newstest2015": ("sacrebleu/wmt15-test.tgz", "test/newstest2015-deen-{role}.{lang}.sgm"),
+    "newstest2016": ("sacrebleu/wmt16-test.tgz", "test/newstest2016-deen-{role}.{lang}.sgm"),
 }
 
 
@@ -598,8 +604,38 @@ WMT17_DE_EN_TRAIN = {
 }
 
 
+#: WMT16 news task de-en training corpora (its download page): Europarl v7, Common Crawl,
+#: News Commentary v11 (4.5M pairs); archive -> (member with {lang}, URL)
+WMT16_DE_EN_TRAIN = {
+    "train/training-parallel-europarl-v7.tgz": (
+        "training/europarl-v7.de-en.{lang}", "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz"),
+    COMMONCRAWL: ("commoncrawl.de-en.{lang}", "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"),
+    "train/training-parallel-nc-v11.tgz": (
+        "training-parallel-nc-v11/news-commentary-v11.de-en.{lang}",
+        f"{STATMT}/wmt16/translation-task/training-parallel-nc-v11.tgz"),
+}
+
+
+def _wmt16_files() -> dict[str, RemoteFile]:
+    files = {rel: SACREBLEU_TESTS[rel] for rel in ("sacrebleu/wmt15-test.tgz", "sacrebleu/wmt16-test.tgz")}
+    for rel, (_, url) in WMT16_DE_EN_TRAIN.items():
+        md5 = WMT17_DE_EN_TRAIN.get(rel, (None, None, None))[2]
+        files[rel] = _statmt(rel, url, _sockeye_md5(md5) if md5 else _UNVERIFIED)
+    return files
+
+
+def _wmt16_splits() -> dict[str, dict[str, tuple[Part, ...]]]:
+    return {
+        "train": {lang: tuple(Part(rel, member=member.format(lang=lang))
+                              for rel, (member, _) in WMT16_DE_EN_TRAIN.items()) for lang in ("de", "en")},
+        "dev": _newstest("newstest2015"),
+        "test": _newstest("newstest2016"),
+    }
+
+
 def _wmt17_files() -> dict[str, RemoteFile]:
-    files = {rel: SACREBLEU_TESTS[rel] for rel in SACREBLEU_TESTS}
+    files = {rel: SACREBLEU_TESTS[rel] for rel in ("sacrebleu/wmt13-test.tgz", "sacrebleu/wmt14-test-full.tgz",
+                                                   "sacrebleu/wmt17-test.tgz")}
     for rel, (_, url, md5) in WMT17_DE_EN_TRAIN.items():
         files[rel] = _statmt(rel, url, _sockeye_md5(md5))
     return files
@@ -747,6 +783,12 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
                  "cleaning; a study's `size: 2900000` takes the paper's count), `train_all` adds "
                  "Wiki Titles v1 and Rapid 2019, `train_paracrawl` adds ParaCrawl v3 to `train` "
                  "(Table 3)"),
+    Dataset("wmt16-de-en", "WMT16 news de-en (paper D: en-de, newstest2016 for the analysis): newstest2015 "
+            "dev, newstest2016 test", "WMT terms (research use)", "statmt.org; sacreBLEU test-set archives",
+            _wmt16_files(), ("de", "en"), _wmt16_splits(),
+            note="train = Europarl v7 + Common Crawl + News Commentary v11 (the WMT16 news task's de-en "
+                 "list, 4.5M pairs before cleaning); newstest2016 (2,999 sentences) read from the de-en "
+                 "files for either direction"),
     Dataset("wmt17-de-en", "WMT17 news de-en; as WMT17-CS (paper B §4.1, after Iida et al. 2019): "
             "newstest2013 dev, newstest2014 + newstest2017 test", "WMT terms (research use)",
             "statmt.org; sacreBLEU test-set archives", _wmt17_files(), ("de", "en"), _wmt17_splits(),

@@ -95,7 +95,7 @@ class HeadlabEncoderLayer(nn.Module):
 @register_encoder(ENCODER_NAME)
 class HeadlabEncoder(HeadSites, EncoderBase):
     def __init__(self, num_layers, d_model, heads, d_ff, dropout, attention_dropout,
-                 embeddings, enc_heads="8L", **layer_kwargs):
+                 embeddings, enc_heads="8L", enc_head_mask="", **layer_kwargs):
         super().__init__()
         if d_model % heads:
             raise ConfigError(f"hidden size {d_model} is not divisible by heads={heads}", key="heads")
@@ -113,6 +113,7 @@ class HeadlabEncoder(HeadSites, EncoderBase):
         self.needs_words = any(layer.self_attn.needs_words for layer in self.transformer)
         #: some head kind reads the source parse from ctx.side (paper C: DEA, LPEA, RHE*)
         self.needs_syntax = any(layer.self_attn.needs_syntax for layer in self.transformer)
+        self.set_head_mask(enc_head_mask)
         # continuation[vocab_id] = token ends with "@@"; set by set_src_vocab. A plain
         # attribute, not a buffer: it stays out of checkpoints, and OpenNMT-py's strict
         # Model.load_state_dict rejects any buffer (even non-persistent) missing from one.
@@ -127,6 +128,7 @@ class HeadlabEncoder(HeadSites, EncoderBase):
             opt.enc_layers, opt.enc_hid_size, opt.heads, opt.transformer_ff,
             first(opt.dropout), first(opt.attention_dropout), embeddings,
             enc_heads=getattr(opt, "enc_heads", None) or "8L",
+            enc_head_mask=getattr(opt, "enc_head_mask", None) or "",
             pos_ffn_activation_fn=getattr(opt, "pos_ffn_activation_fn", ActivationFunction.relu),
             add_qkvbias=getattr(opt, "add_qkvbias", False),
             add_ffnbias=getattr(opt, "add_ffnbias", True),
@@ -196,6 +198,19 @@ class HeadlabEncoder(HeadSites, EncoderBase):
             attn.head_scale.fill_(1.0)
             for k in heads:
                 attn.head_scale[int(k) - 1] = 0.0
+
+    def set_head_mask(self, text: str | None) -> None:
+        """Fix which heads are kept in every forward (``-enc_head_mask``, headlab.heads.prune)."""
+        from headlab.heads.prune import parse_head_mask
+        rows = parse_head_mask(text, [layer.self_attn.num_heads for layer in self.transformer])
+        for number, layer in enumerate(self.transformer):
+            layer.self_attn.head_mask = None if rows is None else torch.tensor(rows[number], dtype=torch.float)
+
+    @property
+    def head_mask(self) -> list[list[int]] | None:
+        """Rows of 0/1 (kept) per layer, or None when every head is kept."""
+        masks = [layer.self_attn.head_mask for layer in self.transformer]
+        return None if all(m is None for m in masks) else [[int(v) for v in m.tolist()] for m in masks]
 
     def enable_heads(self) -> None:
         for layer in self.transformer:

@@ -14,6 +14,8 @@ Layout
 ``patterns``   paper A's fixed patterns in O(n) (shifts + prefix sums); edge cases.
 ``reference``  dense, exact (Fraction) reference of the patterns, for tests.
 ``mixers``     ``gate``: hard-concrete head gates (Voita 2019) with an L0 aux term.
+``gates``      ``headlab gates``: converged gate values of a checkpoint (paper D Table 2).
+``prune``      ``-enc_head_mask``: fixed masks of kept encoder heads (paper D §3.5-3.6).
 ``dhicm``      ``dhicm``: paper B's second-level attention over heads with a KL aux term.
 ``sea``        paper C's syntax-enhanced attention: ``DEA`` (dependency mask, eqs. 4-5),
                ``LPEA`` (local-phrase bias, eqs. 7-8; ``rp_matrix``/``rp_index``); read the

@@ -54,6 +54,9 @@ class HeadlabAttention(nn.Module):
         # 1 = enabled, 0 = ablated at test time (paper A §4.3). A plain attribute, not a
         # buffer: not saved, and OpenNMT-py's strict loader rejects unsaved buffers.
         self.head_scale = torch.ones(self.num_heads, device="cpu")
+        # fixed pruning mask (-enc_head_mask, headlab.heads.prune): 1 kept, 0 pruned, in
+        # every forward; None keeps all. Plain attribute too: the option is in the checkpoint.
+        self.head_mask: torch.Tensor | None = None
         self.needs_words = any(g.needs_words for g in groups)
         self.needs_syntax = any(g.needs_syntax for g in groups)
 
@@ -86,8 +89,9 @@ class HeadlabAttention(nn.Module):
     def head_outputs(self, x: Tensor, ctx: HeadContext, kv: tuple[Tensor, Tensor] | None = None) -> list[Tensor]:
         """One (B, Nq, count, d_head) tensor per group, after ablation and the list mixers."""
         outs = [group(x, v, ctx, k) for group, v, k in self._per_group(kv or self.project_kv(x))]
-        if not bool(self.head_scale.all()):
-            outs = scale_heads(outs, self.head_scale.to(x.device))
+        scale = self.head_scale if self.head_mask is None else self.head_scale * self.head_mask
+        if not bool(scale.all()):
+            outs = scale_heads(outs, scale.to(x.device))
         for mixer in self.mixers:
             if mixer is not self.output_mixer:
                 outs = mixer(outs, ctx, x)

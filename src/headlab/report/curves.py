@@ -96,8 +96,8 @@ def _label(models: list[dict[str, str]]) -> dict[str, str]:
     (the pair has its own panel)."""
     from headlab.workflow import MODEL_KEYS, model_path
 
-    varying = [k for k in MODEL_KEYS if k != "pair" and len({m[k] for m in models}) > 1] or ["heads"]
-    return {model_path(m): " ".join(str(m[k]) for k in varying) for m in models}
+    varying = [k for k in MODEL_KEYS if k != "pair" and len({m.get(k, "") for m in models}) > 1] or ["heads"]
+    return {model_path(m): " ".join(str(m.get(k, "")) for k in varying) for m in models}
 
 
 def figure(config: Mapping[str, Any], study: str, root: str):

@@ -88,6 +88,7 @@ def _heatmap(tidy, *, x: str, y: str, value: str | None, col: str | None, xlabel
         grid = part.pivot(index=y, columns=x, values=value).reindex(
             index=list(dict.fromkeys(part[y])), columns=list(dict.fromkeys(part[x])))
         sns.heatmap(grid, ax=ax, vmin=0.0, vmax=vmax, cmap="viridis", cbar=panel == panels[-1], square=False)
+        ax.tick_params(axis="y", rotation=0)          # row labels read horizontally
         ax.set_xlabel(xlabel or x)
         ax.set_ylabel(ylabel or y)
         if panel is not None:

@@ -23,13 +23,14 @@ import os
 import subprocess
 import time
 
-from headlab.studies import baseline, paper_A, paper_B, paper_C
+from headlab.studies import baseline, paper_A, paper_B, paper_C, paper_D
 
 STUDIES = {
     "baseline": baseline,
     "paper_A": paper_A,
     "paper_B": paper_B,
     "paper_C": paper_C,
+    "paper_D": paper_D,
 }
 
 
