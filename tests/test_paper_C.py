@@ -69,3 +69,57 @@ def test_models_share_what_they_can():
 def test_bad_config_names_the_key(change, key):
     with pytest.raises(ConfigError, match=rf"\[{key}\]"):
         paper_C.check({**STUDY, **change})
+
+
+def test_redundant_share_read_from_the_training_log(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("[2026 INFO] Step 50/250; acc: 10.0; ppl: 300.1\n"
+                   "[2026 INFO] Step 50 aux: rhe_heads=8.0000 rhe_redundant=7.0000 rhe_share=0.8750\n"
+                   "[2026 INFO] Validation aux: rhe_heads=8.0000 rhe_share=0.5000\n"
+                   "[2026 INFO] Step 100 aux: kl=0.1000 rhe_share=0.2500\n")
+    assert paper_C._redundant_shares(str(log)) == {50: 0.875, 100: 0.25}
+
+
+def _paper_c_config(tmp_path, mirror):
+    from test_workflow import write_config
+    study = {"data": {"multi30k": ["en-de"]}, "layers": "1+1", "preset": "tiny", "size": 300,
+             "k": [0], "layer_ranges": ["1-1"], "parsers": ["depconv"], "fixed_gates": [0.5],
+             "average_last": 2,
+             "figure_sentence": {"src": "Relations between Obama and Netanyahu have been strained for years.",
+                                 "tgt": "Die Beziehungen zwischen Obama und Netanjahu sind seit Jahren angespannt."}}
+    return write_config(tmp_path, mirror, studies={"paper_C": study})
+
+
+@pytest.mark.slow
+def test_end_to_end_paper_c(tmp_path, mirror):
+    """Every table and figure from parses, featured sources, syntax models, checkpoint
+    averaging (avg2), test-time pruning and the one-sentence Figure 5 split."""
+    import csv
+
+    from test_workflow import snakemake
+
+    config = _paper_c_config(tmp_path, mirror)
+    result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
+    assert result.returncode == 0, result.stderr[-5000:]
+    out = tmp_path / "results/paper_C"
+    for name in paper_C.TABLES:
+        for ext in ("csv", "md", "tex"):
+            assert (out / f"{name}.{ext}").stat().st_size > 0, name
+    for name in [*paper_C.FIGURES, "learning_curves"]:
+        for ext in ("png", "pdf", "csv"):
+            assert (out / f"{name}.{ext}").stat().st_size > 0, name
+    with open(out / "T1.csv", encoding="utf-8") as handle:
+        t1 = {row["row"]: row for row in csv.DictReader(handle)}
+    assert float(t1["En-De (WMT16) BLEU"]["+LPEA+RHE paper"]) == 26.28
+    # LPEA has parameters of its own, DEA has none (Table 1's #Para column)
+    para = t1["multi30k en-de #Para (K)"]
+    assert float(para["+DEA ours"]) == float(para["Transformer ours"]) < float(para["+LPEA ours"])
+    models = tmp_path / "results/models/multi30k/en-de/300/tiny/default/1+1"
+    assert (models / "8RHElpea.*8L/seed1/model.avg2.pt").is_file()
+    scores = tmp_path / "results/scores/multi30k/en-de/300/tiny/default/1+1/8RHElpea.*8L/seed1"
+    assert (scores / "test_2016_flickr.rhe-prune.json").is_file() and (scores / "test_2016_flickr.avg2.json").is_file()
+    # the syntax model read a featured source: word￨dep_head￨lp_lo￨lp_hi￨word_depth￨lp_depth
+    featured = next((tmp_path / "results/data/multi30k/en-de/300/feat").rglob("test_2016_flickr.src"))
+    assert all(len(tok.split("￨")) == 6 for tok in featured.read_text(encoding="utf-8").split())
+    readme = (out / "README.md").read_text()
+    assert "RHE lifts DEA" in readme and "average of the last 2 checkpoints" in readme

@@ -438,6 +438,49 @@ def a3(f: Files):
     return inputs, build
 
 
+def _redundant_shares(log_path: str) -> dict[int, float]:
+    """step -> share of RHE heads labelled redundant, from the training log's zero-weight
+    ``Step N aux: ... rhe_share=X`` lines (the mean over that reporting interval)."""
+    import re
+
+    shares = {}
+    with open(log_path, encoding="utf-8") as handle:
+        for line in handle:
+            found = re.search(r"Step (\d+)\b.* aux: .*\brhe_share=([0-9.]+)", line)
+            if found:
+                shares[int(found[1])] = float(found[2])
+    return shares
+
+
+def redundant(f: Files):
+    """Beyond the paper's tables (§4.2 logs it): the share of heads RHE labels redundant, by
+    training step, for every RHE model of Tables 1-2 and Figure 4."""
+    ms = {}
+    for c, p in _pairs(f.study):
+        for system, m in t1_models(f.study, c, p).items():
+            if "RHE" in system:
+                ms[f"{_label(c, p)} {system}"] = m
+    for system, m in t2_models(f.study).items():
+        if system.endswith("+RHE"):
+            ms[f"{_label(*analysis_pair(f.study))} {system}"] = m
+    for gate, m in f4_models(f.study).items():
+        if gate not in ("dynamic", "Transformer"):
+            ms[f"{_label(*analysis_pair(f.study))} +LPEA+RHE fixed gate {gate}"] = m
+    logs = {name: f"{results_paths(f.root)['models']}/{model_path(m)}/train.log" for name, m in ms.items()}
+
+    def build():
+        rows = [dict(row=name, column=f"step {step}", value=share, model=model_path(ms[name]))
+                for name, path in logs.items() for step, share in sorted(_redundant_shares(path).items())]
+        ours = pd.DataFrame(rows)
+        if ours.empty:
+            raise DataError("no 'rhe_share' lines in the RHE models' training logs")
+        table = pivot(ours, index="row", columns="column", values="value", best=None, decimals=3)
+        table.caption = ("Share of heads RHE labels redundant (Syn_attn <= Syn_gate, eq. 10), mean over each "
+                         "training report interval.")
+        return table, ours
+    return list(logs.values()), build
+
+
 # -- figures ----------------------------------------------------------------------------------
 
 def f4(f: Files):
@@ -498,7 +541,7 @@ def f5(f: Files):
     return inputs, build
 
 
-TABLES: dict[str, Callable] = {"T1": t1, "T2": t2, "T3": t3, "A2": a2, "A3": a3}
+TABLES: dict[str, Callable] = {"T1": t1, "T2": t2, "T3": t3, "A2": a2, "A3": a3, "redundant": redundant}
 FIGURES: dict[str, Callable] = {"F4": f4, "F5": f5}
 
 
@@ -577,7 +620,7 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         "",
         "- `T1`: BLEU and #params of the seven systems, per pair, with paired-bootstrap marks vs the Transformer",
         "- `T2`: RHE on Rel_Pos / Localness, and pruning; `T3`: LPEA+RHE by k; `A2`: by enhanced layers; "
-        "`A3`: parsers (F1, BLEU)",
+        "`A3`: parsers (F1, BLEU); `redundant`: share of heads labelled redundant by training step",
         "- `F4`: fixed vs dynamic Syn_gate; `F5`: one first-layer head's attention on the paper's sentence",
         "",
     ]
