@@ -38,7 +38,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -195,21 +194,7 @@ def check(study) -> None:
 
 # -- file names (as the workflow's generic rules write them) ------------------------------
 
-@dataclass
-class Files:
-    config: Mapping[str, Any]
-    study: Mapping[str, Any]
-    root: str
-
-    def test(self, corpus):
-        return self.config["corpora"][corpus]["tests"][0]
-
-    def _scores(self, m) -> str:
-        return f"{results_paths(self.root)['scores']}/{model_path(m)}"
-
-    def bleu(self, m):
-        return f"{self._scores(m)}/{self.test(m['corpus'])}.full.json"
-
+class Files(common.StudyFiles):
     def model(self, m):
         return f"{results_paths(self.root)['models']}/{model_path(m)}/model.pt"
 
@@ -538,22 +523,12 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         "- grid: " + "; ".join(f"{st}: " + ", ".join(f"{k} {v}" for k, v in s['grid'][st].items()) for st in STAGES),
         f"- data-size sweep: {', '.join(map(str, s.get('sizes', [])))} x {s.get('subsamples', 3)} subsamples, and the full set",
         f"- training: {training_time([m for m, _ in models(s, f.root)], f.root)}",
-        *[f"- {k}: {v}" for k, v in provenance.items()],
-        "",
-        "## Which effects of the paper hold here",
-        "",
-        "| claim | here |",
-        "|---|---|",
-        *[f"| {claim} | {verdict} |" for claim, verdict in effects(f)],
-        "",
-        "## Outputs",
-        "",
-        "- `T2`: default and chosen hyper-parameters; `T2grid`: every candidate's validation cross-entropy",
-        "- `T3`: T-base / T-optimal / DHICM BLEU with paired-bootstrap marks (DHICM vs T-optimal)",
-        "- `T4`: BLEU by training size (mean ± sd over subsamples)",
-        "- `importance`: DHICM importance per head (mean) and its entropy, every DHICM model",
-        "- `F1`, `F2`: cross-attention of T-base vs DHICM (small / full training set); `F3`: importance per "
-        "token and head, last encoder layer",
-        "",
+        *common.readme_tail(provenance, effects(f), [
+            "`T2`: default and chosen hyper-parameters; `T2grid`: every candidate's validation cross-entropy",
+            "`T3`: T-base / T-optimal / DHICM BLEU with paired-bootstrap marks (DHICM vs T-optimal)",
+            "`T4`: BLEU by training size (mean ± sd over subsamples)",
+            "`importance`: DHICM importance per head (mean) and its entropy, every DHICM model",
+            "`F1`, `F2`: cross-attention of T-base vs DHICM (small / full training set); `F3`: importance per "
+            "token and head, last encoder layer"]),
     ]
     return "\n".join(lines)

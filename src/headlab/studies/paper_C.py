@@ -31,7 +31,6 @@ checkpoints included).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterator, Mapping
 
@@ -241,26 +240,15 @@ def sentences(study) -> dict[str, tuple[str, str]]:
 
 # -- files (as the generic rules write them) ---------------------------------------------------
 
-@dataclass
-class Files:
-    config: Mapping[str, Any]
-    study: Mapping[str, Any]
-    root: str
-
+class Files(common.StudyFiles):
     @property
     def ablation(self) -> str:
         """``avgN``: the average of the last N checkpoints (§A.1), else the trained model."""
         n = int(self.study.get("average_last", 1))
         return f"avg{n}" if n > 1 else "full"
 
-    def test(self, corpus):
-        return self.config["corpora"][corpus]["tests"][0]
-
-    def _scores(self, m) -> str:
-        return f"{results_paths(self.root)['scores']}/{model_path(m)}"
-
     def bleu(self, m, ablation=None):
-        return f"{self._scores(m)}/{self.test(m['corpus'])}.{ablation or self.ablation}.json"
+        return super().bleu(m, ablation or self.ablation)
 
     def params(self, m):
         return f"{self._scores(m)}/params.json"
@@ -608,20 +596,10 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"F4 fixed gates {s.get('fixed_gates', [])}; parsers {s.get('parsers', [])}",
         f"- translation: {'average of the last %d checkpoints' % int(s.get('average_last', 1)) if f.ablation != 'full' else 'the trained model (no checkpoint averaging)'}",
         f"- training: {training_time(every, f.root)}",
-        *[f"- {k}: {v}" for k, v in provenance.items()],
-        "",
-        "## Which effects of the paper hold here",
-        "",
-        "| claim | here |",
-        "|---|---|",
-        *[f"| {claim} | {v} |" for claim, v in effects(f)],
-        "",
-        "## Outputs",
-        "",
-        "- `T1`: BLEU and #params of the seven systems, per pair, with paired-bootstrap marks vs the Transformer",
-        "- `T2`: RHE on Rel_Pos / Localness, and pruning; `T3`: LPEA+RHE by k; `A2`: by enhanced layers; "
-        "`A3`: parsers (F1, BLEU); `redundant`: share of heads labelled redundant by training step",
-        "- `F4`: fixed vs dynamic Syn_gate; `F5`: one first-layer head's attention on the paper's sentence",
-        "",
+        *common.readme_tail(provenance, effects(f), [
+            "`T1`: BLEU and #params of the seven systems, per pair, with paired-bootstrap marks vs the Transformer",
+            "`T2`: RHE on Rel_Pos / Localness, and pruning; `T3`: LPEA+RHE by k; `A2`: by enhanced layers; "
+            "`A3`: parsers (F1, BLEU); `redundant`: share of heads labelled redundant by training step",
+            "`F4`: fixed vs dynamic Syn_gate; `F5`: one first-layer head's attention on the paper's sentence"]),
     ]
     return "\n".join(lines)

@@ -38,7 +38,6 @@ batches; the embedded default trains a few hundred steps (measured in the README
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -49,7 +48,7 @@ from headlab.studies import common
 from headlab.studies.common import load_json, verdict
 from headlab.report.tables import Table, beside, pivot
 from headlab.report.timing import training_time
-from headlab.workflow import finetune, model_path, results_paths, snapshot, variant_name
+from headlab.workflow import finetune, model_path, snapshot, variant_name
 
 OUTDIR = "paper_D"
 STAGES = ("gates",)
@@ -180,21 +179,7 @@ def check(study) -> None:
 
 # -- file names (as the workflow's generic rules write them) ------------------------------
 
-@dataclass
-class Files:
-    config: Mapping[str, Any]
-    study: Mapping[str, Any]
-    root: str
-
-    def test(self, corpus):
-        return self.config["corpora"][corpus]["tests"][0]
-
-    def _scores(self, m) -> str:
-        return f"{results_paths(self.root)['scores']}/{model_path(m)}"
-
-    def bleu(self, m):
-        return f"{self._scores(m)}/{self.test(m['corpus'])}.full.json"
-
+class Files(common.StudyFiles):
     def gates(self, m):
         return f"{self._scores(m)}/gates.csv"
 
@@ -589,20 +574,10 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         "- pruned heads are masked in every forward (`-enc_head_mask`); their parameters are kept and frozen "
         "(zero gradient), not removed",
         f"- training: {training_time(trained, f.root)}",
-        *[f"- {k}: {v}" for k, v in provenance.items()],
-        "",
-        "## Which effects of the paper hold here",
-        "",
-        "| claim | here |",
-        "|---|---|",
-        *[f"| {claim} | {v} |" for claim, v in effects(f)],
-        "",
-        "## Outputs",
-        "",
-        "- `T2`: converged gates 0/1 (test-time gate >= 0.5); `T2values`: the continuous gates; `F_gates`: heatmap",
-        "- `T3`: BLEU of baseline, gated, pruned and inverted (initial / fine-tuned); `curve`: BLEU over fine-tuning",
-        "- `lambda_sweep`: heads kept and BLEU per lambda; `join`: gate vs best syntactic relation per head; "
-        "`fixed`: gates on the fixed-head model",
-        "",
+        *common.readme_tail(provenance, effects(f), [
+            "`T2`: converged gates 0/1 (test-time gate >= 0.5); `T2values`: the continuous gates; `F_gates`: heatmap",
+            "`T3`: BLEU of baseline, gated, pruned and inverted (initial / fine-tuned); `curve`: BLEU over fine-tuning",
+            "`lambda_sweep`: heads kept and BLEU per lambda; `join`: gate vs best syntactic relation per head; "
+            "`fixed`: gates on the fixed-head model"]),
     ]
     return "\n".join(lines)
