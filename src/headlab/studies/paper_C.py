@@ -232,6 +232,12 @@ def check(study) -> None:
                               f"English", key=f"studies.paper_C.data.{corpus}")
 
 
+def tests(corpus: Mapping[str, Any]) -> list[str]:
+    """The test sets of a corpus this study scores: its tables read the first (Multi30k's
+    test_2017_flickr has no Czech side)."""
+    return list(corpus["tests"][:1])
+
+
 def sentences(study) -> dict[str, tuple[str, str]]:
     """Extra one-sentence test splits (split -> (source, reference)): Figure 5's sentence."""
     sentence = study.get("figure_sentence") or {}
