@@ -18,20 +18,18 @@ Encoder self-attention only.
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.heads.base import HeadContext
-from headlab.heads.kinds import LearnedHeads
-from headlab.heads.relpos import masked_softmax
+from headlab.heads.relpos import QueryBiasedHeads
 from headlab.heads.spec import register_head_kind
 
 
 @register_head_kind("Local")
-class Local(LearnedHeads):
+class Local(QueryBiasedHeads):
     """Yang et al. (2018) localness with query-specific centre and window; see module doc."""
 
     sites = ("enc",)
@@ -57,11 +55,6 @@ class Local(LearnedHeads):
         j = torch.arange(q.size(2), device=q.device, dtype=torch.float32)
         var = (window / 2).pow(2).clamp_min(self.min_var)
         return -(j - centre.unsqueeze(-1)).pow(2) / (2 * var.unsqueeze(-1))
-
-    def _probs(self, x: Tensor, ctx: HeadContext, keys: Tensor | None) -> Tensor:
-        q, k = self._qk(x, keys)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
-        return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)

@@ -47,8 +47,21 @@ def masked_softmax(scores: Tensor, ctx: HeadContext, bias: Tensor | None = None)
     return scores.masked_fill(~ctx.key_mask, float("-inf")).softmax(-1)
 
 
+class QueryBiasedHeads(LearnedHeads):
+    """Learned heads whose logits get a query-dependent term ``logit_bias(q, ctx)`` (Rel_Pos's
+    relative keys, Localness's Gaussian) before the masked softmax."""
+
+    def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
+        raise NotImplementedError
+
+    def _probs(self, x: Tensor, ctx: HeadContext, keys: Tensor | None) -> Tensor:
+        q, k = self._qk(x, keys)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
+        return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
+
+
 @register_head_kind("RelPos")
-class RelPos(LearnedHeads):
+class RelPos(QueryBiasedHeads):
     """Shaw et al. (2018) relative positions; see the module doc. Option ``-relpos_k``."""
 
     sites = ("enc",)
@@ -81,11 +94,6 @@ class RelPos(LearnedHeads):
         buckets = att.new_zeros(B, H, N, 2 * self.k + 1).scatter_add_(-1, self._index(att), att)
         return buckets @ self.relative_positions_embeddings.weight.to(att.dtype)
 
-    def _probs(self, x: Tensor, ctx: HeadContext, keys: Tensor | None) -> Tensor:
-        q, k = self._qk(x, keys)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
-        return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
-
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)
         out = att @ values.transpose(1, 2) + self.value_term(att)
@@ -95,4 +103,4 @@ class RelPos(LearnedHeads):
         return self._probs(x, ctx, keys).float()
 
 
-__all__ = ["RelPos", "masked_softmax", "relative_index"]
+__all__ = ["QueryBiasedHeads", "RelPos", "masked_softmax", "relative_index"]
