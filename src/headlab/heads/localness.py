@@ -18,7 +18,6 @@ Encoder self-attention only.
 """
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
