@@ -50,6 +50,12 @@ class StudyFiles:
     def bleu(self, m, ablation: str = "full") -> str:
         return f"{self._scores(m)}/{self.test(m['corpus'])}.{ablation}.json"
 
+    def options(self) -> dict:
+        """The study preset's options with the config's training overrides (what its models
+        were trained with, for READMEs and speeds)."""
+        from headlab.onmt_config import resolve_preset
+        return {**resolve_preset(self.study["preset"]), **self.config.get("training", {}).get("overrides", {})}
+
 
 def readme_tail(provenance: Mapping[str, Any], effects: list[tuple[str, str]], outputs: list[str]) -> list[str]:
     """The end of a generated study README: provenance lines, the paper's effects with our

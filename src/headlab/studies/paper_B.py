@@ -504,8 +504,8 @@ def effects(f: Files) -> list[tuple[str, str]]:
 
 
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
-    s, config = f.study, f.config
-    preset = {**_preset(s), **config.get("training", {}).get("overrides", {})}
+    s = f.study
+    preset = f.options()
     lines = [
         "# Paper B reproduction (generated)",
         "",

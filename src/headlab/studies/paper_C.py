@@ -278,7 +278,7 @@ class Files(common.StudyFiles):
     def speed(self, m) -> float:
         """Training steps per second of wall time (the train rule's benchmark)."""
         seconds = float(pd.read_csv(self.benchmark(m), sep="\t")["s"].iloc[-1])
-        steps = int({**_preset(self.study), **self.config.get("training", {}).get("overrides", {})}["train_steps"])
+        steps = int(self.options()["train_steps"])
         return steps / seconds
 
 
@@ -580,8 +580,8 @@ def effects(f: Files) -> list[tuple[str, str]]:
 
 
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
-    s, config = f.study, f.config
-    preset = {**_preset(s), **config.get("training", {}).get("overrides", {})}
+    s = f.study
+    preset = f.options()
     every = [m for m, _ in models(s, f.root)]
     lines = [
         "# Paper C reproduction (generated)",

@@ -551,10 +551,9 @@ def effects(f: Files) -> list[tuple[str, str]]:
 
 
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
-    from headlab.onmt_config import resolve_preset
 
     s = f.study
-    preset = {**resolve_preset(s["preset"]), **f.config.get("training", {}).get("overrides", {})}
+    preset = f.options()
     trained = [m for m, _ in models(s, f.root)]
     lines = [
         "# Paper D reproduction (generated)",
