@@ -10,8 +10,9 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-import headlab.config_check
-import headlab.config_types
+import headlab.workflow.config_check
+import headlab.workflow.config_types
+import headlab.workflow.hints
 import headlab.data.fetch
 from headlab.errors import HeadlabError
 
@@ -27,21 +28,21 @@ if not workflow.overwrite_configfiles:
 
 # --config values arrive as strings below the top level: give them the schema's types first
 try:
-    headlab.config_types.coerce_overrides(
+    headlab.workflow.config_types.coerce_overrides(
         config, workflow.config_settings.overwrite_config,
-        headlab.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml")))
+        headlab.workflow.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml")))
 except HeadlabError as err:
     raise WorkflowError(f"--config: {err}") from None
 validate(config, "config/schema.yaml")
 
-# Rule shells never glob: model paths may hold a head spec's "*" (headlab.workflow.MODEL).
+# Rule shells never glob: model paths may hold a head spec's "*" (headlab.naming.MODEL).
 shell.prefix("set -euo pipefail; set -f; ")
 # everything checkable without running a job (head specs, presets, pairs, sizes, option
 # names), once, in the main process (cluster jobs re-read this file: already checked)
 if workflow.is_main_process:
     try:
         _mirror = config.get("data", {}).get("mirror") or headlab.data.fetch.default_mirror()
-        headlab.config_check.check(config, mirror=_mirror and os.path.join(workflow.basedir, _mirror))
+        headlab.workflow.config_check.check(config, mirror=_mirror and os.path.join(workflow.basedir, _mirror))
     except HeadlabError as err:
         raise WorkflowError(f"config error: {err}") from None
 
@@ -68,4 +69,4 @@ rule all:
 
 onerror:
     # a job killed at its memory limit: say which rule and which resource to raise
-    headlab.workflow.print_memory_hints(log)
+    headlab.workflow.hints.print_memory_hints(log)

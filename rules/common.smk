@@ -3,7 +3,7 @@ import json
 
 import headlab.data.registry
 import headlab.studies
-import headlab.workflow
+import headlab.naming
 from headlab.studies import STUDIES
 import os
 import sys
@@ -33,8 +33,8 @@ TABLES = f"{RESULTS}/tables"
 LOGS = f"{RESULTS}/logs"
 
 # one model of the grid: corpus/pair/size/preset/variant/layers/heads/seedN
-MODEL = headlab.workflow.MODEL
-MODEL_KEYS = headlab.workflow.MODEL_KEYS
+MODEL = headlab.naming.MODEL
+MODEL_KEYS = headlab.naming.MODEL_KEYS
 
 wildcard_constraints:
     corpus=r"[A-Za-z0-9_.-]+",
@@ -45,9 +45,9 @@ wildcard_constraints:
     variant=r"default|[A-Za-z0-9_.,=+:-]+",
     heads=r"[A-Za-z0-9_+*,.~@=]+",
     seed=r"[0-9]+",
-    # fine-tunes and their checkpoints (headlab.workflow: /ft_OPTIONS.../step_N); empty for
+    # fine-tunes and their checkpoints (headlab.naming: /ft_OPTIONS.../step_N); empty for
     # a model trained from scratch
-    tune=headlab.workflow.TUNE_PATTERN,
+    tune=headlab.naming.TUNE_PATTERN,
     side=r"src|tgt",
     split=r"[A-Za-z0-9_]+",
     ablation=r"full|no-h[0-9]+|avg[0-9]+|rhe-prune",
@@ -118,7 +118,7 @@ def study_overrides(w):
     found = {}
     for name in config["studies"]:
         for m, extra in study_models(name):
-            m = headlab.workflow.with_variant(m, extra)
+            m = headlab.naming.with_variant(m, extra)
             if all(str(m.get(k, "")) == str(w[k]) for k in MODEL_KEYS):
                 found[name] = extra
     if len({json.dumps(o, sort_keys=True) for o in found.values()}) > 1:

@@ -24,8 +24,8 @@ def _prepare_size_args(w):
     c = corpus(w.corpus)
     seed = c.get("subsample_seed", 1)
     if w.split == c["train"]:
-        count = headlab.workflow.size_count(w.size)
-        return "" if count is None else f"--size {count} --seed {headlab.workflow.size_seed(w.size, seed)}"
+        count = headlab.naming.size_count(w.size)
+        return "" if count is None else f"--size {count} --seed {headlab.naming.size_seed(w.size, seed)}"
     if c.get("test_limit"):
         return f"--size {c['test_limit']} --seed {seed}"
     return ""

@@ -3,6 +3,7 @@
 # feature vocabularies, and each parser's bracketing F1 on the PTB sample (Table A3).
 # Only models whose head spec has a kind with `needs_syntax` (DEA, LPEA, RHE*) use them:
 # rules/train.smk and rules/evaluate.smk switch to the featured files for those models.
+import headlab.heads.spec
 import headlab.syntax.features
 import headlab.syntax.parse
 
@@ -16,7 +17,7 @@ def syntax_parser(w):
 
 
 def model_needs_syntax(w):
-    return headlab.syntax.features.needs_syntax(w.heads)
+    return headlab.heads.spec.needs_syntax(w.heads)
 
 
 def featured(w, split):

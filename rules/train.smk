@@ -1,7 +1,7 @@
 # Training: one OpenNMT-py config per model of the grid, generated from a named preset
 # (src/headlab/presets.yaml) and validated, then `headlab train` (resumes after a crash).
-import headlab.onmt_config
-import headlab.report.curves
+import headlab.engine.config
+import headlab.engine.logs
 
 
 def _data(w, split, side, kind="bpe"):
@@ -25,10 +25,10 @@ rule onmt_config:
     params:
         # the resolved preset: a changed preset reruns the models that use it, and only them
         # (presets.yaml as an input reran every model when any preset was added or edited)
-        preset=lambda w: json.dumps(headlab.onmt_config.resolve_preset(w.preset), sort_keys=True),
+        preset=lambda w: json.dumps(headlab.engine.config.resolve_preset(w.preset), sort_keys=True),
         sets=lambda w: " ".join(
             f"--set {k}={json.dumps(v)!r}" for k, v in sorted(study_overrides(w).items())
-        ) + headlab.report.curves.tensorboard_args(config, model_dir(w)),
+        ) + headlab.engine.logs.tensorboard_args(config, model_dir(w)),
         gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
         save_dir=model_dir,
     log:
@@ -44,10 +44,10 @@ rule onmt_config:
 
 def _parent_dir(w):
     """The model directory a fine-tune (or a checkpoint snapshot) starts from."""
-    return f"{MODELS}/" + headlab.workflow.model_path(headlab.workflow.parent(dict(w)))
+    return f"{MODELS}/" + headlab.naming.model_path(headlab.naming.parent(dict(w)))
 
 
-# A fine-tune of any model: its path is the parent's plus /ft_OPTIONS (headlab.workflow);
+# A fine-tune of any model: its path is the parent's plus /ft_OPTIONS (headlab.naming);
 # the parent's checkpoint is an input, so a retrained parent retrains its children.
 rule finetune_config:
     input:
@@ -57,7 +57,7 @@ rule finetune_config:
         config=f"{MODELS}/{MODEL}/onmt.yaml",
         init=f"{MODELS}/{MODEL}/init.pt",
     wildcard_constraints:
-        tune=rf"(?:{headlab.workflow.TUNE_SEGMENT})+",
+        tune=rf"(?:{headlab.naming.TUNE_SEGMENT})+",
     params:
         save_dir=model_dir,
     log:
@@ -77,7 +77,7 @@ rule snapshot:
     output:
         f"{MODELS}/{MODEL}/model.pt",
     wildcard_constraints:
-        tune=rf"(?:{headlab.workflow.TUNE_SEGMENT})+/step_[0-9]+",
+        tune=rf"(?:{headlab.naming.TUNE_SEGMENT})+/step_[0-9]+",
     params:
         source=lambda w: (f"{_parent_dir(w)}/init.pt" if w.tune.endswith("/step_0") else
                           f"{_parent_dir(w)}/model_step_{w.tune.rsplit('/step_', 1)[1]}.pt"),
@@ -97,7 +97,7 @@ rule train:
     benchmark:
         f"{MODELS}/{MODEL}/train.benchmark.tsv"
     wildcard_constraints:
-        tune=rf"(?:{headlab.workflow.TUNE_SEGMENT})*",
+        tune=rf"(?:{headlab.naming.TUNE_SEGMENT})*",
     threads: config.get("training", {}).get("threads", 2)
     resources:
         gpu=GPU,

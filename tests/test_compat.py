@@ -1,4 +1,4 @@
-"""headlab.compat: start-up cost of the plugin (in a fresh interpreter: pytest's own may
+"""headlab.engine.compat: start-up cost of the plugin (in a fresh interpreter: pytest's own may
 already have imported what is measured here)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 PROBE = """
 import sys
-import headlab.plugin
+import headlab.engine.plugin
 loaded_at_start = "spacy.errors" in sys.modules
 import onmt.transforms.terminology as terminology   # onmt's own `import spacy`
 from spacy.tokens import Doc                          # a submodule import loads the real spacy

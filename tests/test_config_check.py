@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from headlab.config_check import check, where
+from headlab.workflow.config_check import check, where
 from test_workflow import set_dotted
 from headlab.errors import ConfigError
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.config_types import coerce_overrides, load_schema
+from headlab.workflow.config_types import coerce_overrides, load_schema
 from headlab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

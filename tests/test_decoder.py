@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from headlab.errors import ConfigError
-from headlab.heads.onmt_model import build_model, count_parameters, model_opt, toy_vocabs
+from headlab.engine.model import build_model, count_parameters, model_opt, toy_vocabs
 
 TINY = dict(hidden_size=32, heads=4, transformer_ff=64, enc_layers=2, dec_layers=2,
             dropout=0.0, attention_dropout=0.0, enc_heads="4L", dec_heads="4L", cross_heads="4L")
@@ -101,8 +101,8 @@ def test_search_through_dhicm_decoder_matches_teacher_forcing(tmp_path):
     OpenNMT-py's own Translator): every greedy hypothesis is the argmax chain that
     teacher-forced scoring of that hypothesis implies, and beam search runs to the end."""
     from headlab.eval.forced import load_model
-    from headlab.heads.onmt_model import save_checkpoint
-    from headlab.onmt_run import translate
+    from headlab.engine.model import save_checkpoint
+    from headlab.engine.run import translate
 
     vocabs = toy_vocabs(30, src_tokens="a b c d e".split(), share=True)
     torch.manual_seed(0)

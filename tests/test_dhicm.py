@@ -93,7 +93,7 @@ def test_dhicm_dm_and_dropout_options():
 # -- training: the auxiliary-loss path -------------------------------------------------
 
 def _train(tmp_path, name, lambda_kl, steps=30):
-    from headlab.onmt_config import train_config, write_yaml
+    from headlab.engine.config import train_config, write_yaml
     from test_onmt_run import HEADLAB, run, toy_corpus
 
     folder = tmp_path / name
@@ -140,7 +140,7 @@ def test_kl_term_is_logged_apart_and_raised_by_lambda(tmp_path):
 
 
 def test_negative_lambda_is_a_config_error(tmp_path):
-    from headlab.onmt_config import train_config
+    from headlab.engine.config import train_config
     with pytest.raises(ConfigError, match=r"\[lambda_kl\].*>= 0"):
         train_config(preset="tiny", layers="1+1", heads="8L", train_src="s", train_tgt="t", valid_src="s",
                      valid_tgt="t", vocab="v", save_dir=str(tmp_path), overrides={"lambda_kl": -0.1})
@@ -153,8 +153,8 @@ def test_negative_lambda_is_a_config_error(tmp_path):
 def test_export_decoder_sites_and_importance(tmp_path):
     """Attention and DHICM importance of all three sites through `headlab export-attention`."""
     import numpy as np
-    from headlab.heads.export import load_attention, load_importance, main as export_main
-    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+    from headlab.engine.export import load_attention, load_importance, main as export_main
+    from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
 
     vocabs = toy_vocabs(30, src_tokens="a b c d e".split(), share=True)
     spec = "*(4L),4L|dhicm"
@@ -229,7 +229,7 @@ def test_validation_loss_has_no_label_smoothing():
     """Model selection compares validation cross-entropy across label-smoothing values, so
     the validation criterion is the plain NLL whatever the training one is."""
     from headlab.engine.aux_loss import AuxLossCompute
-    from headlab.heads.onmt_model import build_model, model_opt, toy_vocabs
+    from headlab.engine.model import build_model, model_opt, toy_vocabs
 
     opt = model_opt(hidden_size=16, heads=4, transformer_ff=32, enc_layers=1, dec_layers=1, enc_heads="4L",
                     extra=["-label_smoothing", "0.2"])
@@ -241,7 +241,7 @@ def test_validation_loss_has_no_label_smoothing():
 
 
 def test_params_cli_counts_all_three_sites(capsys):
-    from headlab.heads.params import main as params_main
+    from headlab.engine.params import main as params_main
     counts = []
     for heads in ("8L", "*(8L),8L|dhicm@dec=*(8L),8L|dhicm@cross=*(8L),8L|dhicm"):
         assert params_main(["--preset", "base", "--layers", "6+6", "--heads", heads, "--src-vocab", "1000"]) == 0

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from headlab.errors import ConfigError
-from headlab.heads.onmt_model import build_model, count_parameters, model_opt, toy_vocabs
-from headlab.heads.params import main as params_main
+from headlab.engine.model import build_model, count_parameters, model_opt, toy_vocabs
+from headlab.engine.params import main as params_main
 
 TINY = dict(hidden_size=64, heads=8, transformer_ff=128, enc_layers=2, dec_layers=1,
             dropout=0.0, attention_dropout=0.0)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from headlab.heads.export import export_attention, load_attention, load_model, main
-from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+from headlab.engine.export import export_attention, load_attention, load_model, main
+from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
 
 TINY = dict(hidden_size=64, heads=8, transformer_ff=128, enc_layers=2, dec_layers=1,
             dropout=0.0, attention_dropout=0.0)

@@ -117,7 +117,7 @@ def test_rule_commands_found():
 
 def test_import_scan_follows_headlab_modules_into_functions():
     # onmt_run -> plugin -> compat imports torch and onmt; eval.bleu imports sacrebleu
-    assert {"torch", "onmt"} <= third_party_imports("headlab.onmt_run")
+    assert {"torch", "onmt"} <= third_party_imports("headlab.engine.run")
     assert "sacrebleu" in third_party_imports("headlab.eval.bleu")
 
 

@@ -200,7 +200,7 @@ def test_pairs_score_accuracy_pipeline(tiny, tmp_path):
 def test_headlab_encoder_and_head_ablation(tmp_path):
     """A fixed-head encoder checkpoint (the other team's builder): batch-size invariant,
     and -disable_enc_heads changes the scores (paper A Table 6 / Figure 3 "H8 disabled")."""
-    onmt_model = pytest.importorskip("headlab.heads.onmt_model")
+    onmt_model = pytest.importorskip("headlab.engine.model")
     from headlab.eval.forced import load_model, score
 
     torch.manual_seed(0)

@@ -21,7 +21,7 @@ def ctx_for(lengths, n):
 def test_relpos_equals_onmt_max_relative_positions(k):
     """Copied weights: our 8RelPos layer == OpenNMT-py 3.5.1's MultiHeadedAttention with
     max_relative_positions k (one table for keys and values, shared by the heads)."""
-    import headlab.plugin  # noqa: F401
+    import headlab.engine.plugin  # noqa: F401
     from onmt.modules import MultiHeadedAttention
 
     torch.manual_seed(k)

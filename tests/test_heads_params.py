@@ -1,7 +1,7 @@
 """Parameter counts of paper C's variants (headlab params), by hand."""
 import pytest
 
-from headlab.heads.params import count, main
+from headlab.engine.params import count, main
 
 
 def extra(heads, **options):

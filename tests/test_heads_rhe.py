@@ -54,12 +54,12 @@ def featured(tokens, side):
     """OpenNMT-py source ids (B, N, 1 + 5): token ids, then each FEATURES column as the
     id of its value in a numeric-order feature vocabulary (value + 4 specials), as the
     encoder reads them (HeadlabEncoder.context -> ctx.side)."""
-    from headlab.syntax.columns import SPECIALS
+    from headlab.heads.side import SPECIALS
     return torch.stack([tokens] + [side[name] + SPECIALS for name in FEATURES], 2)
 
 
 def feature_vocabs(vocabs):
-    """toy_vocabs plus numeric-order feature vocabularies (headlab.syntax.columns)."""
+    """toy_vocabs plus numeric-order feature vocabularies (headlab.heads.side)."""
     import pyonmttok
     from onmt.constants import DefaultTokens
     specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
@@ -183,7 +183,7 @@ def test_share_of_redundant_heads_is_logged():
                                   "8RHErel,8RHEloc"])
 def test_tiny_onmt_model_forward_backward(spec):
     from headlab.engine.aux_loss import model_terms
-    from headlab.heads.onmt_model import build_model, model_opt, toy_vocabs
+    from headlab.engine.model import build_model, model_opt, toy_vocabs
 
     torch.manual_seed(0)
     opt = model_opt(enc_heads=spec, hidden_size=32, heads=8, transformer_ff=64, enc_layers=2,
@@ -217,7 +217,7 @@ def test_tiny_onmt_model_forward_backward(spec):
 
 
 def tiny_rhe_model(extra=()):
-    from headlab.heads.onmt_model import build_model, model_opt, toy_vocabs
+    from headlab.engine.model import build_model, model_opt, toy_vocabs
 
     torch.manual_seed(0)
     opt = model_opt(enc_heads="8RHElpea,*(8L)", hidden_size=32, heads=8, transformer_ff=64, enc_layers=2,
@@ -227,8 +227,8 @@ def tiny_rhe_model(extra=()):
 
 
 def test_options_stored_in_checkpoint_and_prune_at_load(tmp_path):
-    from headlab.heads.export import load_model
-    from headlab.heads.onmt_model import save_checkpoint
+    from headlab.engine.export import load_model
+    from headlab.engine.model import save_checkpoint
 
     model, opt, vocabs = tiny_rhe_model(["-lpea_k", "2", "-rhe_fgate", "0.3", "-lpea_outside", "learned"])
     path = tmp_path / "rhe.pt"
@@ -243,8 +243,8 @@ def test_options_stored_in_checkpoint_and_prune_at_load(tmp_path):
 
 
 def test_prune_on_a_model_without_rhe_names_its_key(tmp_path):
-    from headlab.heads.export import load_model
-    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+    from headlab.engine.export import load_model
+    from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
 
     opt = model_opt(enc_heads="8LPEA", hidden_size=32, heads=8, transformer_ff=64, enc_layers=1, dec_layers=1)
     vocabs = toy_vocabs(30)
@@ -263,13 +263,13 @@ def test_bad_option_values_name_their_option(flag, value, capsys):
 
 @pytest.mark.parametrize("key,value", [("lpea_k", -1), ("relpos_k", 0), ("rhe_fgate", 1.2), ("rhe_fgate", -1)])
 def test_config_check_names_the_key(key, value):
-    from headlab.onmt_config import check_values
+    from headlab.engine.config import check_values
     with pytest.raises(ConfigError, match=rf"\[{key}\]"):
         check_values({key: value}, source="test.yaml")
 
 
 def test_export_shows_the_enlivened_attention_and_labels():
-    from headlab.heads.export import site_attention
+    from headlab.engine.export import site_attention
 
     model, _, vocabs = tiny_rhe_model(["-rhe_fgate", "1.0"])       # every RHE head redundant
     model.eval()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from headlab.onmt_config import train_config, write_yaml
+from headlab.engine.config import train_config, write_yaml
 
 HEADLAB = [sys.executable, "-m", "headlab.cli"]
 
@@ -65,7 +65,7 @@ def test_redundant_share_logged_every_report(trained):
 def test_translate_pruned_and_export_labels(trained):
     import numpy as np
 
-    from headlab.heads.export import export_attention, load_labels
+    from headlab.engine.export import export_attention, load_labels
     folder, _ = trained
     model = str(folder / "model" / "model.pt")
     for extra in ([], ["-rhe_prune"]):

@@ -62,8 +62,8 @@ def test_register_new_kind():
 
 def test_path_forms_of_specs_parse_alike():
     """Model paths write specs without parentheses, with '~' for '|' and '.' for ','
-    (headlab.workflow.heads_name): the grammar reads them as the original."""
-    from headlab.workflow import heads_name, parse_heads_name
+    (headlab.naming.heads_name): the grammar reads them as the original."""
+    from headlab.naming import heads_name, parse_heads_name
     spec = "*(4L),4L|dhicm"
     name = heads_name(spec, spec, "2*(4L),4L|gate")
     assert "," not in name and "(" not in name and "|" not in name

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from headlab.errors import ConfigError
-from headlab.onmt_config import (parse_layers, resolve_preset, train_config, validate_options,
+from headlab.engine.config import (parse_layers, resolve_preset, train_config, validate_options,
                                  validate_yaml_file, write_yaml)
 
 PATHS = dict(train_src="a.src", train_tgt="a.tgt", valid_src="v.src", valid_tgt="v.tgt",
@@ -87,7 +87,7 @@ def test_write_yaml_round_trip(tmp_path):
 
 
 def test_option_names_are_cached_per_onmt_version_and_rebuilt_when_unreadable(tmp_path, monkeypatch):
-    from headlab import onmt_config
+    from headlab.engine import config as onmt_config
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     onmt_config._option_names.cache_clear()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from headlab.errors import ConfigError
-from headlab.onmt_config import train_config, write_yaml
+from headlab.engine.config import train_config, write_yaml
 
 HEADLAB = [sys.executable, "-m", "headlab.cli"]
 
@@ -124,7 +124,7 @@ def test_stock_onmt_translate_loads_headlab_checkpoint_after_plugin_import(toy):
     if not model.exists():
         pytest.skip("needs the trained toy model")
     out = toy / "stock.txt"
-    code = ("import sys, headlab.plugin; from onmt.bin.translate import main; "
+    code = ("import sys, headlab.engine.plugin; from onmt.bin.translate import main; "
             "sys.argv = ['onmt_translate'] + sys.argv[1:]; main()")
     result = run([sys.executable, "-c", code, "-model", str(model), "-src", str(toy / "train.src"),
                   "-output", str(out), "-max_length", "5"])
@@ -135,8 +135,8 @@ def test_stock_onmt_translate_loads_headlab_checkpoint_after_plugin_import(toy):
 def test_average_last_checkpoints(tmp_path):
     """``headlab average`` = OpenNMT-py's average_models over the newest N ``_step_`` files
     (by step number, not name order: step 10 is newer than step 9)."""
-    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
-    from headlab.onmt_run import main_average
+    from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
+    from headlab.engine.run import main_average
 
     opt = model_opt(enc_layers=1, dec_layers=1, hidden_size=16, heads=2, transformer_ff=32)
     vocabs = toy_vocabs(12)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from headlab.errors import ConfigError
-from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
 
 TINY = dict(hidden_size=64, heads=8, transformer_ff=128, enc_layers=2, dec_layers=1, dropout=0.0,
             attention_dropout=0.0)
@@ -54,7 +54,7 @@ def test_l0_weight_enters_the_loss_with_a_plus_sign():
 
 
 def test_negative_lambda_is_an_error_naming_the_key():
-    from headlab.onmt_config import check_values
+    from headlab.engine.config import check_values
     from headlab.studies import paper_D
 
     with pytest.raises(ConfigError, match=r"\[lambda_l0\]"):
@@ -64,7 +64,7 @@ def test_negative_lambda_is_an_error_naming_the_key():
     with pytest.raises(ConfigError, match=r"studies\.paper_D\.lambda_sweep"):
         paper_D.check({"lambda_sweep": [0.1, -0.2]})
     # the option itself, on OpenNMT-py's parser
-    out = subprocess.run([sys.executable, "-c", "import headlab.plugin; from onmt.bin.train import _get_parser;"
+    out = subprocess.run([sys.executable, "-c", "import headlab.engine.plugin; from onmt.bin.train import _get_parser;"
                           "_get_parser().parse_known_args(['-data', '{}', '-src_vocab', 'v', '-lambda_l0', '-0.5'])"],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "lambda_l0" in out.stderr and "must be >= 0" in out.stderr
@@ -141,7 +141,7 @@ def test_pruned_head_parameters_stay_frozen_in_training(parent):
 
 def test_gate_finetune_adds_open_gates_and_loads_strictly(parent, tmp_path):
     from headlab.engine.finetune import initial_checkpoint
-    from headlab.heads.export import load_model
+    from headlab.engine.export import load_model
 
     path, opt, vocabs = parent
     ckpt = initial_checkpoint(str(path), {"gate": "enc"}, expected={"enc_layers": 2, "heads": 8, "hidden_size": 64})
@@ -204,14 +204,14 @@ def test_gated_and_masked_checkpoints_translate_with_stock_onmt_translate(parent
     ckpt = initial_checkpoint(str(path), {"gate": "enc", "enc_head_mask": "10000001.01000000"})
     torch.save(ckpt, tmp_path / "gated.pt")
     (tmp_path / "src.txt").write_text("w1 w2 w3\nw4 w5\n")
-    code = ("import sys, headlab.plugin; from onmt.bin.translate import main; sys.argv = ['onmt_translate'] "
+    code = ("import sys, headlab.engine.plugin; from onmt.bin.translate import main; sys.argv = ['onmt_translate'] "
             "+ sys.argv[1:]; main()")
     run = subprocess.run([sys.executable, "-c", code, "-model", str(tmp_path / "gated.pt"), "-src",
                           str(tmp_path / "src.txt"), "-output", str(tmp_path / "out.txt"), "-max_length", "5",
                           "-beam_size", "2"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
-    from headlab.heads.export import load_model
+    from headlab.engine.export import load_model
     _, model, model_opt_ = load_model(tmp_path / "gated.pt")
     assert model_opt_.enc_head_mask == "10000001.01000000"
     assert model.encoder.head_mask == [[1, 0, 0, 0, 0, 0, 0, 1], [0, 1, 0, 0, 0, 0, 0, 0]]
@@ -234,7 +234,7 @@ def test_gate_rows_hand_computed():
 
 
 def test_finetune_paths_name_the_parent():
-    from headlab.workflow import finetune, model_path, parent, parse_tune, snapshot, tune_segment
+    from headlab.naming import finetune, model_path, parent, parse_tune, snapshot, tune_segment
 
     base = dict(corpus="multi30k", pair="en-de", size="full", preset="mini", variant="default", layers="2+2",
                 heads="8L", seed="1")
@@ -258,7 +258,7 @@ STUDY = {"data": {"multi30k": ["en-de"]}, "layers": "2+2", "preset": "mini", "la
 
 def test_stage_masks_and_models(tmp_path):
     from headlab.studies import paper_D
-    from headlab.workflow import model_path
+    from headlab.naming import model_path
 
     config = {"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}}, "studies": {"paper_D": STUDY}}
     f = paper_D.Files(config, STUDY, str(tmp_path))

@@ -5,7 +5,7 @@ import pytest
 
 from headlab.cli import main
 from headlab.errors import ConfigError
-from headlab.publish import publish
+from headlab.workflow.publish import publish
 
 CONFIG = {"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}},
           "studies": {"baseline": {"data": {"multi30k": ["de-en"]}, "layers": ["1+1"], "heads": ["8L"],

@@ -6,7 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from headlab.report.curves import figure, parse_log, read_curve, tensorboard_args
+from headlab.engine.logs import parse_log, read_curve, tensorboard_args
+from headlab.studies.curves import figure
 
 LOG = """\
 [2026-11-23 16:14:35,573 INFO] Start training loop and validate every 10 steps...

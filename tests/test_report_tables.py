@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from headlab.errors import DataError
-from headlab.report.tables import beside, main, pivot, to_csv, to_latex, to_markdown
+from headlab.report.tables import main, to_csv, to_latex, to_markdown
+from headlab.studies.tables import beside, pivot
 
 TIDY = pd.DataFrame({"system": ["8L", "8L", "7F", "7F"], "config": ["6+1", "6+6", "6+1", "6+6"],
                      "bleu": [29.31, 30.99, 28.61, 31.2], "significantly_lower": [False, False, True, False]})

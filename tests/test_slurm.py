@@ -19,7 +19,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-import headlab.workflow
+import headlab.naming
+import headlab.workflow.hints
 from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
 
 SLURM = ROOT / "tests/slurm"
@@ -27,7 +28,7 @@ SLURM = ROOT / "tests/slurm"
 # checkpoints; its study's overrides are its variant (the path names them).
 LONG = {"train_steps": 1500}
 LONG_TRAINING = {"studies.paper_A.lowres.overrides": LONG, "training.overrides.save_checkpoint_steps": 100}
-CANCELLED = f"multi30k/fr-en/300/tiny_lowres/{headlab.workflow.variant_name(LONG)}/1+1/8L/seed1"
+CANCELLED = f"multi30k/fr-en/300/tiny_lowres/{headlab.naming.variant_name(LONG)}/1+1/8L/seed1"
 SACCT_FIELDS = ["JobIDRaw", "Comment", "State", "Partition", "AllocCPUS", "ReqMem"]
 
 
@@ -87,12 +88,12 @@ def test_memory_hint_names_the_rule_and_the_resource(tmp_path):
            "Error in rule train:\n    message: SLURM-job '53' failed, SLURM status is: 'FAILED'.\n    jobid: 7\n"
            f"    log: a/train.log, {slurm_log} (check log file(s) for error details)\n\n"
            "Error in rule bleu:\n    jobid: 9\n    log: b/bleu.log (check log file(s) for error details)\n")
-    [hint] = headlab.workflow.memory_hints(log)
+    [hint] = headlab.workflow.hints.memory_hints(log)
     assert hint.startswith("headlab: rule train exceeded its memory limit (mem_mb=200): raise mem_mb")
     # cgroup clusters: the SLURM state says it, no log needed; other failures give no hint
-    assert headlab.workflow.memory_hints("Error in rule x:\n    message: SLURM status is: 'OUT_OF_MEMORY'\n")
+    assert headlab.workflow.hints.memory_hints("Error in rule x:\n    message: SLURM status is: 'OUT_OF_MEMORY'\n")
     slurm_log.write_text("Traceback: ValueError\n")
-    assert headlab.workflow.memory_hints(log) == []
+    assert headlab.workflow.hints.memory_hints(log) == []
 
 
 class _Resources(dict):

@@ -112,7 +112,7 @@ def test_mucow_split_keeps_requested_domains(mirror):
 
 
 def test_training_time_sums_the_benchmark_files(tmp_path):
-    from headlab.report.timing import training_time
+    from headlab.studies.timing import training_time
     every = [m for m, _ in paper_A.models(STUDY)]
     trained = every[:3]
     for m, seconds in zip(trained, (60.0, 120.0, 300.0)):

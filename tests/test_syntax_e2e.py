@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from headlab.onmt_config import train_config, write_yaml
+from headlab.engine.config import train_config, write_yaml
 
 HEADLAB = [sys.executable, "-m", "headlab.cli"]
 SEP = "\uffe8"
@@ -96,7 +96,7 @@ def test_translation_with_values_outside_the_feature_vocabulary_fails(toy):
 
 def test_attention_export_reads_the_features(toy):
     import numpy as np
-    from headlab.heads.export import export_attention
+    from headlab.engine.export import export_attention
     out = toy / "att.npz"
     assert export_attention(str(toy / "model" / "model.pt"), str(toy / "feat.src"), str(out), max_sents=3) == 3
     with np.load(out) as data:

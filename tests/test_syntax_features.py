@@ -92,18 +92,18 @@ def test_needs_syntax_only_for_syntax_kinds(monkeypatch):
     from headlab.heads import spec
     from headlab.heads.kinds import LearnedHeads
 
-    assert not features.needs_syntax("8L")
-    assert not features.needs_syntax("7Ftoken+1L@dec=*(4L).4L~dhicm")
+    assert not spec.needs_syntax("8L")
+    assert not spec.needs_syntax("7Ftoken+1L@dec=*(4L).4L~dhicm")
 
     class SynHeads(LearnedHeads):
         needs_syntax = True
 
     monkeypatch.setitem(spec.HEAD_KINDS, "TestSyn", SynHeads)
-    assert features.needs_syntax("2*(4TestSyn+4L).*(8L)")
+    assert spec.needs_syntax("2*(4TestSyn+4L).*(8L)")
 
 
 def _config(heads, **overrides):
-    from headlab.onmt_config import train_config
+    from headlab.engine.config import train_config
     return train_config(preset="tiny", layers="2+1", heads=heads, train_src="t.src", train_tgt="t.tgt",
                         valid_src="v.src", valid_tgt="v.tgt", vocab="vocab.txt", save_dir="m", overrides=overrides)
 

@@ -189,7 +189,7 @@ def test_unaligned_words_are_counted_and_their_arcs_skipped():
 
 def _model(tmp_path):
     import torch
-    from headlab.heads.onmt_model import build_model, model_opt, save_checkpoint, toy_vocabs
+    from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
 
     vocabs = toy_vocabs(40, src_tokens=sorted({p for s in PIECES for p in s}), share=True)
     opt = model_opt(hidden_size=16, heads=4, transformer_ff=32, enc_layers=2, dec_layers=1, dropout=0.0,
@@ -205,7 +205,7 @@ def _model(tmp_path):
 def test_profile_heads_end_to_end(tmp_path):
     import json
     import pandas as pd
-    from headlab.heads.export import load_attention
+    from headlab.engine.export import load_attention
     from headlab.syntax.arcs import load_figure_sentences
     from headlab.syntax.run import main_profile_heads
 
@@ -267,7 +267,7 @@ def test_treebank_text_and_spacy_parse(tmp_path):
 
 def test_table1_best_head_baseline_bold_and_paper_numbers(tmp_path):
     from headlab.report.tables import to_csv, to_markdown
-    from headlab.syntax.table import table1
+    from headlab.studies.syntax_tables import table1
 
     prof = _profile(PIECES, _oracle_and_next)
     prof.heads().to_csv(tmp_path / "p.csv", index=False)
@@ -330,7 +330,7 @@ def test_arc_figures_pick_the_best_and_the_functional_head(tmp_path):
 
 
 def test_syntactic_heads_beat_their_baseline_by_the_threshold(tmp_path):
-    from headlab.syntax.table import syntactic_heads
+    from headlab.studies.syntax_tables import syntactic_heads
 
     prof = _profile(PIECES, _oracle_and_next)
     prof.heads().to_csv(tmp_path / "p.csv", index=False)
@@ -347,7 +347,7 @@ def test_syntactic_heads_beat_their_baseline_by_the_threshold(tmp_path):
 
 def test_profile_prefix_is_the_rule_output():
     import re
-    from headlab.syntax.table import profile_prefix
+    from headlab.studies.syntax_tables import profile_prefix
 
     m = dict(corpus="multi30k", pair="en-de", size="full", preset="mini", variant="default", layers="2+2",
              heads="8L", seed="1")

@@ -165,7 +165,7 @@ def test_bad_value_is_an_error_naming_it(tmp_path, mirror):
 
 
 def test_misspelled_onmt_option_in_study_overrides_fails_before_any_job(tmp_path, mirror):
-    # checked when the DAG is built (headlab.config_check), not in the onmt_config job
+    # checked when the DAG is built (headlab.workflow.config_check), not in the onmt_config job
     config = write_config(tmp_path, mirror, **{"training.overrides.lerning_rate": 1.0})
     result = snakemake("--cores", "2", "--configfile", str(config), "--until", "onmt_config")
     assert result.returncode != 0

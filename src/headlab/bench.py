@@ -220,7 +220,7 @@ def train_once(impl: str, spec: str, data_dir: str, work: str, steps: int, threa
     """Train one tiny model for ``steps`` steps; OpenNMT-py's reported tokens/s."""
     import tempfile
 
-    from headlab.onmt_config import train_config, write_yaml
+    from headlab.engine.config import train_config, write_yaml
 
     stock = impl == "onmt"
     folder = tempfile.mkdtemp(dir=work, prefix=f"{impl}-{spec}-")

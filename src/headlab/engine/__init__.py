@@ -9,7 +9,7 @@
                cross-entropy is kept and becomes the final model (paper B §4.3).
 ``common``     small helpers shared by the above.
 
-Importing :mod:`headlab.plugin` imports these (registers the encoder and decoder);
-:mod:`headlab.compat` holds the monkeypatches that wire ``aux_loss`` and ``selection``
+Importing :mod:`headlab.engine.plugin` imports these (registers the encoder and decoder);
+:mod:`headlab.engine.compat` holds the monkeypatches that wire ``aux_loss`` and ``selection``
 into OpenNMT-py's trainer.
 """

@@ -47,7 +47,7 @@ RATIOS = {"rhe_share": ("rhe_redundant", "rhe_heads")}
 
 def model_terms(model) -> dict[str, torch.Tensor]:
     """Named terms of the model's last forward: encoder's and decoder's, added per name."""
-    from headlab.engine.common import sum_terms
+    from headlab.heads.base import sum_terms
     parts = [part.aux_terms() for part in (getattr(model, "encoder", None), getattr(model, "decoder", None))
              if hasattr(part, "aux_terms")]
     return sum_terms(parts)

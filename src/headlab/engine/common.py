@@ -1,10 +1,6 @@
 """Helpers shared by the encoder and decoder."""
 from __future__ import annotations
 
-from typing import Iterable
-
-from torch import Tensor
-
 
 def first(value):
     """OpenNMT-py keeps some options as one-element lists (dropout schedules)."""
@@ -15,7 +11,7 @@ def mixer_options(opt) -> dict:
     """The model options head kinds and mixers read (HeadGroup.build, HeadMixer.build).
 
     A checkpoint trained before an option existed lacks it: the default here is the
-    option's default (headlab.opts)."""
+    option's default (headlab.engine.opts)."""
     return {"dhicm_dm": getattr(opt, "dhicm_dm", 0),
             "dhicm_dropout": first(getattr(opt, "dhicm_dropout", 0.0)),
             "lpea_k": getattr(opt, "lpea_k", 6),
@@ -45,14 +41,6 @@ def check_supported(opt, what: str, extra: dict[str, bool] | None = None) -> Non
             hint = hints.get(key, "no head kind for it; use the stock transformer")
             raise ConfigError(f"{what} does not support {key}={getattr(opt, key)!r} ({hint})", key=key)
 
-
-def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Add dicts of named auxiliary terms key by key."""
-    total: dict[str, Tensor] = {}
-    for part in terms:
-        for name, value in part.items():
-            total[name] = total[name] + value if name in total else value
-    return total
 
 
 class HeadSites:

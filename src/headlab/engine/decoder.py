@@ -28,12 +28,12 @@ from torch import Tensor
 from onmt.decoders import register_decoder
 from onmt.decoders.transformer import TransformerDecoder
 
-from headlab.engine.common import HeadSites, check_supported, first, mixer_options, sum_terms
+from headlab.engine.common import HeadSites, check_supported, first, mixer_options
 from headlab.errors import ConfigError
 from headlab.heads.attention import HeadlabAttention
-from headlab.heads.base import HeadContext
+from headlab.heads.base import HeadContext, sum_terms
 from headlab.heads.spec import SITES, parse_spec
-from headlab.opts import DECODER_NAME
+from headlab.engine.opts import DECODER_NAME
 
 
 class DecoderAttention(HeadlabAttention):

@@ -22,13 +22,13 @@ from onmt.encoders.encoder import EncoderBase
 from onmt.modules.position_ffn import ActivationFunction, PositionwiseFeedForward
 from onmt.utils.misc import sequence_mask
 
-from headlab.engine.common import HeadSites, check_supported, first, mixer_options, sum_terms
+from headlab.engine.common import HeadSites, check_supported, first, mixer_options
 from headlab.errors import ConfigError, DataError
 from headlab.heads.attention import HeadlabAttention
-from headlab.heads.base import HeadContext
+from headlab.heads.base import HeadContext, sum_terms
 from headlab.heads.patterns import word_ids_from_continuation
 from headlab.heads.spec import LayerSpec, parse_spec
-from headlab.opts import ENCODER_NAME
+from headlab.engine.opts import ENCODER_NAME
 
 
 def side_inputs(src: Tensor, pad_mask: Tensor) -> dict[str, Tensor]:
@@ -36,7 +36,7 @@ def side_inputs(src: Tensor, pad_mask: Tensor) -> dict[str, Tensor]:
     as name ``FEATURES[k]``, value = id - 4 (numeric-order feature vocabularies,
     :mod:`headlab.syntax.features`), 0 at padding. Missing columns are a ConfigError; an id
     that is not a value (``<unk>``: a value missing from the feature vocabulary) a DataError."""
-    from headlab.syntax.columns import SPECIALS, feature_names
+    from headlab.heads.side import SPECIALS, feature_names
 
     names = feature_names()
     columns = src.size(2) - 1 if src.dim() == 3 else 0

@@ -4,7 +4,7 @@
     --save-dir C --out C/onmt.yaml`` writes the child's initial checkpoint ``C/init.pt`` and
 its OpenNMT-py training config; the generic ``train`` rule then trains it (``train_from:
 C/init.pt``). The child's path is the parent's plus the ``/ft_OPTIONS`` segment
-(:mod:`headlab.workflow`), which this reads back:
+(:mod:`headlab.naming`), which this reads back:
 
 * ``gate=enc``: hard-concrete gates (``|gate``, :class:`headlab.heads.mixers.HardConcreteGate`)
   on every encoder self-attention layer. Paper D §3 gates encoder heads only ("we focus on
@@ -105,7 +105,7 @@ def initial_checkpoint(parent: str, changes: Mapping[str, Any], expected: Mappin
     """The parent checkpoint with the model changes applied and the new parameters added."""
     import torch
 
-    import headlab.plugin  # noqa: F401  (registers the head modules)
+    import headlab.engine.plugin  # noqa: F401  (registers the head modules)
     from onmt.inputters.inputter import dict_to_vocabs
     from onmt.model_builder import build_base_model
     from onmt.utils.parse import ArgumentParser
@@ -147,7 +147,7 @@ def child_config(parent_config: Mapping[str, Any], train: Mapping[str, Any], mod
                  save_dir: str) -> dict[str, Any]:
     """The child's OpenNMT-py training config: the parent's, its training overrides, and
     ``train_from`` its initial checkpoint with a fresh optimizer."""
-    from headlab.onmt_config import check_values, validate_options
+    from headlab.engine.config import check_values, validate_options
 
     options = dict(parent_config)
     options.update(train)
@@ -168,7 +168,7 @@ def child_config(parent_config: Mapping[str, Any], train: Mapping[str, Any], mod
 def write_finetune(parent: str, parent_config: str, options: Mapping[str, Any], save_dir: str, out: str) -> None:
     import torch
 
-    from headlab.onmt_config import write_yaml
+    from headlab.engine.config import write_yaml
 
     with open(parent_config, encoding="utf-8") as handle:
         parent_opts = yaml.safe_load(handle)
@@ -183,7 +183,7 @@ def write_finetune(parent: str, parent_config: str, options: Mapping[str, Any], 
 
 
 def main(argv: list[str]) -> int:
-    from headlab.workflow import parse_tune
+    from headlab.naming import parse_tune
 
     parser = argparse.ArgumentParser(prog="headlab finetune-config", description=__doc__.splitlines()[0])
     parser.add_argument("--parent", required=True, help="the parent's checkpoint (model.pt)")

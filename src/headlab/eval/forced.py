@@ -5,7 +5,7 @@
 
 Options this command does not know are passed to OpenNMT-py's translate option parser
 before the model is loaded, so test-time head ablation (paper A §4.3, Table 6 and
-Figure 3 "H8 disabled", ``-disable_enc_heads`` from ``headlab.plugin``) applies here too.
+Figure 3 "H8 disabled", ``-disable_enc_heads`` from ``headlab.engine.plugin``) applies here too.
 
 Inputs are what the model was trained on (tokenised, BPE'd), one sentence per line,
 tokens separated by spaces. Each output line (input order) is::
@@ -45,16 +45,16 @@ class Scored:
 def _apply_compat() -> None:
     """Make OpenNMT-py load checkpoints under torch >= 2.6.
 
-    ``headlab.plugin`` also registers headlab's encoder (needed for its checkpoints);
-    without it, ``headlab.compat``; without that, our own ``weights_only=False`` load.
+    ``headlab.engine.plugin`` also registers headlab's encoder (needed for its checkpoints);
+    without it, ``headlab.engine.compat``; without that, our own ``weights_only=False`` load.
     """
     try:
-        import headlab.plugin  # noqa: F401
+        import headlab.engine.plugin  # noqa: F401
         return
     except ImportError:
         pass
     try:
-        from headlab import compat
+        from headlab.engine import compat
         compat.apply()
         return
     except ImportError:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from headlab.heads.base import HeadContext, scale_heads
+from headlab.heads.base import HeadContext, scale_heads, sum_terms
 from headlab.heads.spec import HEAD_KINDS, HEAD_MIXERS, SITES, LayerSpec
 
 
@@ -119,7 +119,6 @@ class HeadlabAttention(nn.Module):
 
     def aux_terms(self) -> dict[str, Tensor]:
         """Named auxiliary terms of the last forward, summed over groups and mixers."""
-        from headlab.engine.common import sum_terms
         return sum_terms(module.aux_terms() for module in [*self.heads, *self.mixers])
 
     def update_dropout(self, attention_dropout: float) -> None:

@@ -15,7 +15,7 @@ terms (:meth:`aux_terms`), weighed by the training loss (:mod:`headlab.engine.au
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from torch import Tensor, nn
 
@@ -171,3 +171,11 @@ def scale_heads(heads: list[Tensor], scale: Tensor) -> list[Tensor]:
 
 
 __all__ = ["HeadContext", "HeadGroup", "HeadMixer", "scale_heads"]
+
+def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """Add dicts of named auxiliary terms key by key."""
+    total: dict[str, Tensor] = {}
+    for part in terms:
+        for name, value in part.items():
+            total[name] = total[name] + value if name in total else value
+    return total

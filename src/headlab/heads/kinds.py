@@ -147,5 +147,5 @@ class FixedWordHeads(_FixedHeads):
             from headlab.errors import ConfigError
             raise ConfigError("word-based fixed heads (Fword) need word boundaries: call "
                               "encoder.set_src_vocab(vocab) (done automatically when "
-                              "headlab.plugin is imported) or pass word_ids", key="enc_heads")
+                              "headlab.engine.plugin is imported) or pass word_ids", key="enc_heads")
         return ctx.word_ids

@@ -96,7 +96,7 @@ class RHE:
     sites = ("enc",)
     side_keys: tuple[str, ...] = ("dep_head",)
     fgate = 0.0
-    prune = False           # set at translation by -rhe_prune (headlab.compat)
+    prune = False           # set at translation by -rhe_prune (headlab.engine.compat)
     #: True (DEA, LPEA): forward runs the head's own and the SEA attention through fused
     #: SDPA and picks per head; False (RelPos, Local): dense attention (:meth:`enlivened`)
     fused = False

@@ -223,3 +223,15 @@ def _split_groups(spec: str, text: str, site: str = "enc") -> list[str]:
         if not group:
             raise _bad(spec, text, "empty layer between commas", site)
     return groups
+
+def needs_syntax(heads: str) -> bool:
+    """True if a model path's head specs (``ENC[@dec=..][@cross=..]``, or one spec) use a
+    head kind whose class sets ``needs_syntax = True``: such a model trains and translates
+    on the featured source files."""
+    from headlab.naming import parse_heads_name
+
+    for site, spec in parse_heads_name(str(heads)).items():
+        for layer in parse_spec(spec, None, site=site):
+            if any(getattr(HEAD_KINDS[t.kind], "needs_syntax", False) for t in layer.terms):
+                return True
+    return False

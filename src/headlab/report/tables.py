@@ -1,10 +1,8 @@
-"""Tables from tidy result CSVs: CSV + Markdown + LaTeX (booktabs), written atomically.
+"""Tables rendered: CSV + Markdown + LaTeX (booktabs), written atomically.
 
-A :class:`Table` is a grid of numbers (rows x columns, pandas) with optional
-significance marks per cell (paper A Table 1: ``*`` = significantly lower than the 8L
-baseline at p < 0.05) and the best value per column in bold (paper A Table 6).
-:func:`beside` puts a reproduction next to a paper's published numbers: each column
-becomes two, ``ours`` and ``paper``.
+Renders a :class:`headlab.studies.tables.Table` (a grid of numbers with significance marks
+per cell and the best value per column in bold; studies build them, this module writes
+them). As a command it also builds one from tidy result CSVs:
 
     headlab table --in results.csv [--in more.csv] --index system --columns config --values bleu
         [--where "suite == 'x'"] [--mark significantly_lower] [--best max|min|none]
@@ -20,108 +18,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, field
 
 from headlab.errors import DataError
 from headlab.io import atomic_write
-
-OURS, PAPER = "ours", "paper"
-
-
-@dataclass
-class Table:
-    values: "pd.DataFrame"             # noqa: F821  numbers, NaN = empty; index = row labels
-    marks: "pd.DataFrame | None" = None  # noqa: F821  same shape, "" or a symbol
-    decimals: int = 2
-    #: column -> decimals where a column needs other than ``decimals`` (e.g. small #params)
-    column_decimals: dict = field(default_factory=dict)
-    best: str | None = "max"           # bold the max/min of each column, or None
-    index_name: str = ""
-    caption: str | None = None
-    label: str | None = None
-    #: for beside(): column -> (group, sub) so that LaTeX can print a two-row header
-    groups: list[tuple[str, str]] = field(default_factory=list)
-    #: same shape as values, True = bold whatever ``best`` says (paper D Table 1: a head
-    #: 20 points above its baseline)
-    bold: "pd.DataFrame | None" = None  # noqa: F821
-
-    def mark(self, row, col) -> str:
-        if self.marks is None:
-            return ""
-        value = self.marks.loc[row, col]
-        return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-
-    def places(self, col) -> int:
-        return self.column_decimals.get(col, self.decimals)
-
-
-def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = None,
-          mark_symbol: str = "*", row_order=None, col_order=None, **kwargs) -> Table:
-    """Tidy rows -> :class:`Table`; duplicate (index, column) pairs are an error."""
-    import pandas as pd
-
-    for col in [index, columns, values] + ([mark] if mark else []):
-        if col not in tidy.columns:
-            raise DataError(f"no column {col!r} in the results (have {list(tidy.columns)})")
-    dup = tidy.duplicated([index, columns])
-    if dup.any():
-        first = tidy[dup].iloc[0]
-        raise DataError(f"two values for ({first[index]!r}, {first[columns]!r}): filter the rows first")
-    rows = list(row_order) if row_order else list(dict.fromkeys(tidy[index]))
-    cols = list(col_order) if col_order else list(dict.fromkeys(tidy[columns]))
-    grid = tidy.pivot(index=index, columns=columns, values=values).reindex(index=rows, columns=cols)
-    grid = grid.apply(pd.to_numeric, errors="coerce")
-    marks = None
-    if mark:
-        flags = tidy.assign(_m=tidy[mark].map(lambda v: _symbol(v, mark_symbol)))
-        marks = flags.pivot(index=index, columns=columns, values="_m").reindex(index=rows, columns=cols).fillna("")
-    grid.index.name = grid.columns.name = None
-    if marks is not None:
-        marks.index.name = marks.columns.name = None
-    return Table(grid, marks, index_name=index, **kwargs)
-
-
-def _symbol(v, default: str) -> str:
-    """A mark cell: a boolean-like value gives ``default`` or nothing; any other text (paper
-    B and C's ``⇑`` / ``↑``) is the mark itself."""
-    if isinstance(v, str) and v.strip() and v.strip().lower() not in _BOOLEAN_WORDS:
-        return v.strip()
-    return default if _truthy(v) else ""
-
-
-_BOOLEAN_WORDS = ("true", "1", "yes", "*", "false", "0", "no", "nan", "none")
-
-
-def _truthy(v) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() in ("true", "1", "yes", "*")
-    return bool(v) and not (isinstance(v, float) and math.isnan(v))
-
-
-def beside(ours: Table, paper: Table) -> Table:
-    """Each column ``c`` becomes ``c ours`` and ``c paper``; rows are the union (ours first)."""
-    import pandas as pd
-
-    rows = list(dict.fromkeys(list(ours.values.index) + list(paper.values.index)))
-    cols = list(dict.fromkeys(list(ours.values.columns) + list(paper.values.columns)))
-    values, marks, groups, places, bold = {}, {}, [], {}, {}
-    for c in cols:
-        for sub, t in ((OURS, ours), (PAPER, paper)):
-            name = f"{c} {sub}"
-            groups.append((str(c), sub))
-            bold[name] = (t.bold[c].reindex(rows).fillna(False).astype(bool)
-                          if t.bold is not None and c in t.bold.columns else pd.Series(False, index=rows))
-            if t.places(c) != ours.decimals:
-                places[name] = t.places(c)
-            values[name] = t.values[c].reindex(rows) if c in t.values.columns else pd.Series(float("nan"), index=rows)
-            if t.marks is not None and c in t.marks.columns:
-                marks[name] = t.marks[c].reindex(rows).fillna("")
-            else:
-                marks[name] = pd.Series("", index=rows)
-    return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
-                 column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption,
-                 label=ours.label, groups=groups,
-                 bold=pd.DataFrame(bold, index=rows) if ours.bold is not None or paper.bold is not None else None)
+from headlab.studies.tables import OURS, PAPER, Table, beside, pivot  # noqa: F401  (the table CLI builds them too)
 
 
 def _best_cells(table: Table) -> set[tuple]:

@@ -13,7 +13,8 @@
   ``study_stage`` Snakemake checkpoint writes ``<results>/<OUTDIR>/stages/CORPUS/PAIR/STAGE.json``
   from ``select``, and ``models(study, root)`` reads those files to name the later models.
 
-One generic Snakemake rule per output kind renders them (rules/tables.smk).
+One generic Snakemake rule per output kind renders them (rules/tables.smk, through
+:mod:`headlab.report.build`).
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def stage_inputs(config, study: str, corpus: str, pair: str, stage: str, root: s
 
 
 def _learning_curves(config, study: str, root: str):
-    from headlab.report.curves import figure
+    from headlab.studies.curves import figure
 
     return figure(config, study, root)
 
@@ -124,7 +125,7 @@ def data_reports(config, study: str, root: str) -> list[str]:
     """The ``prepare-local`` reports (sha256 of each file read, lines removed and normalised)
     of every split the study's models read from local corpora (``dataset: local``)."""
     from headlab.data.local import is_local
-    from headlab.workflow import results_paths
+    from headlab.naming import results_paths
 
     paths: dict[str, None] = {}
     for m, _ in study_models(config, study, root):
@@ -171,7 +172,7 @@ def inputs(config, study: str, name: str, root: str) -> list[str]:
     return builder(config, study, name, root)[0]
 
 
-def _provenance(config) -> dict:
+def provenance(config) -> dict:
     try:
         commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
                                 check=True).stdout.strip()
@@ -183,38 +184,6 @@ def _provenance(config) -> dict:
     return {"headlab commit": commit, "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "host": f"{os.uname().nodename} ({os.cpu_count()} CPUs, GPU: {gpu})",
             "torch": torch.__version__}
-
-
-def main(argv: list[str]) -> int:
-    """``headlab study-table --study S --name N --results DIR --config-json JSON --out PREFIX``."""
-    from headlab.io import atomic_write
-    from headlab.report.figures import plot, save
-    from headlab.report.tables import write_table
-
-    parser = argparse.ArgumentParser(prog="headlab study-table")
-    parser.add_argument("--study", required=True, choices=sorted(STUDIES))
-    parser.add_argument("--name", required=True, help="a table, a figure, or README")
-    parser.add_argument("--results", required=True, help="the workflow's results folder")
-    parser.add_argument("--config-json", required=True, action="append",
-                        help="the config, or slices of it (repeatable; see config_slices)")
-    parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv/md/tex, .png/pdf/csv, or .md)")
-    args = parser.parse_args(argv)
-    config = merge_config(args.config_json)
-    module = STUDIES[args.study]
-    if args.name == "README":
-        files = module.Files(config, config["studies"][args.study], args.results)
-        with atomic_write(args.out + ".md") as handle:
-            provenance = {**_provenance(config), **data_provenance(config, args.study, args.results)}
-            handle.write(module.readme(files, provenance))
-    elif args.name in module.TABLES:
-        table, _ = builder(config, args.study, args.name, args.results)[1]()
-        write_table(table, args.out)
-    else:
-        tidy, style = builder(config, args.study, args.name, args.results)[1]()
-        with atomic_write(args.out + ".csv") as handle:
-            tidy.to_csv(handle, index=False)
-        save(plot(tidy, **style), args.out)
-    return 0
 
 
 def main_study_stage(argv: list[str]) -> int:

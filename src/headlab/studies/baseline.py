@@ -9,8 +9,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from headlab.report.tables import pivot
-from headlab.workflow import model_path, results_paths, study_models
+from headlab.studies.tables import pivot
+from headlab.naming import model_path, results_paths, study_models
 
 OUTDIR = "tables"
 _VARYING = ("size", "layers", "heads", "seed")  # shown in the row label only when they vary

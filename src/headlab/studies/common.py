@@ -44,7 +44,7 @@ class StudyFiles:
         return self.config["corpora"][corpus]["tests"][0]
 
     def _scores(self, m) -> str:
-        from headlab.workflow import model_path, results_paths
+        from headlab.naming import model_path, results_paths
         return f"{results_paths(self.root)['scores']}/{model_path(m)}"
 
     def bleu(self, m, ablation: str = "full") -> str:
@@ -53,7 +53,7 @@ class StudyFiles:
     def options(self) -> dict:
         """The study preset's options with the config's training overrides (what its models
         were trained with, for READMEs and speeds)."""
-        from headlab.onmt_config import resolve_preset
+        from headlab.engine.config import resolve_preset
         return {**resolve_preset(self.study["preset"]), **self.config.get("training", {}).get("overrides", {})}
 
 

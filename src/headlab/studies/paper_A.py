@@ -26,9 +26,9 @@ import pandas as pd
 from headlab.errors import ConfigError
 from headlab.studies import common
 from headlab.studies.common import load_json, verdict
-from headlab.report.tables import Table, beside, pivot
-from headlab.report.timing import training_time
-from headlab.workflow import model_path, results_paths, variant_name
+from headlab.studies.tables import Table, beside, pivot
+from headlab.studies.timing import training_time
+from headlab.naming import model_path, results_paths, variant_name
 
 OUTDIR = "paper_A"
 FIXED = "7Ftoken+1L"                     # the system of Table 4 and Figures 2-3
@@ -426,7 +426,7 @@ def effects(f: Files) -> list[tuple[str, str]]:
 
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
     s, config = f.study, f.config
-    from headlab.onmt_config import resolve_preset
+    from headlab.engine.config import resolve_preset
 
     preset = {**resolve_preset(s["preset"]), **config.get("training", {}).get("overrides", {}), **s.get("overrides", {})}
     lines = [

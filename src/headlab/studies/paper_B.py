@@ -47,9 +47,9 @@ import pandas as pd
 from headlab.errors import ConfigError, DataError
 from headlab.studies import common
 from headlab.studies.common import load_json, verdict
-from headlab.report.tables import beside, pivot
-from headlab.report.timing import training_time
-from headlab.workflow import heads_name, model_path, results_paths, variant_name
+from headlab.studies.tables import beside, pivot
+from headlab.studies.timing import training_time
+from headlab.naming import heads_name, model_path, results_paths, variant_name
 
 OUTDIR = "paper_B"
 STAGES = ("stage1", "stage2")
@@ -67,7 +67,7 @@ def _pairs(study) -> list[tuple[str, str]]:
 
 
 def _preset(study) -> dict:
-    from headlab.onmt_config import resolve_preset
+    from headlab.engine.config import resolve_preset
     return resolve_preset(study["preset"])
 
 
@@ -384,7 +384,7 @@ def importance(f: Files):
     inputs += [f.attention(m, "dec") for *_, m in models_]
 
     def build():
-        from headlab.heads.export import load_importance
+        from headlab.engine.export import load_importance
         rows = []
         for c, p, size, m in models_:
             for site in ("enc", "dec", "cross"):
@@ -427,7 +427,7 @@ def _attention_figure(f: Files, small: bool):
     number = s.get("figure_sentence", 0)
 
     def build():
-        from headlab.heads.export import load_attention
+        from headlab.engine.export import load_attention
         rows = []
         for system, m in systems:
             data = load_attention(f.attention(m, "cross"))
@@ -466,7 +466,7 @@ def f3(f: Files):
     number = s.get("figure_sentence", 0)
 
     def build():
-        from headlab.heads.export import load_importance
+        from headlab.engine.export import load_importance
         data = load_importance(f.attention(m, "enc"))
         tokens, g = data[number]
         rows = [dict(token=f"{i}:{t}", head=f"head {h + 1}", importance=float(g[-1][i, h]))

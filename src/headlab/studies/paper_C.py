@@ -38,11 +38,11 @@ import numpy as np
 import pandas as pd
 
 from headlab.errors import ConfigError, DataError
-from headlab.report.tables import beside, pivot
-from headlab.report.timing import training_time
+from headlab.studies.tables import beside, pivot
+from headlab.studies.timing import training_time
 from headlab.studies import common
 from headlab.studies.common import load_json, verdict
-from headlab.workflow import heads_name, model_path, results_paths, variant_name
+from headlab.naming import heads_name, model_path, results_paths, variant_name
 
 OUTDIR = "paper_C"
 PARA, BLEU, DELTA, SPEED = "#Para (M)", "BLEU", "Δ", "Speed (steps/s)"
@@ -117,7 +117,7 @@ def _option_defaults() -> dict[str, Any]:
     """Defaults of headlab's own options (``lpea_k``, ``rhe_fgate``, ...), from its parser."""
     from onmt.utils.parse import ArgumentParser
 
-    from headlab import opts
+    from headlab.engine import opts
 
     parser = ArgumentParser()
     opts.model_opts(parser)
@@ -126,7 +126,7 @@ def _option_defaults() -> dict[str, Any]:
 
 
 def _preset(study) -> dict:
-    from headlab.onmt_config import resolve_preset
+    from headlab.engine.config import resolve_preset
     return resolve_preset(study["preset"])
 
 

@@ -46,9 +46,9 @@ import pandas as pd
 from headlab.errors import ConfigError, DataError
 from headlab.studies import common
 from headlab.studies.common import load_json, verdict
-from headlab.report.tables import Table, beside, pivot
-from headlab.report.timing import training_time
-from headlab.workflow import finetune, model_path, snapshot, variant_name
+from headlab.studies.tables import Table, beside, pivot
+from headlab.studies.timing import training_time
+from headlab.naming import finetune, model_path, snapshot, variant_name
 
 OUTDIR = "paper_D"
 STAGES = ("gates",)
@@ -125,7 +125,7 @@ def pruned(study, root, corpus, pair) -> dict[str, dict] | None:
 def curve_steps(study, config: Mapping[str, Any] | None = None) -> list[int]:
     """Checkpoint steps of the pruned fine-tunes on the BLEU curve: 0 and every save (the
     options as the child's config has them: preset, training overrides, the study's)."""
-    from headlab.onmt_config import resolve_preset
+    from headlab.engine.config import resolve_preset
     options = {**resolve_preset(study["preset"]), **((config or {}).get("training", {}).get("overrides") or {}),
                **(study.get("overrides") or {}), **prune_options(study, "")}
     steps, every = int(options["train_steps"]), int(options["save_checkpoint_steps"])
@@ -186,7 +186,7 @@ class Files(common.StudyFiles):
     def profile_prefix(self, m):
         """Where the ``profile_heads`` rule writes a model's syntactic head profile
         (:mod:`headlab.syntax`) on the study's ``treebank``."""
-        from headlab.syntax.table import profile_prefix
+        from headlab.studies.syntax_tables import profile_prefix
         return profile_prefix(self.root, m, self.study.get("treebank", "ud-en_ewt"))
 
     def profile(self, m):
@@ -360,7 +360,7 @@ def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None, *, min_count
     ``profile``: tidy per-head rows with the columns of the syntactic profile (issue 14
     item 1: :data:`PROFILE_COLUMNS`, ``best_baseline`` or ``baseline``: the relation's best
     offset baseline; ``layer``/``head`` 1-based like the gates), e.g.
-    :func:`headlab.syntax.table.syntactic_heads` with no threshold. A head's relation is the
+    :func:`headlab.studies.syntax_tables.syntactic_heads` with no threshold. A head's relation is the
     one it beats the best baseline by most (margin = accuracy - baseline, relations with at
     least ``min_count`` arcs; ``all`` and ``root`` left out); ``syntactic``: margin >=
     ``threshold`` (paper D's bold rule, 20 points). Heads missing from the profile get empty
@@ -392,7 +392,7 @@ def join(f: Files):
     inputs += [f"{f.profile_prefix(b)}.baselines.csv" for *_, b in cells]
 
     def build():
-        from headlab.syntax.table import syntactic_heads
+        from headlab.studies.syntax_tables import syntactic_heads
         frames = []
         for c, p, g, b in cells:
             # every (head, relation) with its margin over the best baseline: no threshold here
@@ -425,7 +425,7 @@ def fixed(f: Files):
 
     def build():
         from headlab.heads.spec import parse_spec
-        from headlab.onmt_config import parse_layers
+        from headlab.engine.config import parse_layers
         rows = []
         for c, p, g, b in cells:
             layers = parse_spec(spec, parse_layers(f.study["layers"])[0])
@@ -450,13 +450,13 @@ def fixed(f: Files):
 
 def t1(f: Files):
     """Table 1: the best head per relation beside the best offset baseline, the converged
-    baseline's profile (:func:`headlab.syntax.table.table1`; the paper's numbers beside)."""
+    baseline's profile (:func:`headlab.studies.syntax_tables.table1`; the paper's numbers beside)."""
     c, p = _pairs(f.study)[0]
     prefix = f.profile_prefix(_base(f.study, c, p))
     inputs = [f"{prefix}.csv", f"{prefix}.baselines.csv"]
 
     def build():
-        from headlab.syntax.table import table1
+        from headlab.studies.syntax_tables import table1
         return table1(f"{prefix}.csv")
     return inputs, build
 

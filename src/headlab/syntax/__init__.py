@@ -14,11 +14,10 @@ Paper C (parses as model inputs):
               tree into a phrase-structure tree (no constituency model offline).
 ``trees``     constituency-tree helpers and the per-word facts LPEA needs (local-phrase
               span under paper C's Rule 1, depths).
-``columns``   the feature-column layout (separator, value range, specials) shared with
-              the encoder, free of parser imports.
 ``features``  per-word syntax as OpenNMT-py source-feature columns (``word￨f1￨f2``),
               the numeric feature vocabularies, and the check that a parse belongs to its
-              sentence; ``needs_syntax(heads)``: does a model read them.
+              sentence. The column layout is :mod:`headlab.heads.side` (the heads read
+              it); ``headlab.heads.spec.needs_syntax(heads)``: does a model read them.
 ``evalb``     bracketing F1 of a parser against gold trees (paper C Table A3).
 
 Paper D (profiles of trained heads against gold trees):
@@ -28,6 +27,7 @@ Paper D (profiles of trained heads against gold trees):
 ``profile``   per-head dependency accuracy (Clark et al. 2019) and offset baselines.
 ``run``       ``headlab profile-heads`` (any headlab encoder against gold trees) and
               ``headlab treebank`` (a treebank's raw text; spaCy parses as CoNLL-U).
-``table``     paper D Table 1 (best head vs best baseline per relation, beside the paper).
 ``arcs``      paper D Figures 1-2: one head's word-to-word attention as arcs.
+
+Paper D's Table 1 from a profile is a study table (:mod:`headlab.studies.syntax_tables`).
 """

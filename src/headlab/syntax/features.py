@@ -28,21 +28,7 @@ from typing import Mapping, Sequence
 from headlab.errors import DataError
 from headlab.io import atomic_write
 
-from headlab.syntax.columns import SEPARATOR, SPECIALS, VALUES, feature_names  # noqa: F401  (re-exported)
-
-
-def needs_syntax(heads: str) -> bool:
-    """True if a model path's head specs (``ENC[@dec=..][@cross=..]``, or one spec) use a
-    head kind whose class sets ``needs_syntax = True``: such a model trains and translates
-    on the featured source files."""
-    from headlab.heads.spec import HEAD_KINDS, parse_spec
-    from headlab.workflow import parse_heads_name
-
-    for site, spec in parse_heads_name(str(heads)).items():
-        for layer in parse_spec(spec, None, site=site):
-            if any(getattr(HEAD_KINDS[t.kind], "needs_syntax", False) for t in layer.terms):
-                return True
-    return False
+from headlab.heads.side import SEPARATOR, SPECIALS, VALUES, feature_names  # noqa: F401  (re-exported)
 
 
 def piece_word_ids(pieces: Sequence[str]) -> list[int]:

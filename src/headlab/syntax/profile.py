@@ -23,14 +23,14 @@ Choices where the papers leave room (each tested in ``tests/test_syntax_profile.
   column: ŷ_i = argmax_j α_ji, the word that attends most to i (the head attends to its
   dependent). Both predict the head of each dependent, so their accuracies are over the
   same arcs. Paper D's Table 1 uses eq. 4 (``dep->head``);
-  :func:`headlab.syntax.table.table1` can take the best of both.
+  :func:`headlab.studies.syntax_tables.table1` can take the best of both.
 * **Arcs**: every arc of the basic tree except the root's (no word to attend to; Clark's
   code counts it, always wrong for a head and right for a baseline pointing past the
   sentence end). Arcs with an unaligned end are skipped by the heads and counted
   (``skipped``); the baselines are a property of the treebank alone: word offsets over
   every non-root arc (``accuracy``), and over the heads' arcs too (``accuracy_scored``).
 * **Relations**: the tree's own labels (UD v2 for treebanks, spaCy's for parses) plus
-  ``all``; Table 1 (:mod:`headlab.syntax.table`) maps them to the paper's v1 names by
+  ``all``; Table 1 (:mod:`headlab.studies.syntax_tables`) maps them to the paper's v1 names by
   summing counts (:func:`headlab.syntax.conllu.v1_label`). Clark's special case for ``poss`` (scoring
   the ``'s`` instead) is not applied: paper D does not mention it.
 * Layers and heads are numbered from 1 (the paper's "2-4" is layer 2, head 4);

@@ -9,7 +9,7 @@
 runs the model's own preprocessing on it (the pair's Moses tokeniser, truecaser and BPE
 codes, rules/data.smk) like any split. ``treebank parse`` parses raw source lines with
 spaCy into CoNLL-U (the paper parsed newstest2016 with CoreNLP). ``profile-heads`` runs
-the encoder over the BPE'd sentences (:func:`headlab.heads.export.site_attention`, any
+the encoder over the BPE'd sentences (:func:`headlab.engine.export.site_attention`, any
 ``-encoder_type headlab`` checkpoint: fixed, learned, gated or DHICM heads), aligns each
 tree with its pieces (:mod:`headlab.syntax.align`) and writes
 
@@ -17,7 +17,7 @@ tree with its pieces (:mod:`headlab.syntax.align`) and writes
 * ``PREFIX.baselines.csv``: the offset baselines per relation;
 * ``PREFIX.alignment.json``: sentences, aligned / unaligned words, scored / skipped arcs;
 * ``PREFIX.attention.npz``: the first ``-figure_sents`` sentences in the layout of
-  ``headlab export-attention`` (``att_*``, ``tokens``, ...; :func:`headlab.heads.export.load_attention`
+  ``headlab export-attention`` (``att_*``, ``tokens``, ...; :func:`headlab.engine.export.load_attention`
   reads it), plus ``words_*`` (layers, heads, units, units) word-level attention and
   ``trees`` (JSON per sentence: forms, heads, relations, units) for the arc figures
   (:func:`headlab.syntax.arcs.load_figure_sentences` reads them).
@@ -79,7 +79,7 @@ def profile_heads(model_path: str, treebank: str, src: str, out: str, pair: str 
                   gpu: int = -1) -> dict:
     """Profile the encoder heads of ``model_path`` on ``treebank``; returns the summary."""
     import torch
-    from headlab.heads.export import load_model, site_attention
+    from headlab.engine.export import load_model, site_attention
 
     check_pair(pair)
     trees = load_treebank(treebank)

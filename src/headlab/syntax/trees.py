@@ -33,9 +33,7 @@ contiguous run of words.
 from __future__ import annotations
 
 from headlab.errors import DataError
-
-#: the feature columns, in the order they follow the word (``word￨f1￨f2…``)
-FEATURES: tuple[str, ...] = ("dep_head", "lp_lo", "lp_hi", "word_depth", "lp_depth")
+from headlab.heads.side import FEATURES  # the feature columns, in the order they follow the word
 
 
 def word_facts(tree, heads: list[int]) -> dict[str, list[int]]:

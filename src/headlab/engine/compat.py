@@ -1,6 +1,6 @@
 """Every change headlab makes to OpenNMT-py 3.5.1 and torch, in one place.
 
-Applied once by :func:`apply` (``import headlab.plugin`` calls it). Each patch says what
+Applied once by :func:`apply` (``import headlab.engine.plugin`` calls it). Each patch says what
 upstream does, why it breaks here, and what we do instead; nothing else in headlab
 monkeypatches OpenNMT-py.
 """
@@ -120,7 +120,7 @@ def _patch_options() -> None:
     ``train_opts`` looks ``model_opts`` up at call time, so patching the module is enough;
     ``onmt.bin.translate`` imported ``translate_opts`` by name, so it is patched too."""
     import onmt.opts
-    from headlab import opts as ours
+    from headlab.engine import opts as ours
 
     def extend(original, extra):
         @functools.wraps(original)

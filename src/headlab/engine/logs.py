@@ -18,9 +18,9 @@ Loss is the pure cross-entropy OpenNMT-py reports; any other line (auxiliary los
 CPU ``mini`` presets: ``valid_steps`` 10^6) give training rows only: set
 ``training.overrides.valid_steps`` to get validation points.
 
-Each study's ``learning_curves`` figure (PNG+PDF, with the plotted data as CSV) draws the
-curves of all its models (:func:`figure`). ``training.tensorboard: true`` in the config
-also switches on OpenNMT-py's TensorBoard logging (:func:`tensorboard_args`).
+Each study's ``learning_curves`` figure draws the curves of all its models
+(:mod:`headlab.studies.curves`). ``training.tensorboard: true`` in the config also switches
+on OpenNMT-py's TensorBoard logging (:func:`tensorboard_args`).
 """
 from __future__ import annotations
 
@@ -87,49 +87,6 @@ def tensorboard_args(config: Mapping[str, Any], save_dir: str) -> str:
     if not config.get("training", {}).get("tensorboard"):
         return ""  # the onmt_config job's params stay as they were: nothing reruns
     return f" --set tensorboard=true --set tensorboard_log_dir={json.dumps(save_dir + '/tb')!r}"
-
-
-# -- one figure per study -----------------------------------------------------------------
-
-def _label(models: list[dict[str, str]]) -> dict[str, str]:
-    """model path -> a short label naming only what varies between the study's models
-    (the pair has its own panel)."""
-    from headlab.workflow import MODEL_KEYS, model_path
-
-    varying = [k for k in MODEL_KEYS if k != "pair" and len({m.get(k, "") for m in models}) > 1] or ["heads"]
-    return {model_path(m): " ".join(str(m.get(k, "")) for k in varying) for m in models}
-
-
-def figure(config: Mapping[str, Any], study: str, root: str):
-    """(inputs, build) of a study's ``learning_curves`` figure: loss (cross-entropy) over
-    steps of every model it trains, training solid / validation dashed, one panel per
-    language pair."""
-    import pandas as pd
-
-    from headlab.studies import study_models
-    from headlab.workflow import model_path, results_paths
-
-    models = list({model_path(m): m for m, _ in study_models(config, study, root)}.values())
-    labels = _label(models)
-    scores = results_paths(root)["scores"]
-    inputs = [f"{scores}/{model_path(m)}/learning_curve.csv" for m in models]
-
-    def build():
-        frames = []
-        for m, path in zip(models, inputs):
-            curve = pd.read_csv(path)
-            frames.append(curve.assign(model=labels[model_path(m)], pair=m["pair"], path=model_path(m)))
-        tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-        tidy = tidy.dropna(subset=["step", "xent"]).sort_values(["step", "model", "split"], kind="stable")
-        tidy["step"] = tidy["step"].astype(int)
-        if tidy.empty:
-            raise DataError(f"the models of study {study!r} logged no training step: OpenNMT-py reports every "
-                            f"report_every steps; set it below train_steps", key="training.overrides.report_every")
-        style = dict(x="step", y="xent", hue="model", style="split", x_numeric=True, xlabel="training step",
-                     ylabel="cross-entropy (nats/token)", title=f"{study}: learning curves",
-                     col="pair" if tidy["pair"].nunique() > 1 else None, col_wrap=3)
-        return tidy, style
-    return inputs, build
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,6 @@
 """headlab's own OpenNMT-py options.
 
-They are added to OpenNMT-py's parsers by :mod:`headlab.compat` (so ``onmt_train`` and
+They are added to OpenNMT-py's parsers by :mod:`headlab.engine.compat` (so ``onmt_train`` and
 ``onmt_translate`` accept them once the plugin is imported) and stored in checkpoints
 with the rest of the model options.
 """

@@ -20,7 +20,7 @@ import yaml
 
 from headlab.errors import ConfigError
 from headlab.io import atomic_write
-from headlab.workflow import STOCK_HEADS, parse_heads_name
+from headlab.naming import STOCK_HEADS, parse_heads_name
 
 # keys that are not OpenNMT options but structure of the onmt YAML
 _STRUCTURAL = {"data", "transforms_configs"}
@@ -65,7 +65,7 @@ def parse_layers(layers: str) -> tuple[int, int]:
 @functools.lru_cache(maxsize=None)
 def _known_options(kind: str) -> dict[str, argparse.Action]:
     """dest -> action of every option OpenNMT-py's train/translate parser accepts."""
-    import headlab.plugin  # noqa: F401  (adds headlab's options to the parsers)
+    import headlab.engine.plugin  # noqa: F401  (adds headlab's options to the parsers)
     import onmt.opts
     from onmt.utils.parse import ArgumentParser
 
@@ -88,7 +88,7 @@ def _options_cache_file(kind: str) -> Path:
 
     digest = hashlib.sha256(metadata.version("OpenNMT-py").encode())
     for module in ("opts.py", "compat.py"):
-        digest.update(resources.files("headlab").joinpath(module).read_bytes())
+        digest.update(resources.files("headlab.engine").joinpath(module).read_bytes())
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "headlab"
     return root / f"onmt-options-{kind}-{digest.hexdigest()[:16]}.json"
 
@@ -216,7 +216,8 @@ def syntax_options(options: dict[str, Any], heads: str) -> None:
     must expect the feature columns (``n_src_feats``, with the required ``inferfeats``
     transform, a no-op on pre-expanded features) and read ``{src_vocab}_feat{i}``.
     Other models are left exactly as they were."""
-    from headlab.syntax.features import feature_names, needs_syntax
+    from headlab.heads.side import feature_names
+    from headlab.heads.spec import needs_syntax
 
     if not needs_syntax(heads):
         if options.get("syntax_parser", "depconv") != "depconv":

@@ -5,7 +5,7 @@
                    [--option lpea_k=4 ...]
 
 Architecture keys (hidden_size, heads, transformer_ff, add_qkvbias, ...) come from the
-preset (headlab/presets.yaml via headlab.onmt_config); embedding sharing only from
+preset (headlab/presets.yaml via headlab.engine.config); embedding sharing only from
 ``--share-embeddings``. The model is built by OpenNMT-py's own ``build_base_model`` (headlab plugin loaded) on
 torch's ``meta`` device: exact shapes, no memory, well under a second. Paper A Table 5
 (EN-DE, 6+6): 8L 91.7M, 7Ftoken+1L 88.9M, 8Ftoken 88.5M. Paper C (first encoder layer,
@@ -27,11 +27,11 @@ _ARCH_VALUES = ("layer_norm", "pos_ffn_activation_fn", "norm_eps")
 
 
 def _preset(name: str) -> dict:
-    """Architecture of preset ``name`` from headlab/presets.yaml (headlab.onmt_config)."""
+    """Architecture of preset ``name`` from headlab/presets.yaml (headlab.engine.config)."""
     try:
-        from headlab.onmt_config import resolve_preset
-    except ImportError:                 # stand-alone fallback: headlab.heads.onmt_model.PRESETS
-        from headlab.heads.onmt_model import PRESETS
+        from headlab.engine.config import resolve_preset
+    except ImportError:                 # stand-alone fallback: headlab.engine.model.PRESETS
+        from headlab.engine.model import PRESETS
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}",
                               key="preset") from None
@@ -44,7 +44,7 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
           encoder_type: str = "headlab", options: dict | None = None) -> int:
     """Parameters of the model; ``options``: more model options that change the count
     (``{"lpea_k": 4}``, ``{"relpos_k": 8}``, ``{"lpea_outside": "learned"}``)."""
-    from headlab.heads.onmt_model import build_model, count_parameters, model_opt, toy_vocabs
+    from headlab.engine.model import build_model, count_parameters, model_opt, toy_vocabs
 
     options_ = options
     options = _preset(preset)
@@ -56,7 +56,7 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
     extra = [f"-{k}" for k in _ARCH_FLAGS if options.get(k)]
     extra += [a for k in _ARCH_VALUES if k in options for a in (f"-{k}", str(options[k]))]
     extra += [a for k, v in (options_ or {}).items() for a in (f"-{k}", str(v))]
-    from headlab.workflow import STOCK_HEADS, parse_heads_name
+    from headlab.naming import STOCK_HEADS, parse_heads_name
     specs = parse_heads_name(heads)        # the encoder's spec, or all three sites as a path names them
     decoder = "transformer" if specs["dec"] == specs["cross"] == STOCK_HEADS else "headlab"
     opt = model_opt(encoder_type=encoder_type, enc_heads=specs["enc"], enc_layers=enc_layers,
@@ -68,13 +68,13 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
 
 def count_checkpoint(path: str) -> int:
     """Parameters of a trained OpenNMT-py checkpoint (tied weights counted once)."""
-    import headlab.plugin  # noqa: F401
+    import headlab.engine.plugin  # noqa: F401
     import torch
     from onmt.inputters.inputter import dict_to_vocabs
     from onmt.model_builder import build_base_model
     from onmt.utils.parse import ArgumentParser
 
-    from headlab.heads.onmt_model import count_parameters
+    from headlab.engine.model import count_parameters
 
     ckpt = torch.load(path, map_location="cpu", weights_only=False)
     opt = ArgumentParser.ckpt_model_opts(ckpt["opt"])

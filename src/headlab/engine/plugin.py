@@ -1,11 +1,11 @@
 """Import this module before OpenNMT-py trains or translates.
 
-It applies :mod:`headlab.compat` and registers headlab's encoder (``-encoder_type
+It applies :mod:`headlab.engine.compat` and registers headlab's encoder (``-encoder_type
 headlab``) and decoder (``-decoder_type headlab``) through OpenNMT-py's own registries. Stock tools work with it::
 
-    python -c "import headlab.plugin, sys; from onmt.bin.translate import main; sys.argv[0]='onmt_translate'; main()" -model m.pt -src in.txt
+    python -c "import headlab.engine.plugin, sys; from onmt.bin.translate import main; sys.argv[0]='onmt_translate'; main()" -model m.pt -src in.txt
 """
-from headlab import compat
+from headlab.engine import compat
 
 compat.apply()
 

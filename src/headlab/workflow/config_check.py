@@ -7,14 +7,14 @@ preparation, with one error naming the config key:
   train/valid/test splits exist;
 * every study's models: the corpus is configured, the language pair exists in it (for
   every split it reads), the preset is known, the layers parse, and the model's training
-  config builds as ``headlab onmt-config`` builds it (:func:`headlab.onmt_config.train_config`):
+  config builds as ``headlab onmt-config`` builds it (:func:`headlab.engine.config.train_config`):
   the head specs of all three sites parse for their depths, a non-``8L`` encoder spec has
   ``encoder_type: headlab``, option values such as ``lambda_kl`` are valid;
 * subsample sizes not larger than the training split, for own corpora and for registered
   ones in plain text files already on disk (Multi30k in the mirror); for the others the
   count is only known once ``prepare`` has read them (archives, XML): that job fails then;
 * every ``overrides`` mapping anywhere in the config: OpenNMT-py option names, with the
-  did-you-mean suggestion of :func:`headlab.onmt_config.validate_options`.
+  did-you-mean suggestion of :func:`headlab.engine.config.validate_options`.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _overrides(node: Any, prefix: str) -> Iterator[tuple[str, Mapping]]:
 
 
 def check_overrides(config: Mapping) -> None:
-    from headlab.onmt_config import validate_options
+    from headlab.engine.config import validate_options
 
     for path, options in _overrides(config, ""):
         try:
@@ -172,14 +172,14 @@ def _check_size(config: Mapping, corpus: str, pair: str, size: str, key: str, ro
         return
     lines = (local.count_lines(c, c["train"]) if local.is_local(c)
              else registered_lines(c["dataset"], pair, c["train"], roots))
-    from headlab.workflow import size_count
+    from headlab.naming import size_count
     if lines is not None and size_count(size) > lines:
         raise ConfigError(f"a subsample of {size} pairs is larger than corpus {corpus!r}, whose training "
                           f"split has {lines} lines", key=key)
 
 
 def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None:
-    from headlab.onmt_config import parse_layers, resolve_preset, train_config
+    from headlab.engine.config import parse_layers, resolve_preset, train_config
     from headlab.studies import STUDIES
 
     study, prefix = config["studies"][name], f"studies.{name}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-#: stand-alone fallback for ``headlab params`` when headlab.onmt_config (presets.yaml) is
+#: stand-alone fallback for ``headlab params`` when headlab.engine.config (presets.yaml) is
 #: not importable; the real presets live in headlab/presets.yaml
 PRESETS = {
     "base": dict(hidden_size=512, heads=8, transformer_ff=2048, add_qkvbias=True),
@@ -20,7 +20,7 @@ def model_opt(*, encoder_type="headlab", enc_heads="8L", enc_layers=6, dec_layer
               hidden_size=512, heads=8, transformer_ff=2048, add_qkvbias=True,
               share_embeddings=False, dropout=0.1, attention_dropout=0.1, extra=(),
               decoder_type="transformer", dec_heads="8L", cross_heads="8L"):
-    import headlab.plugin  # noqa: F401  (options, encoder registration)
+    import headlab.engine.plugin  # noqa: F401  (options, encoder registration)
     import onmt.opts as opts
     from onmt.utils.parse import ArgumentParser
 
@@ -61,7 +61,7 @@ def toy_vocabs(src_size: int, tgt_size: int | None = None, share: bool = False,
 
 
 def build_model(opt, vocabs, device: str | None = None):
-    import headlab.plugin  # noqa: F401
+    import headlab.engine.plugin  # noqa: F401
     from onmt.model_builder import build_base_model
 
     if device == "meta":

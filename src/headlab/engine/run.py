@@ -1,7 +1,7 @@
 """``headlab build-vocab | train | translate``: OpenNMT-py's own tools with the plugin loaded.
 
 What the wrapper adds to the stock commands:
-- headlab's encoder and compat fixes are in place (``import headlab.plugin``);
+- headlab's encoder and compat fixes are in place (``import headlab.engine.plugin``);
 - unknown options, on the command line or in the ``-config`` YAML, are errors naming the
   key (``onmt_train`` silently ignores them);
 - ``train`` resumes an interrupted run from its newest readable checkpoint, and on success
@@ -25,7 +25,7 @@ def _parse(parser, argv: list[str], kind: str):
     """Parse like OpenNMT-py, but reject unknown options. A ``-config`` YAML is checked key
     by key first, so the error names its file and line. build_vocab reads the training
     config (model options included), so training options are accepted there."""
-    from headlab.onmt_config import validate_yaml_file
+    from headlab.engine.config import validate_yaml_file
 
     for flag in ("-config", "--config"):
         if flag in argv[:-1]:
@@ -80,7 +80,7 @@ def resume_point(save_model: str, newer_than: float = 0.0, max_step: int | None 
 
 
 def train(argv: list[str]) -> int:
-    import headlab.plugin  # noqa: F401
+    import headlab.engine.plugin  # noqa: F401
     from onmt.bin.train import _get_parser, train as onmt_train
     from onmt.utils.logging import init_logger, logger
 
@@ -125,7 +125,7 @@ def train(argv: list[str]) -> int:
 
 
 def translate(argv: list[str]) -> int:
-    import headlab.plugin  # noqa: F401
+    import headlab.engine.plugin  # noqa: F401
     from onmt.bin.translate import _get_parser, translate as onmt_translate
     from onmt.utils.parse import ArgumentParser
 
@@ -144,7 +144,7 @@ def translate(argv: list[str]) -> int:
 
 
 def build_vocab(argv: list[str]) -> int:
-    import headlab.plugin  # noqa: F401
+    import headlab.engine.plugin  # noqa: F401
     from onmt.bin.build_vocab import _get_parser, build_vocab_main
 
     opt = _parse(_get_parser(), argv, "build_vocab")

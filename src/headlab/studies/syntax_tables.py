@@ -1,7 +1,7 @@
 """Paper D Table 1 from a head profile: the best head per relation beside the best offset baseline.
 
 Reads the CSVs of ``headlab profile-heads`` (:mod:`headlab.syntax.profile`) and returns
-what a study table builder returns: a :class:`headlab.report.tables.Table` (ours beside
+what a study table builder returns: a :class:`headlab.studies.tables.Table` (ours beside
 the paper's ``paper_D_reference.csv`` T1 numbers) and the tidy rows.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ def profile_prefix(root: str, model: dict, treebank: str = "ud-en_ewt") -> str:
     """Where the ``profile_heads`` rule writes a model's profile (``PREFIX.csv``,
     ``.baselines.csv``, ``.alignment.json``, ``.attention.npz``); ``treebank``: ``ud-en_ewt``,
     ``ud-en_pud`` or ``spacy-<split>``."""
-    from headlab.workflow import model_path, results_paths
+    from headlab.naming import model_path, results_paths
     return f"{results_paths(root)['scores']}/{model_path(model)}/profile/{treebank}"
 
 
@@ -47,7 +47,7 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
     are summed over the v2 relations that share a v1 name before dividing. Ties: the
     lowest layer, then head; relations of equal frequency by name."""
     import pandas as pd
-    from headlab.report.tables import Table, beside
+    from headlab.studies.tables import Table, beside
 
     heads = pd.read_csv(profile_csv)
     bpath = baselines_csv or str(profile_csv)[:-len(".csv")] + ".baselines.csv"

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.errors import ConfigError
-from headlab.workflow import model_path, results_paths
+from headlab.naming import model_path, results_paths
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -77,7 +77,7 @@ def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[
 
 
 def provenance(config: dict, study: str, results: str | os.PathLike) -> dict:
-    from headlab.studies import _provenance, data_reports, study_models
+    from headlab.studies import data_reports, provenance as run_provenance, study_models
 
     training = {}
     for m, _ in study_models(config, study, str(results)):
@@ -87,7 +87,7 @@ def provenance(config: dict, study: str, results: str | os.PathLike) -> dict:
     for path in data_reports(config, study, str(results)):  # own corpora: sha256 of every file read
         data[str(Path(path).relative_to(results_paths(str(results))["data"]))] = json.loads(
             Path(path).read_text(encoding="utf-8"))
-    return {**_provenance(config), "study": study, "config": config, "training": training, "data": data,
+    return {**run_provenance(config), "study": study, "config": config, "training": training, "data": data,
             "training_wall_s_total": round(sum(t["wall_s"] for t in training.values() if t), 1)}
 
 

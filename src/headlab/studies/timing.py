@@ -1,7 +1,7 @@
 """Training wall time of a study's models, from the train rule's snakemake benchmark files."""
 from __future__ import annotations
 
-from headlab.workflow import model_path, results_paths
+from headlab.naming import model_path, results_paths
 
 
 def training_time(models: list[dict], root: str) -> str:

@@ -38,7 +38,7 @@ from headlab.io import atomic_write, read_lines
 
 def load_model(model_path: str, gpu: int = -1, disable_heads=(), rhe_prune: bool = False):
     """OpenNMT-py's load_test_model with the plugin: (vocabs, model, model_opt)."""
-    import headlab.plugin  # noqa: F401
+    import headlab.engine.plugin  # noqa: F401
     import onmt.opts as opts
     from onmt.model_builder import load_test_model
     from onmt.utils.parse import ArgumentParser
@@ -112,7 +112,7 @@ def _src_ids(vocabs, sentences, device):
     """Source ids (B, N, 1 + n_src_feats): featured lines (``piece￨f1￨…``, paper C syntax
     models) fill the feature columns from ``vocabs["src_feats"]`` as OpenNMT-py does."""
     from onmt.constants import DefaultTokens
-    from headlab.syntax.columns import SEPARATOR
+    from headlab.heads.side import SEPARATOR
 
     split = [[token.split(SEPARATOR) for token in s] for s in sentences]
     ids, lengths = _ids(vocabs["src"], [[t[0] for t in s] for s in split], device)
@@ -134,7 +134,7 @@ def _src_ids(vocabs, sentences, device):
 
 def plain_tokens(sentence: list[str]) -> list[str]:
     """The pieces of a (possibly featured) source sentence."""
-    from headlab.syntax.columns import SEPARATOR
+    from headlab.heads.side import SEPARATOR
     return [token.split(SEPARATOR, 1)[0] for token in sentence]
 
 

@@ -1,0 +1,50 @@
+"""Every study's ``learning_curves`` figure: the cross-entropy of each of its models over
+training steps (training solid, validation dashed), from the ``learning_curve.csv`` that
+:mod:`headlab.engine.logs` reads out of each model's ``train.log``."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from headlab.engine.logs import COLUMNS
+from headlab.errors import DataError
+
+
+def _label(models: list[dict[str, str]]) -> dict[str, str]:
+    """model path -> a short label naming only what varies between the study's models
+    (the pair has its own panel)."""
+    from headlab.naming import MODEL_KEYS, model_path
+
+    varying = [k for k in MODEL_KEYS if k != "pair" and len({m.get(k, "") for m in models}) > 1] or ["heads"]
+    return {model_path(m): " ".join(str(m.get(k, "")) for k in varying) for m in models}
+
+
+def figure(config: Mapping[str, Any], study: str, root: str):
+    """(inputs, build) of a study's ``learning_curves`` figure: loss (cross-entropy) over
+    steps of every model it trains, training solid / validation dashed, one panel per
+    language pair."""
+    import pandas as pd
+
+    from headlab.naming import model_path, results_paths
+    from headlab.studies import study_models
+
+    models = list({model_path(m): m for m, _ in study_models(config, study, root)}.values())
+    labels = _label(models)
+    scores = results_paths(root)["scores"]
+    inputs = [f"{scores}/{model_path(m)}/learning_curve.csv" for m in models]
+
+    def build():
+        frames = []
+        for m, path in zip(models, inputs):
+            curve = pd.read_csv(path)
+            frames.append(curve.assign(model=labels[model_path(m)], pair=m["pair"], path=model_path(m)))
+        tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+        tidy = tidy.dropna(subset=["step", "xent"]).sort_values(["step", "model", "split"], kind="stable")
+        tidy["step"] = tidy["step"].astype(int)
+        if tidy.empty:
+            raise DataError(f"the models of study {study!r} logged no training step: OpenNMT-py reports every "
+                            f"report_every steps; set it below train_steps", key="training.overrides.report_every")
+        style = dict(x="step", y="xent", hue="model", style="split", x_numeric=True, xlabel="training step",
+                     ylabel="cross-entropy (nats/token)", title=f"{study}: learning curves",
+                     col="pair" if tidy["pair"].nunique() > 1 else None, col_wrap=3)
+        return tidy, style
+    return inputs, build
