@@ -51,7 +51,7 @@ def browser():
     options = Options()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1700,1300", "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"):
+                "--window-size=1700,1500", "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)

@@ -197,8 +197,13 @@ def forward_pass(model, modules: dict[str, list], data: list[Batch], pad: int,
 
 @torch.no_grad()
 def ablation_losses(model, modules: dict[str, list], data: list[Batch], pad: int, full: float,
-                    tokens: int) -> dict[str, np.ndarray]:
-    """{site: (L, H) per-token loss change (nats) with that head alone disabled}."""
+                    tokens: int, max_rows: int = 1024) -> dict[str, np.ndarray]:
+    """{site: (L, H) per-token loss change (nats) with that head alone disabled}.
+
+    Several heads of one layer are ablated in one forward: the batch is repeated once per
+    head and the probe zeroes head h in the h-th copy only (at most ``max_rows`` sentences
+    a forward), which is the same computation as one forward per head, with fewer, larger
+    operations."""
     encoded = []
     for batch in data:
         enc_out, _, enc_len = model.encoder(batch.src, batch.src_len)
@@ -207,16 +212,24 @@ def ablation_losses(model, modules: dict[str, list], data: list[Batch], pad: int
     for site, layers in modules.items():
         delta = np.zeros((len(layers), layers[0].num_heads if layers else 0))
         for number, attn in enumerate(layers):
-            for head in range(attn.num_heads):
-                probe = torch.ones(attn.num_heads, device=data[0].src.device)
-                probe[head] = 0.0
-                attn.head_probe = probe
-                try:
-                    loss = sum(float(sentence_loss(model, b.src, b.src_len, b.tgt, pad,
-                                                   None if site == "enc" else enc)[0].sum())
-                               for b, enc in zip(data, encoded))
-                finally:
-                    attn.head_probe = None
-                delta[number, head] = (loss - full) / max(tokens, 1)
+            H = attn.num_heads
+            for batch, (enc_out, enc_len) in zip(data, encoded):
+                B = batch.src.size(0)
+                step = max(1, min(H, max_rows // B))
+                for first in range(0, H, step):
+                    heads = list(range(first, min(H, first + step)))
+                    n = len(heads)
+                    probe = torch.ones(n * B, H, device=batch.src.device)
+                    for k, h in enumerate(heads):
+                        probe[k * B:(k + 1) * B, h] = 0.0
+                    attn.head_probe = probe
+                    try:
+                        enc = None if site == "enc" else (enc_out.repeat(n, 1, 1), enc_len.repeat(n))
+                        loss = sentence_loss(model, batch.src.repeat(n, 1, 1), batch.src_len.repeat(n),
+                                             batch.tgt.repeat(n, 1, 1), pad, enc)[0]
+                    finally:
+                        attn.head_probe = None
+                    delta[number, heads] += loss.view(n, B).sum(1).double().cpu().numpy()
+            delta[number] = (delta[number] - full) / max(tokens, 1)
         out[site] = delta
     return out

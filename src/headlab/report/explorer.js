@@ -182,13 +182,17 @@
       tr.appendChild(el("td", {}, fmt(row ? row[i] : null)));
       table.appendChild(tr);
     });
-    box.appendChild(table);
-    if (!d.examples.length) { box.appendChild(el("p", {}, "no example sentences")); return; }
+    var wrap = el("div", {"class": "detail-body"}), right = el("div", {"class": "detail-views"});
+    wrap.appendChild(table);
+    wrap.appendChild(right);
+    box.appendChild(wrap);
+    if (!d.examples.length) { right.appendChild(el("p", {}, "no example sentences")); return; }
     var choose = el("select", {"class": "sentence"});
     d.examples.forEach(function (s, i) { choose.appendChild(el("option", {value: i}, (i + 1) + ": " + s.src_words.join(" "))); });
-    box.appendChild(choose);
+    right.appendChild(el("label", {}, "sentence "));
+    right.lastChild.appendChild(choose);
     var views = el("div", {"class": "views"});
-    box.appendChild(views);
+    right.appendChild(views);
     function drawSentence() {
       var s = d.examples[+choose.value];
       views.innerHTML = "";
@@ -242,27 +246,27 @@
       });
       return s;
     }
-    var span = Math.max.apply(null, [1].concat(xq.map(function (x, i) { return Math.abs(x - xq[0]); })));
-    var height = 40 + Math.min(180, span / 2);
+    var drawn = [];
+    att.forEach(function (row, i) { row.forEach(function (w, j) { if (w >= 0.1) drawn.push([i, j, w]); }); });
+    var lift = function (a) { return Math.min(160, 14 + Math.abs(xk[a[1]] - xq[a[0]]) / 2); };
+    var height = 20 + Math.max.apply(null, [24].concat(drawn.map(lift)));
     s = svg("svg", {"class": "arcs", width: width, height: height + 20});
-    queries.forEach(function (w, i) { s.appendChild(svg("text", {"class": "word", x: xq[i], y: height + 12, "text-anchor": "middle"}, w)); });
-    att.forEach(function (row, i) {
-      row.forEach(function (w, j) {
-        if (w < 0.1) return;
-        var x1 = xq[i], x2 = xk[j], base = height - 2, lift = Math.min(height - 10, 14 + Math.abs(x2 - x1) / 2);
-        var path = i === j
-          ? "M " + (x1 - 4) + " " + base + " C " + (x1 - 12) + " " + (base - 24) + " " + (x1 + 12) + " " + (base - 24) + " " + (x1 + 4) + " " + base
-          : "M " + x1 + " " + base + " C " + x1 + " " + (base - lift) + " " + x2 + " " + (base - lift) + " " + x2 + " " + base;
-        var p = svg("path", {d: path, fill: "none", stroke: "rgb(214,39,40)", "stroke-opacity": w, "stroke-width": 1 + 3 * w,
-          "marker-end": "url(#tip)"});
-        p.appendChild(svg("title", {}, queries[i] + " → " + keys[j] + ": " + fmt(w)));
-        s.appendChild(p);
-      });
-    });
-    var defs = svg("defs"), marker = svg("marker", {id: "tip", markerWidth: 6, markerHeight: 6, refX: 5, refY: 3, orient: "auto"});
-    marker.appendChild(svg("path", {d: "M0,0 L6,3 L0,6 z", fill: "rgb(214,39,40)"}));
+    var defs = svg("defs"), marker = svg("marker", {id: "tip", markerWidth: 8, markerHeight: 8, refX: 7, refY: 4,
+      orient: "auto", markerUnits: "userSpaceOnUse"});
+    marker.appendChild(svg("path", {d: "M0,0 L8,4 L0,8 z", fill: "rgb(214,39,40)"}));
     defs.appendChild(marker);
-    s.insertBefore(defs, s.firstChild);
+    s.appendChild(defs);
+    queries.forEach(function (w, i) { s.appendChild(svg("text", {"class": "word", x: xq[i], y: height + 12, "text-anchor": "middle"}, w)); });
+    drawn.forEach(function (a) {
+      var i = a[0], j = a[1], w = a[2], x1 = xq[i], x2 = xk[j], base = height - 2, up = lift(a);
+      var path = i === j
+        ? "M " + (x1 - 4) + " " + base + " C " + (x1 - 12) + " " + (base - 24) + " " + (x1 + 12) + " " + (base - 24) + " " + (x1 + 4) + " " + base
+        : "M " + x1 + " " + base + " C " + x1 + " " + (base - up) + " " + x2 + " " + (base - up) + " " + x2 + " " + base;
+      var p = svg("path", {d: path, fill: "none", stroke: "rgb(214,39,40)", "stroke-opacity": w, "stroke-width": 1 + 2 * w,
+        "marker-end": "url(#tip)"});
+      p.appendChild(svg("title", {}, queries[i] + " → " + keys[j] + ": " + fmt(w)));
+      s.appendChild(p);
+    });
     return s;
   }
 
