@@ -140,3 +140,73 @@ def test_fixed_pattern_confidence_entropy_and_distance_follow_the_pattern(tmp_pa
     assert enc.loc[3, "distance"] == pytest.approx((n - 1).sum() / n.sum())
     assert (enc.loc[4:, "confidence"] < 1).all()
     assert heads[heads.site == "cross"]["distance"].isna().all()
+
+
+def test_agreement_and_claims_on_hand_made_heads():
+    """rho of perfectly monotone criteria is +-1 with a degenerate interval; a claim whose
+    sign is the opposite of what the paper says 'contradicts'; pruned heads are left out."""
+    from headlab.atlas.agree import agreement, claims
+    n = 12
+    heads = pd.DataFrame({"model": ["m"] * n, "site": ["enc"] * n, "kind": ["RHElpea"] * n, "pruned": [False] * n,
+                          "confidence": np.arange(n, dtype=float), "grad_importance": np.arange(n) ** 2.0,
+                          "loss_delta": -np.arange(n, dtype=float), "rhe_redundant": np.arange(n) / n,
+                          "gate": np.nan, "dhicm_importance": np.nan, "syn_margin": np.nan})
+    heads.loc[0, "pruned"] = True
+    heads.loc[0, "confidence"] = 100.0            # would break the monotone pairs if counted
+    table = agreement(heads, {"m": ["paper_C"]}).set_index(["group", "a", "b"])
+    row = table.loc[("all", "confidence", "grad_importance")]
+    assert row.rho == pytest.approx(1.0) and row.low == pytest.approx(1.0) and row.heads == n - 1
+    assert table.loc[("paper_C", "confidence", "loss_delta")].rho == pytest.approx(-1.0)
+    said = claims(heads).set_index("a")
+    assert said.loc["rhe_redundant", "verdict"] == "contradicts"      # paper C expects a negative rho
+    assert said.loc["grad_importance", "verdict"] == "contradicts"
+    assert said.loc["gate", "verdict"] == "no data"
+
+
+def test_selection_headline_and_bleu_inputs():
+    import yaml
+    from headlab.atlas.select import bleu_scores, run_models, selected
+    config = yaml.safe_load(open("config/config.yaml"))
+    models, chosen = run_models(config, "/nowhere"), selected(config, "/nowhere")
+    assert set(chosen) < set(models)
+    assert "multi30k/en-de/full/mini/default/2+2/8RHElpea.*8L/seed1" in chosen          # RHE
+    assert "multi30k/en-de/full/mini/default/2+1/7Ftoken+1L/seed1" in chosen            # paper A T4
+    assert "multi30k/en-de/full/mini/default/2+1/8L/seed1" not in chosen
+    assert models["multi30k/en-de/full/mini/default/2+2/8L/seed1"]["studies"] == ["paper_A", "paper_C", "paper_D"]
+    t4 = bleu_scores(config, "R", models["multi30k/en-de/full/mini/default/2+1/7Ftoken+1L/seed1"]["model"])
+    assert sorted(t4) == ["1", "2", "3", "4", "5", "6", "7", "8", "full"]
+    assert t4["3"].endswith("7Ftoken+1L/seed1/test_2016_flickr.no-h3.json")
+    assert bleu_scores(config, "R", models["multi30k/en-de/full/mini/default/2+2/8L/seed1"]["model"]) == {}
+    config["atlas"]["models"] = ["*/en-cs/*"]
+    assert {p.split("/")[1] for p in selected(config, "/nowhere")} == {"en-cs"}
+
+
+@pytest.mark.slow
+def test_end_to_end_atlas(tmp_path, mirror):
+    """The rules on the smoke config: a stock 8L model and DHICM at every site, every
+    criterion written, the explorer and the agreement outputs."""
+    from test_workflow import snakemake, write_config
+    dhicm = "*8L.8L~dhicm@dec=*8L.8L~dhicm@cross=*8L.8L~dhicm"
+    config = write_config(tmp_path, mirror, **{
+        "studies": {"baseline": {"data": {"multi30k": ["en-de"]}, "sizes": [300], "layers": ["2+1"],
+                                 "heads": ["8L", dhicm], "preset": "tiny", "seeds": [1]}},
+        "atlas": {"models": "all", "valid_sentences": 12, "treebank_sentences": 30, "examples": 2}})
+    result = snakemake("--cores", "2", "--configfile", str(config), str(tmp_path / "results/atlas/index.html"),
+                       timeout=1500)
+    assert result.returncode == 0, result.stderr[-5000:]
+    atlas = tmp_path / "results/atlas"
+    for heads_spec in ("8L", dhicm):
+        folder = atlas / f"multi30k/en-de/300/tiny/default/2+1/{heads_spec}/seed1"
+        heads = pd.read_csv(folder / "heads.csv")
+        assert len(heads) == (2 + 1 + 1) * 8
+        enc = heads[heads.site == "enc"]
+        assert enc["syn_margin"].notna().any() and heads["grad_importance"].notna().all()
+        assert json.loads((folder / "timing.json").read_text())["sentences"] == 12
+    dh = pd.read_csv(atlas / f"multi30k/en-de/300/tiny/default/2+1/{dhicm}/seed1/heads.csv")
+    enc = dh[dh.site == "enc"]
+    assert enc[enc.layer == 2]["dhicm_importance"].notna().all() and enc[enc.layer == 1]["dhicm_importance"].isna().all()
+    assert dh[dh.site == "cross"]["dhicm_importance"].notna().all()
+    assert (atlas / "index.html").read_text().count('<base href="explorer/">') == 1
+    assert len(list((atlas / "explorer/data").glob("m*.js"))) == 2
+    assert pd.read_csv(atlas / "agreement.csv")["group"].iloc[0] == "all"
+    assert (atlas / "agreement.png").stat().st_size > 0

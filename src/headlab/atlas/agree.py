@@ -81,7 +81,7 @@ def spearman_ci(a, b, samples: int = BOOTSTRAP, seed: int = 0) -> tuple[float, f
 
 
 def _pair_row(group: str, frame: pd.DataFrame, a: str, b: str) -> dict | None:
-    both = frame[[a, b, "model"]].apply(pd.to_numeric, errors="ignore").dropna()
+    both = frame[["model"]].assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in (a, b)}).dropna()
     if len(both) < MIN_HEADS:
         return None
     rho, low, high = spearman_ci(both[a].astype(float), both[b].astype(float))
