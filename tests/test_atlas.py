@@ -191,7 +191,8 @@ def test_end_to_end_atlas(tmp_path, mirror):
         "studies": {"baseline": {"data": {"multi30k": ["en-de"]}, "sizes": [300], "layers": ["2+1"],
                                  "heads": ["8L", dhicm], "preset": "tiny", "seeds": [1]}},
         "atlas": {"models": "all", "valid_sentences": 12, "treebank_sentences": 30, "examples": 2}})
-    result = snakemake("--cores", "2", "--configfile", str(config), str(tmp_path / "results/atlas/index.html"),
+    # the target before --configfile, which takes every path after it
+    result = snakemake("--cores", "2", str(tmp_path / "results/atlas/index.html"), "--configfile", str(config),
                        timeout=1500)
     assert result.returncode == 0, result.stderr[-5000:]
     atlas = tmp_path / "results/atlas"
@@ -210,3 +211,14 @@ def test_end_to_end_atlas(tmp_path, mirror):
     assert len(list((atlas / "explorer/data").glob("m*.js"))) == 2
     assert pd.read_csv(atlas / "agreement.csv")["group"].iloc[0] == "all"
     assert (atlas / "agreement.png").stat().st_size > 0
+
+
+def test_spearman_with_ties_equals_pearson_of_average_ranks():
+    from headlab.atlas.agree import spearman, spearman_ci
+    a = np.array([1.0, 2.0, 2.0, 3.0, 5.0, 4.0])
+    b = np.array([2.0, 1.0, 4.0, 4.0, 6.0, 3.0])
+    ra, rb = pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy()
+    assert spearman(a, b) == pytest.approx(np.corrcoef(ra, rb)[0, 1])
+    rho, low, high = spearman_ci(a, b)
+    assert low <= rho <= high and -1 <= low and high <= 1
+    assert math.isnan(spearman(a, np.ones(6)))

@@ -52,31 +52,47 @@ CLAIMS = [
 AGREEMENT_COLUMNS = ["group", "a", "b", "heads", "models", "rho", "low", "high", "interval"]
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    return pd.Series(x).rank(method="average").to_numpy()
+def _average_ranks(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """Average ranks (ties share the mean of their places, 1-based) of each row of
+    ``codes``: (S, n) integer codes of values in their order (``np.unique``'s inverse), so
+    that every bootstrap resample is ranked at once."""
+    S = codes.shape[0]
+    counts = np.bincount((codes + distinct * np.arange(S)[:, None]).ravel(), minlength=S * distinct)
+    counts = counts.reshape(S, distinct)
+    average = np.cumsum(counts, 1) - counts + (counts + 1) / 2.0
+    return np.take_along_axis(average, codes, 1)
 
 
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    ra, rb = _ranks(a), _ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return math.nan
-    return float(np.corrcoef(ra, rb)[0, 1])
+def _row_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a - a.mean(1, keepdims=True)
+    b = b - b.mean(1, keepdims=True)
+    den = np.sqrt((a * a).sum(1) * (b * b).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (a * b).sum(1) / den, np.nan)
+
+
+def _spearman_rows(a, b, picks: np.ndarray) -> np.ndarray:
+    """Spearman's rho of (a[p], b[p]) for each row p of ``picks`` (S, n)."""
+    values_a, codes_a = np.unique(np.asarray(a, dtype=float), return_inverse=True)
+    values_b, codes_b = np.unique(np.asarray(b, dtype=float), return_inverse=True)
+    return _row_pearson(_average_ranks(codes_a[picks], len(values_a)), _average_ranks(codes_b[picks], len(values_b)))
+
+
+def spearman(a, b) -> float:
+    """Spearman's rho (Pearson's r of average ranks); NaN for a constant criterion."""
+    return float(_spearman_rows(a, b, np.arange(len(a))[None, :])[0])
 
 
 def spearman_ci(a, b, samples: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float, float]:
-    """(rho, low, high): Spearman's rho and its 95% percentile bootstrap interval over rows."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    """(rho, low, high): Spearman's rho and its 95% percentile bootstrap interval over rows
+    (resamples where a criterion is constant are dropped)."""
     rho = spearman(a, b)
     if math.isnan(rho):
         return rho, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(samples):
-        pick = rng.integers(0, len(a), len(a))
-        r = spearman(a[pick], b[pick])
-        if not math.isnan(r):
-            draws.append(r)
-    low, high = np.percentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
+    picks = np.random.default_rng(seed).integers(0, len(a), (samples, len(a)))
+    draws = _spearman_rows(a, b, picks)
+    draws = draws[~np.isnan(draws)]
+    low, high = np.percentile(draws, [2.5, 97.5]) if len(draws) else (math.nan, math.nan)
     return rho, float(low), float(high)
 
 
