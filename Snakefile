@@ -59,6 +59,7 @@ include: "rules/curves.smk"
 include: "rules/evaluate.smk"
 include: "rules/analyse.smk"
 include: "rules/tables.smk"
+include: "rules/atlas.smk"
 
 
 rule all:

@@ -129,4 +129,5 @@ def study_overrides(w):
 
 
 def final_outputs():
-    return headlab.studies.outputs(config, RESULTS)
+    import headlab.atlas.select
+    return headlab.studies.outputs(config, RESULTS) + headlab.atlas.select.outputs(config, RESULTS)

@@ -40,6 +40,9 @@ for ``--train-steps`` steps with 1 thread: stock ``onmt_train`` (``-encoder_type
 transformer``) against ``headlab train`` with 8L, 7Ftoken+1L and 7Fword+1L, in the same
 run, round-robin over ``--rounds`` rounds. tokens/s is the median of OpenNMT-py's own
 per-report throughput, the first report (start-up, bucketing) excluded.
+
+Head atlas (``atlas.csv``, :func:`bench_atlas`): the cost of each part of every model's
+``atlas-model`` job of a finished run (``--results``), beside its CPU seconds.
 """
 from __future__ import annotations
 
@@ -276,6 +279,44 @@ def bench_train(out_dir: str, data_dir: str = "results/data/multi30k/de-en/full"
     return rows
 
 
+ATLAS_COLUMNS = ["model", "sentences", "heads", "load", "passes", "ablation", "profile", "write", "total", "cpu_s",
+                 "max_rss_mb"]
+
+
+def bench_atlas(out_dir: str, results: str = "results") -> list[dict]:
+    """``atlas.csv``: the head atlas's cost per model from a finished run (issue 23): each
+    part's seconds from the model's ``timing.json`` (load, the shared passes, the per-head
+    ablations, the syntactic profile, writing) and the job's CPU seconds and peak memory
+    from its snakemake benchmark (``logs/atlas/MODEL.benchmark.tsv``)."""
+    import glob
+
+    from headlab.io import atomic_write
+
+    rows = []
+    for path in sorted(glob.glob(f"{results}/atlas/**/timing.json", recursive=True)):
+        with open(path, encoding="utf-8") as handle:
+            timing = json.load(handle)
+        row = {c: timing.get(c, "") for c in ATLAS_COLUMNS}
+        bench = f"{results}/logs/atlas/{timing['model']}.benchmark.tsv"
+        if os.path.exists(bench):
+            with open(bench, encoding="utf-8") as handle:
+                record = next(csv.DictReader(handle, delimiter="\t"))
+            row["cpu_s"], row["max_rss_mb"] = record.get("cpu_time", ""), record.get("max_rss", "")
+        rows.append(row)
+    if not rows:
+        print(f"atlas: no {results}/atlas/**/timing.json (run the workflow first); nothing measured")
+        return rows
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_write(os.path.join(out_dir, "atlas.csv")) as handle:
+        writer = csv.DictWriter(handle, fieldnames=ATLAS_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    cpu = [float(r["cpu_s"]) for r in rows if r["cpu_s"] not in ("", None)]
+    print(f"atlas: {len(rows)} models, {sum(float(r['total']) for r in rows):.0f} s in the atlas-model "
+          f"processes' parts, {sum(cpu):.0f} CPU s by their benchmarks")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlab.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench")
@@ -284,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", default=None, help="comma list, default cpu (+cuda if available)")
     parser.add_argument("--mem-limit-gb", type=float, default=6.0)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
-    parser.add_argument("--what", default="attention,train", help="attention, train or both")
+    parser.add_argument("--what", default="attention,train,atlas", help="attention, train, atlas (comma list)")
+    parser.add_argument("--results", default="results", help="a finished run's results (for atlas)")
     parser.add_argument("--specs", default=None,
                         help="comma list: only these attention specs (e.g. 8L,8DEA,8LPEA)")
     parser.add_argument("--repeat-scale", type=float, default=1.0,
@@ -308,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
                         specs=args.specs.split(",") if args.specs else None)
     if "train" in what:
         bench_train(args.out, args.train_data, args.train_steps, args.rounds, args.threads)
+    if "atlas" in what:
+        bench_atlas(args.out, args.results)
     return 0
 
 

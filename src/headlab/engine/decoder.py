@@ -142,3 +142,28 @@ class HeadlabDecoder(HeadSites, TransformerDecoder):
     def aux_terms(self) -> dict[str, Tensor]:
         """Named auxiliary terms of the last forward, summed over both sites and all layers."""
         return sum_terms(attn.aux_terms() for site in ("dec", "cross") for attn in self.attentions(site))
+
+
+def as_headlab_decoder(model, opt) -> HeadlabDecoder:
+    """The model's decoder as a :class:`HeadlabDecoder` (put in place): a stock
+    ``TransformerDecoder`` becomes one with learned self- and cross-attention heads and the same
+    weights (:func:`headlab.heads.attention.stock_key_map`; the outputs are equal, tested in
+    tests/test_decoder.py), so that analyses reach decoder heads of every model (the atlas's
+    head probes). A headlab decoder is returned as it is."""
+    import copy
+
+    decoder = model.decoder
+    if isinstance(decoder, HeadlabDecoder):
+        return decoder
+    if type(decoder) is not TransformerDecoder:
+        raise ConfigError(f"decoder {type(decoder).__name__} has no attention heads headlab can reach",
+                          key="decoder_type")
+    opt = copy.copy(opt)
+    learned = f"{opt.heads}L"        # stock attention: opt.heads learned heads
+    opt.decoder_type, opt.dec_heads, opt.cross_heads = DECODER_NAME, learned, learned
+    param = next(decoder.parameters())
+    new = HeadlabDecoder.from_opt(opt, decoder.embeddings)
+    new.load_state_dict(HeadlabDecoder.load_stock_state_dict(decoder.state_dict()))
+    new.to(device=param.device, dtype=param.dtype).train(decoder.training)
+    model.decoder = new
+    return new

@@ -132,6 +132,19 @@ def _src_ids(vocabs, sentences, device):
     return torch.cat(cols, 2), lengths
 
 
+def teacher_forcing_batch(vocabs, src: list[list[str]], tgt: list[list[str]], device):
+    """(source ids (B, N, 1 + n_src_feats), source lengths, target ids (B, T + 2, 1)) of
+    sentences (featured sources allowed), the target as OpenNMT-py scores it:
+    ``[decoder_start_token] + tokens + [EOS]`` (``model(src, tgt, src_len)`` drops the last
+    input; :mod:`headlab.eval.forced`)."""
+    from onmt.constants import DefaultTokens
+
+    src_t, src_len = _src_ids(vocabs, src, device)
+    start = vocabs.get("decoder_start_token", DefaultTokens.BOS)
+    tgt_t, _ = _ids(vocabs["tgt"], [[start] + t + [DefaultTokens.EOS] for t in tgt], device)
+    return src_t, src_len, tgt_t
+
+
 def plain_tokens(sentence: list[str]) -> list[str]:
     """The pieces of a (possibly featured) source sentence."""
     from headlab.heads.side import SEPARATOR

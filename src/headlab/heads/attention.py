@@ -4,7 +4,8 @@
     for cross-attention, the cache while decoding step by step)
       -> linear_values(kv) (d -> sum of head widths), each learned group's keys of kv
       -> each HeadGroup: (x, its values, its keys, ctx) -> head outputs
-      -> ablation mask (disable_*_heads) -> mixers (gates) -> concat -> final_linear
+      -> ablation mask (disable_*_heads) -> head probe ξ (analysis) -> mixers (gates)
+      -> concat -> final_linear
                                                       or -> an output mixer (DHICM)
 
 Only learned groups own query/key projections, so a fixed head costs exactly its value
@@ -57,6 +58,10 @@ class HeadlabAttention(nn.Module):
         # fixed pruning mask (-enc_head_mask, headlab.heads.prune): 1 kept, 0 pruned, in
         # every forward; None keeps all. Plain attribute too: the option is in the checkpoint.
         self.head_mask: torch.Tensor | None = None
+        # analysis probe ξ (Michel et al. 2019: a mask variable multiplying each head's output
+        # before the output projection): None (off), (H,) or per sentence (B, H); it may
+        # require grad, so that dL/dξ_h is a head's gradient importance (headlab.atlas).
+        self.head_probe: torch.Tensor | None = None
         self.needs_words = any(g.needs_words for g in groups)
         self.needs_syntax = any(g.needs_syntax for g in groups)
 
@@ -92,6 +97,8 @@ class HeadlabAttention(nn.Module):
         scale = self.head_scale if self.head_mask is None else self.head_scale * self.head_mask
         if not bool(scale.all()):
             outs = scale_heads(outs, scale.to(x.device))
+        if self.head_probe is not None:
+            outs = scale_heads(outs, self.head_probe)
         for mixer in self.mixers:
             if mixer is not self.output_mixer:
                 outs = mixer(outs, ctx, x)

@@ -1,0 +1,143 @@
+"""Which models the atlas characterises, and what each one's ``atlas-model`` job reads.
+
+Config key ``atlas`` (config/schema.yaml; absent: no atlas):
+
+* ``models``: ``headline`` (default), ``all``, or a list of model-path patterns
+  (``fnmatch``, e.g. ``multi30k/en-de/*``). ``headline`` = the models of each study's
+  headline comparison (:data:`HEADLINE`) and every model with head gates, DHICM, RHE heads
+  or a head mask, in any study;
+* ``valid_sentences``, ``treebank_sentences``, ``examples``, ``batch_size``: sizes of the
+  passes (:mod:`headlab.atlas.model`); ``treebank``: gold trees of the syntactic profile
+  (``ud-en_ewt``, ``ud-en_pud``, ``spacy-SPLIT``; null: none), English-source models only;
+* ``bleu``: true asks for the test-time ΔBLEU of every encoder head of every atlas model
+  (paper A's ablation ``no-hK``: head K disabled in every encoder layer); otherwise only
+  the models whose study computes it already have it (paper A Table 4's 7Ftoken+1L).
+
+The explorer lists every model of every study; models outside the selection are listed
+as not characterised.
+"""
+from __future__ import annotations
+
+from fnmatch import fnmatch
+from typing import Any, Callable, Mapping
+
+from headlab.naming import model_path, parse_heads_name, parse_tune, score_path
+
+DEFAULTS = {"models": "headline", "valid_sentences": 100, "treebank": "ud-en_ewt", "treebank_sentences": 100,
+            "examples": 3, "batch_size": 32, "bleu": False}
+OUTDIR = "atlas"
+
+
+def settings(config: Mapping[str, Any]) -> dict | None:
+    """The ``atlas`` section with its defaults, or None (no atlas)."""
+    section = config.get("atlas")
+    if section is None or section is False:
+        return None
+    return {**DEFAULTS, **(section if isinstance(section, Mapping) else {})}
+
+
+def special(m: Mapping[str, str]) -> bool:
+    """A model with head gates, DHICM, RHE heads or a head mask (always in the headline set)."""
+    specs = parse_heads_name(m["heads"])
+    text = " ".join(specs.values())
+    segments, _ = parse_tune(m.get("tune", ""))
+    tuned = any("gate" in s or "enc_head_mask" in s for s in segments)
+    return tuned or "gate" in text or "dhicm" in text or "RHE" in text
+
+
+def _paper_a(config, study, root) -> Callable[[dict], bool]:
+    from headlab.studies.paper_A import FIXED
+    # Table 1's systems at the deep layers of the standard scenario, and Table 4's system
+    # (7Ftoken+1L) at both depths
+    return lambda m: m["preset"] == study["preset"] and (
+        m["layers"] == study["deep"] or (m["heads"] == FIXED and m["layers"] == study["shallow"]))
+
+
+def _paper_b(config, study, root) -> Callable[[dict], bool]:
+    from headlab.studies import paper_B
+    finals = [model_path(m) for c, p in paper_B._pairs(study)
+              for m, _ in (paper_B.final_models(study, root, c, p) or {}).values()]
+    return lambda m: model_path(m) in finals           # Table 3: T-base, T-optimal, DHICM
+
+
+def _paper_c(config, study, root) -> Callable[[dict], bool]:
+    from headlab.studies import paper_C
+    t1 = [model_path(m) for c, p in paper_C._pairs(study) for m in paper_C.t1_models(study, c, p).values()]
+    return lambda m: model_path(m) in t1                # Table 1's seven systems per pair
+
+
+#: study -> (config, study entry, results root) -> predicate on its models; a study not
+#: named here has all its models in the headline set (baseline, paper D: every model of
+#: Table 3 is a fine-tune of one baseline)
+HEADLINE = {"paper_A": _paper_a, "paper_B": _paper_b, "paper_C": _paper_c}
+
+
+def run_models(config, root: str) -> dict[str, dict]:
+    """Every model of every configured study: path -> {"model": dict, "studies": [names]},
+    in study order (the explorer's list)."""
+    from headlab.studies import study_models
+
+    out: dict[str, dict] = {}
+    for name in config["studies"]:
+        for m, _ in study_models(config, name, root):
+            m = {**m, "tune": m.get("tune", "")}
+            entry = out.setdefault(model_path(m), {"model": m, "studies": []})
+            if name not in entry["studies"]:
+                entry["studies"].append(name)
+    return out
+
+
+def selected(config, root: str) -> dict[str, dict]:
+    """The run's models the atlas characterises (path -> entry of :func:`run_models`)."""
+    atlas = settings(config)
+    if atlas is None:
+        return {}
+    models = run_models(config, root)
+    choice = atlas["models"]
+    if choice == "all":
+        return models
+    if isinstance(choice, list):
+        return {p: e for p, e in models.items() if any(fnmatch(p, pattern) for pattern in choice)}
+    keep = {}
+    predicates = {name: HEADLINE[name](config, config["studies"][name], root)
+                  for name in config["studies"] if name in HEADLINE}
+    for path, entry in models.items():
+        m = entry["model"]
+        if special(m) or any(name not in predicates or predicates[name](m) for name in entry["studies"]):
+            keep[path] = entry
+    return keep
+
+
+def bleu_scores(config, root: str, m: Mapping[str, str]) -> dict[str, str]:
+    """``-bleu`` score files of one atlas model: full and each encoder head K disabled in
+    every layer (first test set), where a study computes them or ``atlas.bleu`` asks."""
+    from headlab.heads.spec import parse_spec
+    from headlab.naming import results_paths
+    from headlab.studies.paper_A import FIXED
+
+    atlas = settings(config) or {}
+    study = config["studies"].get("paper_A")
+    t4 = study is not None and m["heads"] == FIXED and m["layers"] in (study["shallow"], study["deep"]) \
+        and m["preset"] == study["preset"] and m["pair"] in study["data"].get(m["corpus"], []) and not m.get("tune")
+    if not (t4 or atlas.get("bleu")):
+        return {}
+    enc_layers = int(m["layers"].split("+")[0])
+    heads = min(layer.num_heads for layer in parse_spec(parse_heads_name(m["heads"])["enc"], enc_layers, "enc"))
+    test = config["corpora"][m["corpus"]]["tests"][0]
+    scores = results_paths(root)["scores"]
+    out = {"full": score_path(scores, m, test)}
+    out.update({str(k): score_path(scores, m, test, f"no-h{k}") for k in range(1, heads + 1)})
+    return out
+
+
+def model_dir(root: str, m: Mapping[str, str]) -> str:
+    return f"{root}/{OUTDIR}/{model_path(m)}"
+
+
+def outputs(config, root: str) -> list[str]:
+    """The atlas's final files (none without an ``atlas`` section)."""
+    if settings(config) is None:
+        return []
+    prefix = f"{root}/{OUTDIR}"
+    return [f"{prefix}/index.html", f"{prefix}/agreement.csv", f"{prefix}/agreement.md", f"{prefix}/claims.csv",
+            f"{prefix}/claims.md", f"{prefix}/agreement.png"]

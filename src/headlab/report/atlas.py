@@ -1,0 +1,223 @@
+"""``headlab atlas-index``: the head atlas's explorer and its agreement table and figure.
+
+    headlab atlas-index --results DIR --config-json JSON --out DIR/atlas
+
+Reads every characterised model's ``heads.csv`` and ``examples.json``
+(:mod:`headlab.atlas.model`) and writes under ``--out``:
+
+* ``explorer/``: ``index.html`` (the catalog of every model of the run by study, inline),
+  ``explorer.js`` / ``explorer.css`` (written here, no library) and ``data/mNNNN.js``, one
+  file per characterised model, loaded by a ``<script>`` element when the model is chosen
+  (browsers block ``fetch()`` of ``file://``; nothing is loaded from the network);
+* ``index.html``: the same page with ``<base href="explorer/">``, to open from the atlas
+  folder (the explorer folder alone is what the Snakemake report embeds);
+* ``agreement.csv`` / ``.md``: Spearman's rho between criteria per study and over all
+  models, with bootstrap intervals; ``claims.csv`` / ``.md``: the papers' claims that are
+  agreements in disguise (:mod:`headlab.atlas.agree`); ``agreement.png`` / ``.pdf``: the
+  pooled correlation matrix beside the claims' intervals.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from headlab.io import atomic_write
+
+ASSETS = ("explorer.js", "explorer.css")
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+{base}<title>headlab head atlas</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="explorer.css">
+</head>
+<body>
+<header>
+<h1>headlab head atlas</h1>
+<label>colour by <select id="criterion"></select></label>
+<span id="status"></span>
+</header>
+<p class="note">Every head of every model by every criterion (heads.csv under the atlas folder). Two models side
+by side; grey: the criterion is not defined for that head. Badges: F fixed pattern, g gated, D DHICM-mixed,
+× pruned, first letter of other kinds.</p>
+<div id="panels">
+<div class="panel" id="panel-0"><select class="model"></select><div class="body"></div></div>
+<div class="panel" id="panel-1"><select class="model"></select><div class="body"></div></div>
+</div>
+<script>window.ATLAS_CATALOG = {catalog};</script>
+<script src="explorer.js"></script>
+</body>
+</html>
+"""
+
+
+def _clean(value):
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(f"{value:.4g}")
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def payload(path: str, studies: list[str], heads: pd.DataFrame, examples: dict) -> dict:
+    """One model's data file content: the head table and the example sentences."""
+    sites = {site: {"layers": int(g["layer"].max()), "heads": int(g["head"].max())}
+             for site, g in heads.groupby("site", sort=False)}
+    rows = [[_clean(v) for v in row] for row in heads.itertuples(index=False)]
+    return {"path": path, "studies": studies, "sentences": int(heads["sentences"].max()),
+            "columns": list(heads.columns), "rows": rows, "sites": sites, "examples": examples["sentences"]}
+
+
+def _script_json(data) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+
+
+def write_explorer(out: Path, models: list[dict], data: dict[str, dict], studies: list[str], criteria: dict) -> dict:
+    """The explorer under ``out`` (module doc); ``models``: [{path, studies}] of the run,
+    ``data``: path -> payload of the characterised ones. Returns {path: bytes of its file}."""
+    explorer = out / "explorer"
+    (explorer / "data").mkdir(parents=True, exist_ok=True)
+    entries, sizes = [], {}
+    for number, m in enumerate(models, 1):
+        ident = f"m{number:04d}"
+        entry = {"id": ident, "path": m["path"], "label": m["path"], "studies": m["studies"], "file": None}
+        if m["path"] in data:
+            entry["file"] = f"data/{ident}.js"
+            text = f"ATLAS_ADD({json.dumps(ident)},{_script_json(data[m['path']])});\n"
+            with atomic_write(explorer / entry["file"]) as handle:
+                handle.write(text)
+            sizes[m["path"]] = len(text.encode())
+        entries.append(entry)
+    for name in ASSETS:
+        with atomic_write(explorer / name) as handle:
+            handle.write(resources.files("headlab.report").joinpath(name).read_text(encoding="utf-8"))
+    catalog = _script_json({"models": entries, "studies": studies, "criteria": criteria})
+    for path, base in ((explorer / "index.html", ""), (out / "index.html", '<base href="explorer/">\n')):
+        with atomic_write(path) as handle:
+            handle.write(PAGE.replace("{base}", base).replace("{catalog}", catalog))
+    return sizes
+
+
+# -- agreement ------------------------------------------------------------------------------
+
+def _tables(agreement: pd.DataFrame, claims: pd.DataFrame, out: Path) -> None:
+    from headlab.studies.tables import Table
+    from headlab.report.tables import to_markdown
+
+    with atomic_write(out / "agreement.csv") as handle:
+        agreement.to_csv(handle, index=False)
+    with atomic_write(out / "claims.csv") as handle:
+        claims.to_csv(handle, index=False)
+    shown = agreement.assign(row=agreement["group"] + ": " + agreement["a"] + " ~ " + agreement["b"]).set_index("row")
+    table = Table(shown[["heads", "models", "rho", "low", "high"]].astype(float), decimals=2,
+                  column_decimals={"heads": 0, "models": 0}, best=None, index_name="criteria",
+                  caption="Spearman's rho between head criteria (95% percentile bootstrap over heads, 1000 "
+                          "resamples), per study and over all atlas models; pruned heads left out.")
+    with atomic_write(out / "agreement.md") as handle:
+        handle.write(to_markdown(table))
+    rows = claims.assign(row=claims["claim"] + " (" + claims["paper"] + "; " + claims["a"] + " ~ " + claims["b"]
+                         + ", expected " + claims["expected"] + "): " + claims["verdict"]).set_index("row")
+    table = Table(rows[["heads", "models", "rho", "low", "high"]].astype(float), decimals=2,
+                  column_decimals={"heads": 0, "models": 0}, best=None, index_name="claim",
+                  caption="The papers' claims that two criteria agree: Spearman's rho over the heads the claim "
+                          "is about, 95% bootstrap interval; agrees / contradicts: the interval excludes 0 on the "
+                          "claimed / the other side, undecided: it holds 0.")
+    with atomic_write(out / "claims.md") as handle:
+        handle.write(to_markdown(table))
+
+
+def figure(agreement: pd.DataFrame, claims: pd.DataFrame, prefix: Path) -> None:
+    """Left: rho over all models for every pair of criteria; right: each claim's rho and interval."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from headlab.atlas.agree import CORRELATED
+    from headlab.report.figures import save
+
+    pooled = agreement[agreement["group"] == "all"]
+    names = [c for c in CORRELATED if c in set(pooled["a"]) | set(pooled["b"])]
+    matrix = pd.DataFrame(np.nan, index=names, columns=names)
+    for r in pooled.itertuples():
+        matrix.loc[r.a, r.b] = matrix.loc[r.b, r.a] = r.rho
+    for n in names:
+        matrix.loc[n, n] = 1.0
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1.1, 1]})
+    if names:
+        image = left.imshow(matrix.to_numpy(dtype=float), vmin=-1, vmax=1, cmap="RdBu_r")
+        left.set_xticks(range(len(names)), names, rotation=60, ha="right")
+        left.set_yticks(range(len(names)), names)
+        for i in range(len(names)):
+            for j in range(len(names)):
+                v = matrix.iloc[i, j]
+                if not math.isnan(v):
+                    left.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+        fig.colorbar(image, ax=left, shrink=0.7, label="Spearman's rho")
+    else:
+        left.text(0.5, 0.5, "no pair of criteria with enough heads", ha="center", transform=left.transAxes)
+    left.set_title("criteria over all atlas heads")
+    y = np.arange(len(claims))
+    for i, c in enumerate(claims.itertuples()):
+        if not math.isnan(c.rho):
+            right.errorbar(c.rho, i, xerr=[[c.rho - c.low], [c.high - c.rho]], fmt="o", capsize=4,
+                           color={"agrees": "tab:green", "contradicts": "tab:red"}.get(c.verdict, "tab:gray"))
+    right.axvline(0, color="k", lw=0.8)
+    right.set_yticks(y, [f"{c.claim}\n({c.paper}; {c.a} ~ {c.b}, expect {c.expected}): {c.verdict}"
+                         for c in claims.itertuples()], fontsize=8)
+    right.set_xlim(-1, 1)
+    right.invert_yaxis()
+    right.set_xlabel("Spearman's rho (95% bootstrap interval)")
+    right.set_title("the papers' claims as agreements")
+    fig.tight_layout()
+    save(fig, str(prefix))
+
+
+def build(config: dict, root: str, out: str) -> dict:
+    """Write everything of the module doc; returns {model path: bytes of its data file}."""
+    from headlab.atlas.agree import CRITERIA, agreement, claims
+    from headlab.atlas.model import COLUMNS
+    from headlab.atlas.select import model_dir, run_models, selected
+
+    out_dir = Path(out)
+    models = run_models(config, root)
+    chosen = selected(config, root)
+    data, frames = {}, []
+    for path, entry in chosen.items():
+        folder = Path(model_dir(root, entry["model"]))
+        heads = pd.read_csv(folder / "heads.csv")
+        examples = json.loads((folder / "examples.json").read_text(encoding="utf-8"))
+        data[path] = payload(path, entry["studies"], heads, examples)
+        frames.append(heads)
+    listing = [{"path": p, "studies": e["studies"]} for p, e in models.items()]
+    sizes = write_explorer(out_dir, listing, data, list(config["studies"]), CRITERIA)
+    heads = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    studies = {p: e["studies"] for p, e in chosen.items()}
+    agree, said = agreement(heads, studies), claims(heads)
+    _tables(agree, said, out_dir)
+    figure(agree, said, out_dir / "agreement")
+    return sizes
+
+
+def main(argv: list[str]) -> int:
+    from headlab.studies import merge_config
+
+    parser = argparse.ArgumentParser(prog="headlab atlas-index", description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True)
+    parser.add_argument("--config-json", required=True, action="append")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    sizes = build(merge_config(args.config_json), args.results, args.out)
+    total = sum(sizes.values())
+    print(f"{args.out}/index.html: {len(sizes)} characterised models, data {total / 1e6:.2f} MB "
+          f"(largest {max(sizes.values(), default=0) / 1e3:.0f} kB)")
+    return 0

@@ -1,0 +1,224 @@
+"""The head atlas: criteria against hand-computed cases, one model's head table, agreement."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
+
+TINY = dict(hidden_size=16, heads=2, enc_heads="2L", transformer_ff=32, enc_layers=1, dec_layers=1, dropout=0.0,
+            attention_dropout=0.0)
+
+
+def _checkpoint(tmp_path, name="model.pt", seed=0, **kwargs):
+    torch.manual_seed(seed)
+    vocabs = toy_vocabs(24, share=True)
+    opt = model_opt(**{**TINY, **kwargs})
+    model = build_model(opt, vocabs)
+    path = tmp_path / name
+    save_checkpoint(model, opt, vocabs, path)
+    return path, model, opt, vocabs
+
+
+def _data(tmp_path, n=10, seed=3, words=None):
+    rng = np.random.default_rng(seed)
+    words = words or [f"w{i}" for i in range(20)]
+    src = [" ".join(rng.choice(words, rng.integers(3, 9))) for _ in range(n)]
+    tgt = [" ".join(rng.choice(words, rng.integers(2, 8))) for _ in range(n)]
+    (tmp_path / "v.src").write_text("\n".join(src) + "\n")
+    (tmp_path / "v.tgt").write_text("\n".join(tgt) + "\n")
+    return str(tmp_path / "v.src"), str(tmp_path / "v.tgt"), src, tgt
+
+
+def _loaded(path):
+    from headlab.atlas.probe import site_modules
+    from headlab.engine.export import load_model
+    vocabs, model, opt = load_model(str(path))
+    model.eval()
+    return vocabs, model, site_modules(model, opt)
+
+
+def _total_loss(model, vocabs, src, tgt):
+    from onmt.constants import DefaultTokens
+    from headlab.atlas.probe import batches, sentence_loss
+    pad = vocabs["tgt"][DefaultTokens.PAD]
+    with torch.no_grad():
+        return sum(float(sentence_loss(model, b.src, b.src_len, b.tgt, pad)[0].sum())
+                   for b in batches(vocabs, [s.split() for s in src], [t.split() for t in tgt], "cpu", 4))
+
+
+def test_stock_decoder_becomes_an_equal_headlab_decoder(tmp_path):
+    from headlab.engine.decoder import HeadlabDecoder
+    path, *_ = _checkpoint(tmp_path, enc_layers=2, dec_layers=2)
+    _, _, src, tgt = _data(tmp_path)
+    from headlab.engine.export import load_model
+    vocabs, stock, _ = load_model(str(path))
+    stock.eval()
+    assert not isinstance(stock.decoder, HeadlabDecoder)
+    before = _total_loss(stock, vocabs, src, tgt)
+    vocabs, model, modules = _loaded(path)
+    assert isinstance(model.decoder, HeadlabDecoder) and len(modules["cross"]) == 2
+    assert _total_loss(model, vocabs, src, tgt) == pytest.approx(before, rel=1e-5)
+
+
+def test_gradient_importance_of_an_ignored_head_is_zero_and_matches_finite_differences(tmp_path):
+    """A two-head encoder layer whose output projection ignores head 2: I_2 = 0. Head 1's
+    score is Σ_x |dL(x)/dξ_1| (Michel et al. eq. 5), checked against central differences
+    of each sentence's loss."""
+    from onmt.constants import DefaultTokens
+    from headlab.atlas.probe import batches, forward_pass, sentence_loss, set_probes
+
+    path, model, opt, vocabs = _checkpoint(tmp_path)
+    d_head = TINY["hidden_size"] // 2
+    with torch.no_grad():
+        model.encoder.transformer[0].self_attn.final_linear.weight[:, d_head:] = 0.0
+    save_checkpoint(model, opt, vocabs, path)
+    _, _, src, tgt = _data(tmp_path, n=6)
+    vocabs, model, modules = _loaded(path)
+    model.double()                     # finite differences need more than float32's digits
+    pad = vocabs["tgt"][DefaultTokens.PAD]
+    data = batches(vocabs, [s.split() for s in src], [t.split() for t in tgt], "cpu", 4)
+    results, total, tokens, _ = forward_pass(model, modules, data, pad)
+    grad = results["enc"].grad
+    assert grad[0, 1] == 0.0 and grad[0, 0] > 0
+    assert (results["dec"].grad > 0).all() and (results["cross"].grad > 0).all()
+    # by hand: each sentence alone, ξ_1 = 1 ± eps
+    expected, eps = 0.0, 1e-4
+    for s, t in zip(src, tgt):
+        [one] = batches(vocabs, [s.split()], [t.split()], "cpu", 1)
+        losses = []
+        for x in (1 + eps, 1 - eps):
+            set_probes(modules, lambda site, layer, h: torch.tensor([x, 1.0], dtype=torch.float64) if site == "enc" else None)
+            with torch.no_grad():
+                losses.append(float(sentence_loss(model, one.src, one.src_len, one.tgt, pad)[0].double()))
+        set_probes(modules, lambda *_: None)
+        expected += abs(losses[0] - losses[1]) / (2 * eps)
+    assert grad[0, 0] == pytest.approx(expected, rel=1e-4)
+    assert total == pytest.approx(_total_loss(model, vocabs, src, tgt), rel=1e-5)
+
+
+def test_loss_change_equals_a_separate_forward_with_the_head_ablated(tmp_path):
+    """The atlas's per-head ablation against the model's own test-time ablation mechanism
+    (head_scale, what -disable_*_heads sets), one layer at a time, in a fresh model."""
+    from headlab.atlas.model import characterise
+    path, *_ = _checkpoint(tmp_path, enc_layers=2, dec_layers=2)
+    src_path, tgt_path, src, tgt = _data(tmp_path)
+    heads = characterise(str(path), src_path, tgt_path, str(tmp_path / "atlas"), "toy", examples=2)
+    assert len(heads) == 3 * 2 * 2
+    for site, layer, head in [("enc", 2, 1), ("dec", 1, 2), ("cross", 2, 2)]:
+        vocabs, model, modules = _loaded(path)
+        full = _total_loss(model, vocabs, src, tgt)
+        modules[site][layer - 1].head_scale[head - 1] = 0.0
+        ablated = _total_loss(model, vocabs, src, tgt)
+        row = heads[(heads.site == site) & (heads.layer == layer) & (heads["head"] == head)].iloc[0]
+        tokens = sum(len(t.split()) + 1 for t in tgt)
+        assert row.loss_delta == pytest.approx((ablated - full) / tokens, rel=1e-4, abs=1e-7)
+
+
+def test_fixed_pattern_confidence_entropy_and_distance_follow_the_pattern(tmp_path):
+    """Paper A's 'current', 'previous' and 'next' tokens: one weight of 1 per row, so
+    confidence 1 and entropy 0; distance 0, and 1 for every token but the one whose row
+    falls back to itself (first for previous, last for next: (n - 1)/n per sentence,
+    token-weighted over the set)."""
+    from headlab.atlas.model import characterise
+    path, *_ = _checkpoint(tmp_path, heads=8, hidden_size=32, enc_heads="3Ftoken+5L")
+    src_path, tgt_path, src, _ = _data(tmp_path)
+    heads = characterise(str(path), src_path, tgt_path, str(tmp_path / "atlas"), "toy")
+    enc = heads[heads.site == "enc"].set_index("head")
+    assert list(enc.loc[[1, 2, 3], "kind"]) == ["Ftoken:current", "Ftoken:previous", "Ftoken:next"]
+    assert list(enc.loc[[1, 4], "family"]) == ["fixed pattern", "learned"]
+    n = np.array([len(s.split()) for s in src])
+    np.testing.assert_allclose(enc.loc[[1, 2, 3], "confidence"], 1.0)
+    np.testing.assert_allclose(enc.loc[[1, 2, 3], "entropy"], 0.0, atol=1e-9)
+    assert enc.loc[1, "distance"] == pytest.approx(0.0)
+    assert enc.loc[2, "distance"] == pytest.approx((n - 1).sum() / n.sum())
+    assert enc.loc[3, "distance"] == pytest.approx((n - 1).sum() / n.sum())
+    assert (enc.loc[4:, "confidence"] < 1).all()
+    assert heads[heads.site == "cross"]["distance"].isna().all()
+
+
+def test_agreement_and_claims_on_hand_made_heads():
+    """rho of perfectly monotone criteria is +-1 with a degenerate interval; a claim whose
+    sign is the opposite of what the paper says 'contradicts'; pruned heads are left out."""
+    from headlab.atlas.agree import agreement, claims
+    n = 12
+    heads = pd.DataFrame({"model": ["m"] * n, "site": ["enc"] * n, "kind": ["RHElpea"] * n, "pruned": [False] * n,
+                          "confidence": np.arange(n, dtype=float), "grad_importance": np.arange(n) ** 2.0,
+                          "loss_delta": -np.arange(n, dtype=float), "rhe_redundant": np.arange(n) / n,
+                          "gate": np.nan, "dhicm_importance": np.nan, "syn_margin": np.nan})
+    heads.loc[0, "pruned"] = True
+    heads.loc[0, "confidence"] = 100.0            # would break the monotone pairs if counted
+    table = agreement(heads, {"m": ["paper_C"]}).set_index(["group", "a", "b"])
+    row = table.loc[("all", "confidence", "grad_importance")]
+    assert row.rho == pytest.approx(1.0) and row.low == pytest.approx(1.0) and row.heads == n - 1
+    assert table.loc[("paper_C", "confidence", "loss_delta")].rho == pytest.approx(-1.0)
+    said = claims(heads).set_index("a")
+    assert said.loc["rhe_redundant", "verdict"] == "contradicts"      # paper C expects a negative rho
+    assert said.loc["grad_importance", "verdict"] == "contradicts"
+    assert said.loc["gate", "verdict"] == "no data"
+
+
+def test_selection_headline_and_bleu_inputs():
+    import yaml
+    from headlab.atlas.select import bleu_scores, run_models, selected
+    config = yaml.safe_load(open("config/config.yaml"))
+    models, chosen = run_models(config, "/nowhere"), selected(config, "/nowhere")
+    assert set(chosen) < set(models)
+    assert "multi30k/en-de/full/mini/default/2+2/8RHElpea.*8L/seed1" in chosen          # RHE
+    assert "multi30k/en-de/full/mini/default/2+1/7Ftoken+1L/seed1" in chosen            # paper A T4
+    assert "multi30k/en-de/full/mini/default/2+1/8L/seed1" not in chosen
+    assert models["multi30k/en-de/full/mini/default/2+2/8L/seed1"]["studies"] == ["paper_A", "paper_C", "paper_D"]
+    t4 = bleu_scores(config, "R", models["multi30k/en-de/full/mini/default/2+1/7Ftoken+1L/seed1"]["model"])
+    assert sorted(t4) == ["1", "2", "3", "4", "5", "6", "7", "8", "full"]
+    assert t4["3"].endswith("7Ftoken+1L/seed1/test_2016_flickr.no-h3.json")
+    assert bleu_scores(config, "R", models["multi30k/en-de/full/mini/default/2+2/8L/seed1"]["model"]) == {}
+    config["atlas"]["models"] = ["*/en-cs/*"]
+    assert {p.split("/")[1] for p in selected(config, "/nowhere")} == {"en-cs"}
+
+
+@pytest.mark.slow
+def test_end_to_end_atlas(tmp_path, mirror):
+    """The rules on the smoke config: a stock 8L model and DHICM at every site, every
+    criterion written, the explorer and the agreement outputs."""
+    from test_workflow import snakemake, write_config
+    dhicm = "*8L.8L~dhicm@dec=*8L.8L~dhicm@cross=*8L.8L~dhicm"
+    config = write_config(tmp_path, mirror, **{
+        "studies": {"baseline": {"data": {"multi30k": ["en-de"]}, "sizes": [300], "layers": ["2+1"],
+                                 "heads": ["8L", dhicm], "preset": "tiny", "seeds": [1]}},
+        "atlas": {"models": "all", "valid_sentences": 12, "treebank_sentences": 30, "examples": 2}})
+    # the target before --configfile, which takes every path after it
+    result = snakemake("--cores", "2", str(tmp_path / "results/atlas/index.html"), "--configfile", str(config),
+                       timeout=1500)
+    assert result.returncode == 0, result.stderr[-5000:]
+    atlas = tmp_path / "results/atlas"
+    for heads_spec in ("8L", dhicm):
+        folder = atlas / f"multi30k/en-de/300/tiny/default/2+1/{heads_spec}/seed1"
+        heads = pd.read_csv(folder / "heads.csv")
+        assert len(heads) == (2 + 1 + 1) * 8
+        enc = heads[heads.site == "enc"]
+        assert enc["syn_margin"].notna().any() and heads["grad_importance"].notna().all()
+        assert json.loads((folder / "timing.json").read_text())["sentences"] == 12
+    dh = pd.read_csv(atlas / f"multi30k/en-de/300/tiny/default/2+1/{dhicm}/seed1/heads.csv")
+    enc = dh[dh.site == "enc"]
+    assert enc[enc.layer == 2]["dhicm_importance"].notna().all() and enc[enc.layer == 1]["dhicm_importance"].isna().all()
+    assert dh[dh.site == "cross"]["dhicm_importance"].notna().all()
+    assert (atlas / "index.html").read_text().count('<base href="explorer/">') == 1
+    assert len(list((atlas / "explorer/data").glob("m*.js"))) == 2
+    assert pd.read_csv(atlas / "agreement.csv")["group"].iloc[0] == "all"
+    assert (atlas / "agreement.png").stat().st_size > 0
+
+
+def test_spearman_with_ties_equals_pearson_of_average_ranks():
+    from headlab.atlas.agree import spearman, spearman_ci
+    a = np.array([1.0, 2.0, 2.0, 3.0, 5.0, 4.0])
+    b = np.array([2.0, 1.0, 4.0, 4.0, 6.0, 3.0])
+    ra, rb = pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy()
+    assert spearman(a, b) == pytest.approx(np.corrcoef(ra, rb)[0, 1])
+    rho, low, high = spearman_ci(a, b)
+    assert low <= rho <= high and -1 <= low and high <= 1
+    assert math.isnan(spearman(a, np.ones(6)))
