@@ -76,6 +76,27 @@ def test_unknown_cli_option_is_an_error(toy):
     assert not (toy / "model").exists() or not list((toy / "model").glob("*.pt"))
 
 
+def test_bad_option_value_is_one_line_naming_the_option(toy, tmp_path, capsys):
+    # issue 24 item 3: argparse printed OpenNMT-py's whole usage (~250 lines) first
+    result = run(HEADLAB + ["train", "-config", str(toy / "train.yaml"), "-lambda_kl", "-1"])
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "headlab train: [lambda_kl] bad value for -lambda_kl: must be >= 0, got -1"]
+    from headlab.cli import main
+    assert main(["train", "-config", str(toy / "train.yaml"), "-dhicm_dm", "-3"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "headlab train: [dhicm_dm] bad value for -dhicm_dm: must be >= 0, got -3"]
+    config = tmp_path / "bad.yaml"
+    config.write_text((toy / "train.yaml").read_text() + "lambda_kl: -1\n")
+    line = len(config.read_text().splitlines())
+    assert main(["train", "-config", str(config)]) == 1           # from the YAML: its file and line
+    assert capsys.readouterr().err.splitlines() == [
+        f"headlab train: {config}:{line}: [lambda_kl] bad value for -lambda_kl: must be >= 0, got -1"]
+    assert main(["translate", "-model", "m.pt", "-src", "s", "-beam_size", "x"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "headlab translate: [beam_size] bad value for -beam_size: invalid int value: 'x'"]
+
+
 def test_interrupted_training_resumes_from_last_readable_checkpoint(toy):
     config = str(toy / "train.yaml")
     # "interrupted" at step 3: the same config stopped early (deterministic stand-in for kill -9)

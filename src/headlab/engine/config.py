@@ -132,6 +132,23 @@ def validate_options(options: Mapping[str, Any], *, kind: str = "train",
         raise ConfigError(f"unknown OpenNMT-py {kind} option {key!r}{hint}", path=source, line=line, key=key)
 
 
+def one_line_errors(parser, kind: str):
+    """Make ``parser`` raise a :class:`ConfigError` naming the option instead of argparse's
+    ``error()``, which prints the whole usage (OpenNMT-py's is ~250 lines) before the message
+    and exits: a bad value (``-lambda_kl -1``, from the command line or the ``-config`` YAML)
+    becomes one line, ``[lambda_kl] bad value for -lambda_kl: must be >= 0, got -1``."""
+    def error(message: str):
+        match = re.match(r"argument ([^:]+): (.*)", message, re.S)
+        if not match:
+            raise ConfigError(f"OpenNMT-py {kind} options: {message}")
+        names = match[1].split("/")
+        short = min(names, key=len)
+        raise ConfigError(f"bad value for {short}: {match[2]}", key=short.lstrip("-"))
+
+    parser.error = error
+    return parser
+
+
 def yaml_key_lines(path: str | Path) -> dict[str, int]:
     """1-based line of every top-level key of a YAML file (for error messages)."""
     node = yaml.compose(Path(path).read_text(encoding="utf-8"))

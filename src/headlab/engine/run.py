@@ -25,12 +25,22 @@ def _parse(parser, argv: list[str], kind: str):
     """Parse like OpenNMT-py, but reject unknown options. A ``-config`` YAML is checked key
     by key first, so the error names its file and line. build_vocab reads the training
     config (model options included), so training options are accepted there."""
-    from headlab.engine.config import validate_yaml_file
+    from headlab.engine.config import one_line_errors, validate_yaml_file, yaml_key_lines
 
+    one_line_errors(parser, kind)
+    config = None
     for flag in ("-config", "--config"):
         if flag in argv[:-1]:
-            validate_yaml_file(argv[argv.index(flag) + 1], kind=kind)
-    opt, unknown = parser.parse_known_args(argv)
+            config = argv[argv.index(flag) + 1]
+            validate_yaml_file(config, kind=kind)
+    try:
+        opt, unknown = parser.parse_known_args(argv)
+    except ConfigError as err:
+        # a bad value from the YAML (not overridden on the command line): name its file and line
+        line = yaml_key_lines(config).get(err.key) if config and err.key else None
+        if line is None or any(a.lstrip("-").split("=")[0] == err.key for a in argv if a.startswith("-")):
+            raise
+        raise ConfigError(str(err).split("] ", 1)[-1], path=config, line=line, key=err.key) from None
     if unknown and kind != "build_vocab":
         import difflib
         known = [s for a in parser._actions for s in a.option_strings]

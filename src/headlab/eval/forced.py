@@ -83,12 +83,11 @@ def load_model(path: str | os.PathLike, gpu: int = -1, extra_opts: list[str] | N
     import onmt.opts
     from onmt.utils.parse import ArgumentParser
 
-    parser = ArgumentParser()
+    from headlab.engine.config import one_line_errors
+
+    parser = one_line_errors(ArgumentParser(), "translate")     # no 250-line usage before the error
     onmt.opts.translate_opts(parser)
-    try:
-        opt = parser.parse_args(["-model", str(path), "-src", "-", "-gpu", str(gpu)] + list(extra_opts or []))
-    except SystemExit:
-        raise ConfigError(f"bad OpenNMT-py translate options {extra_opts}") from None
+    opt = parser.parse_args(["-model", str(path), "-src", "-", "-gpu", str(gpu)] + list(extra_opts or []))
     vocabs, model, model_opt = onmt.model_builder.load_test_model(opt, model_path=str(path))
     if getattr(model_opt, "copy_attn", False):
         raise ConfigError("forced scoring of copy-attention models is not supported", path=str(path))
