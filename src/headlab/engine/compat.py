@@ -138,26 +138,6 @@ def _patch_options() -> None:
     onmt.bin.translate.translate_opts = onmt.opts.translate_opts
 
 
-def _patch_model_building() -> None:
-    """After OpenNMT-py builds a model (training, ``train_from`` and translation alike),
-    give the encoder the source vocabulary: word-based fixed heads need to know which
-    pieces end in ``@@``. The vocabulary comes from the checkpoint, so this needs no
-    files beside it."""
-    import onmt.model_builder as builder
-
-    original = builder.build_base_model
-
-    @functools.wraps(original)
-    def build_base_model(model_opt, vocabs):
-        model = original(model_opt, vocabs)
-        encoder = getattr(model, "encoder", None)
-        if hasattr(encoder, "set_src_vocab"):
-            encoder.set_src_vocab(vocabs["src"])
-        return model
-
-    builder.build_base_model = build_base_model
-
-
 def _patch_fresh_init() -> None:
     """``build_model`` initialises every parameter uniformly (``-param_init``) or with
     Glorot; head modules with their own initialisation (hard-concrete gates start open)
@@ -311,7 +291,6 @@ def apply() -> None:
     _patch_checkpoint_loading()
     _patch_with_score()
     _patch_options()
-    _patch_model_building()
     _patch_fresh_init()
     _patch_test_model_loading()
     _patch_aux_loss()
