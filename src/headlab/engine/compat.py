@@ -260,6 +260,40 @@ def _patch_model_selection() -> None:
     saver.ModelSaver._rm_checkpoint = _rm_checkpoint
 
 
+def _patch_optimizer_freezes_pruned_heads() -> None:
+    """Pruned heads (``-enc_head_mask``) are frozen, but a zero gradient freezes nothing under
+    weight decay (``adamw8bit``, the paged optimizers) or moments from earlier steps (Adam,
+    Adafactor). Every optimizer OpenNMT-py builds goes through ``Optimizer.from_opt`` (which
+    sees the model) and ``Optimizer.step``: the model is remembered there, and each step
+    puts the pruned heads' parameters (:func:`headlab.heads.prune.pruned_elements`) back to
+    their values before it. Models without a head mask are untouched."""
+    import torch
+    import onmt.utils.optimizers as optimizers
+    from headlab.heads.prune import pruned_elements
+
+    from_opt = optimizers.Optimizer.from_opt.__func__
+    step = optimizers.Optimizer.step
+
+    @functools.wraps(from_opt)
+    def from_opt_keeping_model(cls, model, opt, checkpoint=None):
+        optim = from_opt(cls, model, opt, checkpoint=checkpoint)
+        optim.headlab_model = model
+        return optim
+
+    @functools.wraps(step)
+    def step_keeping_pruned_heads(self):
+        model = getattr(self, "headlab_model", None)
+        frozen = pruned_elements(model) if model is not None else []
+        saved = [param.detach()[mask].clone() for param, mask in frozen]
+        step(self)
+        with torch.no_grad():
+            for (param, mask), values in zip(frozen, saved):
+                param[mask] = values
+
+    optimizers.Optimizer.from_opt = classmethod(from_opt_keeping_model)
+    optimizers.Optimizer.step = step_keeping_pruned_heads
+
+
 def _patch_feature_embeddings() -> None:
     """Source features carry per-word syntax to the encoder (paper C; internals note §3.5),
     not embeddings: stock ``build_embeddings`` gives each feature a lookup table merged
@@ -296,4 +330,5 @@ def apply() -> None:
     _patch_aux_loss()
     _patch_model_selection()
     _patch_feature_embeddings()
+    _patch_optimizer_freezes_pruned_heads()
     _APPLIED = True
