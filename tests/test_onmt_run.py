@@ -118,6 +118,38 @@ def test_interrupted_training_resumes_from_last_readable_checkpoint(toy):
     assert final["opt"].enc_heads == "7Ftoken+1L" and final["opt"].encoder_type == "headlab"
 
 
+def test_interrupted_finetune_resumes_from_its_last_checkpoint(toy, tmp_path, capfd):
+    # issue 24 item 5: a fine-tune (train_from: init.pt, reset_optim: all) restarted from
+    # init.pt; it resumes from its own last checkpoint, with its own optimizer state
+    import yaml
+    from headlab.engine import run as onmt_run
+    from headlab.engine.finetune import write_finetune
+
+    parent = yaml.safe_load((toy / "train.yaml").read_text())
+    parent.update(save_model=str(tmp_path / "parent" / "model"), save_data=str(tmp_path / "parent"), train_steps=3)
+    write_yaml(parent, tmp_path / "parent.yaml")
+    assert onmt_run.train(["-config", str(tmp_path / "parent.yaml")]) == 0
+    child = tmp_path / "child"
+    write_finetune(str(tmp_path / "parent" / "model.pt"), str(tmp_path / "parent.yaml"),
+                   {"enc_head_mask": "11110000", "train_steps": 6, "save_checkpoint_steps": 3, "report_every": 1},
+                   str(child), str(child / "onmt.yaml"))
+    capfd.readouterr()
+    # "interrupted" after the checkpoint of step 3 (the deterministic stand-in for kill -9 of
+    # the resume test above): the same config stopped early
+    assert onmt_run.train(["-config", str(child / "onmt.yaml"), "-train_steps", "3"]) == 0
+    assert (child / "model_step_3.pt").exists()
+    (child / "model.pt").unlink()
+    capfd.readouterr()
+    assert onmt_run.train(["-config", str(child / "onmt.yaml")]) == 0
+    log = capfd.readouterr().err
+    assert f"headlab: resuming interrupted training from checkpoint {child / 'model_step_3.pt'}" in log
+    import re
+    assert re.findall(r"Step +(\d+)/ +6", log) == ["4", "5", "6"]                   # steps 4-6 only
+    final = torch.load(child / "model.pt", map_location="cpu", weights_only=False)
+    assert final["optim"]["training_step"] == 7
+    assert final["opt"].enc_head_mask == "11110000"
+
+
 def test_translate_with_score_and_atomic_output(toy):
     model = toy / "model" / "model.pt"
     if not model.exists():
