@@ -283,6 +283,7 @@ def t2(f: Files):
         table = beside(pivot(ours, index="row", columns="column", values="value", best=None),
                        pivot(paper, index="row", columns="column", values="value", best=None))
         table.decimals = 2
+        table.integer_rows()                 # heads, feed-forward size: 8, 2048 (not 8.00)
         table.caption = ("Paper B Table 2: default (the preset) and chosen hyper-parameters per language pair "
                          "(two-stage grid search with DHICM models, minimum validation cross-entropy; "
                          "the candidates are in T2grid).")
