@@ -10,16 +10,8 @@ import functools
 import importlib.util
 import sys
 import types
-import warnings
 
 _APPLIED = False
-
-
-def _silence_import_warnings() -> None:
-    # onmt/modules/{sparse_*,sru}.py use the deprecated torch.cuda.amp.custom_fwd/bwd
-    # decorators; torch>=2.4 warns at import. Harmless, but it drowns real messages.
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"onmt\..*")
-    warnings.filterwarnings("ignore", message=r".*torch\.cuda\.amp\.custom_(fwd|bwd).*")
 
 
 class _DeferredModule(types.ModuleType):
@@ -319,7 +311,6 @@ def apply() -> None:
     global _APPLIED
     if _APPLIED:
         return
-    _silence_import_warnings()
     _defer_spacy_import()
     _build_modules_directly()
     _patch_checkpoint_loading()
