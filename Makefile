@@ -25,13 +25,24 @@ help:
 
 setup: $(STAMP)
 
+# Set-up says what it does in a few lines; each step's own output goes to $(SETUP_LOG) and is
+# shown only when the step fails. pip's "ERROR: pip's dependency resolver ..." about
+# OpenNMT-py's pins (torch<2.3, ctranslate2, flask, waitress) comes with exit status 0: they
+# are bypassed on purpose (--no-deps; headlab.engine.compat runs OpenNMT-py on this torch), so
+# it stays in the log; `pip check` then reports any OTHER conflict on screen.
+SETUP_LOG := $(VENV)/setup.log
+EXTRAS    := test,parse,indic,parsers
+step = echo "setup: $(1)"; $(2) >> $(SETUP_LOG) 2>&1 || { echo "setup: FAILED: $(1); the end of $(SETUP_LOG):" >&2; tail -n 30 $(SETUP_LOG) >&2; exit 1; }
+
 $(STAMP): pyproject.toml requirements/constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q --no-deps $(ONMT)
-	$(BIN)/python -m pip install -q -c requirements/constraints.txt -e '.[test,parse,indic,parsers]'
-	$(BIN)/python -c "import torch, onmt, headlab; print('torch', torch.__version__)"
-	touch $@
+	@test -x $(BIN)/python || { echo "setup: virtual environment $(VENV) ($(PYTHON) -m venv)"; $(PYTHON) -m venv $(VENV); }
+	@: > $(SETUP_LOG)
+	@$(call step,$(TORCH) (installed first and alone: no dependency range can pull another build),$(BIN)/python -m pip install -q $(TORCH))
+	@$(call step,$(ONMT) without its dependency pins (they ask for torch<2.3),$(BIN)/python -m pip install -q --no-deps $(ONMT))
+	@$(call step,headlab (editable) and its dependencies,$(BIN)/python -m pip install -q -c requirements/constraints.txt -e '.[$(EXTRAS)]')
+	@$(BIN)/python -m pip check 2>/dev/null | grep -v -i -e '^opennmt-py ' -e '^No broken requirements' | sed 's/^/setup: dependency conflict: /' >&2 || true
+	@$(BIN)/python -c "import headlab.engine.plugin, torch, onmt; print('setup: ready: torch', torch.__version__, '+ OpenNMT-py', onmt.__version__, '+ headlab (log: $(SETUP_LOG))')"
+	@touch $@
 
 run: setup
 	$(SNAKE) --cores $(CORES)

@@ -1,5 +1,7 @@
 # Evaluation: beam search on every configured test set (optionally with an encoder head
 # disabled, paper A §4.3), un-BPE + detruecase + detokenise, then sacreBLEU.
+import headlab.engine.config
+
 
 
 def _translate_source(w):
@@ -10,9 +12,9 @@ def _translate_source(w):
 
 
 def _feature_args(w):
-    if not model_needs_syntax(w):
-        return ""
-    return f"-n_src_feats {len(headlab.syntax.features.feature_names())}"
+    """Source features as the model was trained with them: the word-boundary column (from the
+    text, by the headlab_words transform) and a syntax model's parse columns."""
+    return headlab.engine.config.feature_args(model_feature_columns(w))
 
 
 def _ablation_args(w):

@@ -25,9 +25,15 @@ def featured(w, split):
     return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/feat/{syntax_parser(w)}/{split}.src"
 
 
+def model_feature_columns(w):
+    """The source-feature columns the model reads: the word boundaries (from the text) for
+    head kinds that read words (Fword, syntax kinds), then a syntax model's parse columns."""
+    return headlab.heads.spec.feature_columns(w.heads)
+
+
 def feature_vocabularies(w):
-    """{src_vocab}_feat{i}: OpenNMT-py reads them beside the source vocabulary."""
-    return headlab.syntax.features.feature_vocab_paths(vocabularies(w)[0])
+    """{src_vocab}_feat{i} of the model's columns: OpenNMT-py reads them beside the source vocabulary."""
+    return headlab.syntax.features.feature_vocab_paths(vocabularies(w)[0], len(model_feature_columns(w)))
 
 
 def _english_source(w):
@@ -66,6 +72,9 @@ rule featurize:
         f"{LOGS}/featurize/{{corpus}}/{{pair}}/{{size}}/{{parser}}/{{split}}.log",
     conda:
         "../envs/eval.yaml"
+    params:
+        # the columns written (a changed layout rewrites the featured files)
+        columns=",".join(headlab.syntax.features.feature_names()),
     shell:
         "headlab featurize --bpe {input.bpe} --parses {input.parses} --parser {wildcards.parser} "
         "--out {output} 2> {log}"

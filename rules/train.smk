@@ -16,8 +16,8 @@ rule onmt_config:
         train=lambda w: [_data(w, corpus(w.corpus)["train"], s) for s in ("src", "tgt")],
         valid=lambda w: [_data(w, corpus(w.corpus)["valid"], s) for s in ("src", "tgt")],
         vocab=vocabularies,
-        # syntax models: OpenNMT-py reads {src_vocab}_feat{i} (not passed on the command line)
-        feature_vocab=lambda w: feature_vocabularies(w) if model_needs_syntax(w) else [],
+        # models reading words or syntax: OpenNMT-py reads {src_vocab}_feat{i} (not passed on the command line)
+        feature_vocab=feature_vocabularies,
     output:
         f"{MODELS}/{MODEL}/onmt.yaml",
     wildcard_constraints:

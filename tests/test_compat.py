@@ -23,3 +23,14 @@ def test_spacy_stays_unloaded_until_used():
     # torch's import-time inspect.getmodule walk and onmt's `import spacy` leave it unloaded;
     # the first real use gets the real module
     assert out.stdout.split() == ["False", "spacy.tokens.doc", "True", "True"]
+
+
+def test_onmt_import_deprecations_silenced_and_nothing_else():
+    # issue 24 item 7: OpenNMT-py's torch.cuda.amp.custom_fwd/bwd FutureWarnings were in every
+    # job's log; any headlab module may import onmt first (toy_vocabs does, before the plugin)
+    code = ("import warnings\nfrom headlab.engine.model import toy_vocabs\ntoy_vocabs(8)\n"
+            "import onmt.modules.sru\nwarnings.warn('another FutureWarning', FutureWarning)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "custom_fwd" not in result.stderr and "custom_bwd" not in result.stderr
+    assert "FutureWarning: another FutureWarning" in result.stderr

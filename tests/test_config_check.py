@@ -83,3 +83,13 @@ def test_subsample_larger_than_a_mirrored_corpus_is_a_config_error(mirror, tmp_p
         check(config, mirror=str(mirror))
     check(_config(**{"studies.paper_A.size": 29000, "results": str(tmp_path)}), mirror=str(mirror))
     check(config)  # no mirror, nothing fetched: left to the prepare job
+
+
+def test_fewer_steps_than_report_every_is_an_error_when_the_dag_is_built():
+    # issue 24 item 7: every model trained, then the learning-curve figure found no step
+    message = _error(_config(**{"training.overrides.train_steps": 1}))
+    assert message.startswith("[training.overrides.train_steps] train_steps 1 is below report_every 2 (model ")
+    assert message.endswith("set training.overrides.report_every to at most 1")
+    overrides = {k: v for k, v in SMOKE["training"]["overrides"].items() if k != "train_steps"}
+    message = _error(_config(**{"training.overrides": {**overrides, "report_every": 10 ** 9}}))
+    assert message.startswith("[training.overrides.report_every] train_steps ")

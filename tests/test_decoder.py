@@ -99,7 +99,9 @@ def test_incremental_decoding_equals_teacher_forcing(heads):
 def test_search_through_dhicm_decoder_matches_teacher_forcing(tmp_path):
     """Translate through a DHICM decoder (KV cache, beam tiling and reordering inside
     OpenNMT-py's own Translator): every greedy hypothesis is the argmax chain that
-    teacher-forced scoring of that hypothesis implies, and beam search runs to the end."""
+    teacher-forced scoring of that hypothesis implies, and every beam hypothesis's score
+    (n-best, no length or coverage penalty: the score is the plain sum of log-probabilities)
+    equals the teacher-forced log-probability of its tokens and its EOS."""
     from headlab.eval.forced import load_model
     from headlab.engine.model import save_checkpoint
     from headlab.engine.run import translate
@@ -112,27 +114,53 @@ def test_search_through_dhicm_decoder_matches_teacher_forcing(tmp_path):
     for p in model.parameters():
         torch.nn.init.normal_(p, std=0.5)
     with torch.no_grad():          # hypotheses that end
-        model.generator.bias[vocabs["tgt"]["</s>"]] += 3.0
+        model.generator.bias[vocabs["tgt"]["</s>"]] += 4.0     # (3.5: every hypothesis runs to the limit)
     path = tmp_path / "dhicm.pt"
     save_checkpoint(model, opt, vocabs, path)
     src = ["a b c", "d e a b", "c"]
     (tmp_path / "src.txt").write_text("\n".join(src) + "\n")
     hyps = {}
+    # -max_length_ratio 0: the length limit is -max_length (12) alone
+    limit = 12
+    exact = ["-length_penalty", "none", "-alpha", "0", "-coverage_penalty", "none", "-beta", "0",
+             "-max_length", str(limit), "-max_length_ratio", "0", "-with_score"]
     for beam in (1, 3):
         out = tmp_path / f"hyp{beam}.txt"
         assert translate(["-model", str(path), "-src", str(tmp_path / "src.txt"), "-output", str(out),
-                          "-beam_size", str(beam), "-max_length", "30"]) == 0
-        hyps[beam] = out.read_text().splitlines()
-        assert len(hyps[beam]) == 3 and all(h.strip() for h in hyps[beam])
+                          "-beam_size", str(beam), "-n_best", str(beam)] + exact) == 0
+        hyps[beam] = [line.rsplit("\t", 1) for line in out.read_text().splitlines()]
+        assert len(hyps[beam]) == 3 * beam
     loaded, v, _ = load_model(path)
-    for source, hyp in zip(src, hyps[1]):
+
+    def forced(source, hyp):
+        """Teacher-forced log-probability of each token of ``hyp`` and of the EOS after it."""
         s = torch.tensor(v["src"](source.split())).view(1, -1, 1)
         t = torch.tensor(v["tgt"](["<s>"] + hyp.split() + ["</s>"])).view(1, -1, 1)
         with torch.no_grad():
             out, _ = loaded(s, t, torch.tensor([s.size(1)]))   # NMTModel drops the last input
-            chain = loaded.generator(out).argmax(-1)[0]
-        words = len(hyp.split())        # the EOS is not compared: a search cut at its
-        assert chain[:words].tolist() == t[0, 1:1 + words, 0].tolist()   # length limit has none
+            log_probs = torch.log_softmax(loaded.generator(out).float(), -1)[0]
+        return log_probs, log_probs.gather(1, t[0, 1:]).squeeze(1), t[0, 1:, 0]
+
+    for source, (hyp, _) in zip(src, hyps[1]):
+        log_probs, _, gold = forced(source, hyp)
+        chain = log_probs.argmax(-1)
+        ended = len(hyp.split()) < limit                        # by EOS, not by the limit
+        n = len(gold) if ended else len(gold) - 1
+        assert chain[:n].tolist() == gold[:n].tolist()          # the EOS included where it ended
+    ended = 0
+    for beam in (1, 3):
+        sources = [x for x in src for _ in range(beam)]        # n-best lines: each source's in a row
+        for source, (hyp, reported) in zip(sources, hyps[beam]):
+            _, token_lp, _ = forced(source, hyp)
+            # a hypothesis ended by EOS scores its EOS; one cut at the length limit has none
+            expected = token_lp.sum() if len(hyp.split()) < limit else token_lp[:-1].sum()
+            ended += len(hyp.split()) < limit
+            assert float(reported) == pytest.approx(float(expected), abs=1e-4), (beam, hyp)
+    assert all(len({h for h, _ in hyps[3][3 * k:3 * k + 3]}) == 3 for k in range(3))   # a real n-best
+    assert ended >= 8 and any(len(h.split()) >= 2 for h, _ in hyps[3])   # EOS after words, not only at once
+    # the best of each beam is at least as likely as greedy's
+    for k in range(3):
+        assert float(hyps[3][3 * k][1]) >= float(hyps[1][k][1]) - 1e-5
 
 
 def test_decoder_head_ablation_changes_outputs_and_checks_range():

@@ -75,13 +75,15 @@ def test_8l_equals_stock_transformer_encoder():
 
 
 def test_checkpoint_state_dict_has_no_buffers():
-    model = build_model(model_opt(enc_heads="7Fword+1L", **TINY), toy_vocabs(30, src_tokens=FIG1))
+    model = build_model(model_opt(enc_heads="7Fword+1L", **TINY), toy_vocabs(30, src_tokens=FIG1, feats=1))
     # OpenNMT-py's strict loader requires every buffer, even non-persistent ones, in the file
     saved = model.encoder.state_dict().keys()
     assert [name for name, _ in model.encoder.named_buffers() if name not in saved] == []
     keys = model.encoder.state_dict().keys()
-    assert not [k for k in keys if "continuation" in k or "head_scale" in k]
-    assert model.encoder.continuation.tolist()[4:11] == [False, False, False, False, True, False, False]
+    assert not [k for k in keys if "head_scale" in k]
+    # word-based heads read the word-boundary column (from the text), not the vocabulary
+    assert model.encoder.columns == ("continues",)
+    assert build_model(model_opt(enc_heads="7Ftoken+1L", **TINY), toy_vocabs(30)).encoder.columns == ()
 
 
 def test_disable_heads_changes_output_and_is_reversible():
@@ -118,11 +120,23 @@ def test_disabling_a_head_equals_zeroing_its_value_columns():
     torch.testing.assert_close(ablated, zeroed)
 
 
-def test_word_heads_use_vocab_boundaries():
-    vocabs = toy_vocabs(30, src_tokens=FIG1)
-    enc = build_model(model_opt(enc_heads="7Fword+1L", **TINY), vocabs).encoder.eval()
-    src = torch.tensor([vocabs["src"](FIG1)]).unsqueeze(-1)
-    maps = enc.attention(src, torch.tensor([7]))
+def _word_model(vocabs):
+    return build_model(model_opt(enc_heads="7Fword+1L", **TINY), vocabs).encoder.eval()
+
+
+@pytest.mark.parametrize("in_vocab", [True, False])
+def test_word_heads_use_text_boundaries(in_vocab):
+    from headlab.engine.words import source_ids
+    # issue 24: with "fic@@" out of the vocabulary (<unk>, no "@@"), words were numbered from
+    # the vocabulary and "tion" became a word of its own; they come from the text now
+    tokens = FIG1 if in_vocab else [t for t in FIG1 if t != "fic@@"]
+    vocabs = toy_vocabs(30, src_tokens=tokens, feats=1)
+    enc = _word_model(vocabs)
+    src, lengths = source_ids(vocabs, [FIG1], enc.columns)
+    assert (src[0, :, 0] == vocabs["src"]["<unk>"]).tolist() == [False] * 4 + [not in_vocab] + [False] * 2
+    assert src[0, :, 1].tolist() == [4, 4, 4, 4, 5, 4, 4]                  # "fic@@" continues (value 1)
+    assert enc.context(src, lengths).word_ids[0].tolist() == [0, 1, 2, 3, 4, 4, 5]
+    maps = enc.attention(src, lengths)
     assert len(maps) == 2 and maps[0].shape == (1, 8, 7, 7)
     previous = maps[1][0, 1]                                  # head 2, 'previous word'
     assert previous[6].tolist() == pytest.approx([0, 0, 0, 0, 0.5, 0.5, 0])
@@ -130,13 +144,18 @@ def test_word_heads_use_vocab_boundaries():
     torch.testing.assert_close(maps[0][0, 7].sum(-1), torch.ones(7))   # learned head rows
 
 
-def test_word_heads_without_vocab_fail_clearly():
-    from headlab.engine.encoder import HeadlabEncoder
-    from onmt.modules import Embeddings
-    emb = Embeddings(64, 30, 1, position_encoding=True)
-    enc = HeadlabEncoder(1, 64, 8, 128, 0.0, 0.0, emb, enc_heads="7Fword+1L")
-    with pytest.raises(ConfigError, match="set_src_vocab"):
-        enc(torch.randint(4, 30, (2, 5, 1)), torch.tensor([5, 3]))
+def test_word_heads_without_the_word_column_fail_clearly():
+    vocabs = toy_vocabs(30, src_tokens=FIG1, feats=1)
+    enc = _word_model(vocabs)
+    ids = torch.tensor([vocabs["src"](FIG1)]).unsqueeze(-1)
+    with pytest.raises(ConfigError, match=r"\[enc_heads\] .*need 1 source feature columns \(continues\).*"
+                                          r"-n_src_feats 1 -transforms inferfeats headlab_words -src_feats_defaults _"):
+        enc(ids, torch.tensor([7]))
+    # the placeholder of stock files, left unfilled (the transform was not listed)
+    unfilled = torch.cat([ids, torch.full_like(ids, vocabs["src_feats"][0]["_"])], 2)
+    from headlab.errors import DataError
+    with pytest.raises(DataError, match=r"\[transforms\] the word-boundary column .* not filled from the text"):
+        enc(unfilled, torch.tensor([7]))
 
 
 def test_gates_compose_with_fixed_heads():
@@ -194,10 +213,12 @@ def test_per_layer_spec_and_bad_spec():
 @pytest.mark.parametrize("spec", ["7Fword+1L", "8Ftoken|gate", "1Lwide"])
 def test_full_nmt_model_trains(spec):
     torch.manual_seed(0)
-    vocabs = toy_vocabs(30, src_tokens=FIG1)
+    vocabs = toy_vocabs(30, src_tokens=FIG1, feats=1)
     model = build_model(model_opt(enc_heads=spec, **{**TINY, "dropout": 0.1, "attention_dropout": 0.1}), vocabs)
     model.train()
     src, lengths = _batch(30)
+    if model.encoder.columns:                            # word boundaries: every piece a word (value 0)
+        src = torch.cat([src, torch.full_like(src, 4)], 2)
     tgt = torch.randint(4, 30, (src.size(0), 5, 1))
     dec_out, attns = model(src, tgt, lengths)
     loss = model.generator(dec_out).logsumexp(-1).mean() + model.encoder.aux_loss()

@@ -14,7 +14,7 @@ FIG1 = ["a", "master", "of", "science", "fic@@", "tion", "."]
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     torch.manual_seed(0)
-    vocabs = toy_vocabs(30, src_tokens=FIG1)
+    vocabs = toy_vocabs(30, src_tokens=FIG1, feats=1)        # a word model's word-boundary column
     opt = model_opt(enc_heads="7Fword+1L", **TINY)
     model = build_model(opt, vocabs)
     path = tmp_path_factory.mktemp("ckpt") / "model.pt"
@@ -26,8 +26,8 @@ def test_load_test_model_round_trip_and_ablation(checkpoint):
     path, model, vocabs = checkpoint
     _, loaded, model_opt_ = load_model(path)
     assert model_opt_.enc_heads == "7Fword+1L"
-    src = torch.tensor([vocabs["src"](FIG1)]).unsqueeze(-1)
-    lengths = torch.tensor([7])
+    from headlab.engine.words import source_ids
+    src, lengths = source_ids(vocabs, [FIG1], model.encoder.columns)
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(loaded.encoder(src, lengths)[0], model.encoder(src, lengths)[0])

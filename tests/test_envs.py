@@ -134,3 +134,57 @@ def test_env_file_lists_what_the_rule_imports(rule):
             if not any(_norm(CONDA_NAMES.get(d, d)) in provided or _norm(d) in provided for d in dists):
                 missing[top] = dists
     assert not missing, f"rule {rule} ({env_file}) imports modules of packages its env does not list: {missing}"
+
+
+# -- channels and names, statically (no network) -----------------------------------------
+
+ENV_FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "envs").glob("*.yaml"))
+#: conda package names each channel publishes, for the names the env files use (checked by
+#: hand on the channel; add a name here when an env file gains a conda dependency)
+CHANNEL_PACKAGES = {
+    "conda-forge": {"python", "pip", "numpy", "pandas", "matplotlib", "seaborn", "pyyaml", "pytorch",
+                    "pytorch-cpu", "pytorch-gpu", "scipy", "nltk", "spacy", "sacrebleu", "sacremoses"},
+}
+#: channels whose packages need `defaults` (the `pytorch` channel's builds link against MKL and
+#: friends from `defaults`, and it stopped publishing at torch 2.5)
+NEED_DEFAULTS = {"pytorch", "anaconda"}
+
+
+def _env(env_file):
+    return yaml.safe_load((ROOT / env_file).read_text())
+
+
+def _conda_names(env) -> list[str]:
+    return [re.split(r"[<>=!~ \[]", dep, maxsplit=1)[0] for dep in env["dependencies"] if isinstance(dep, str)]
+
+
+@pytest.mark.parametrize("env_file", ENV_FILES)
+def test_channels_are_consistent(env_file):
+    channels = _env(env_file)["channels"]
+    assert channels and channels[0] == "conda-forge", f"{env_file}: conda-forge first (strict priority)"
+    if "nodefaults" in channels:
+        bad = [c for c in channels if c == "defaults" or c in NEED_DEFAULTS]
+        assert not bad, f"{env_file}: channel(s) {bad} need `defaults`, which `nodefaults` excludes"
+    assert not NEED_DEFAULTS & set(channels), f"{env_file}: torch comes from conda-forge's pytorch"
+
+
+@pytest.mark.parametrize("env_file", ENV_FILES)
+def test_every_conda_package_is_on_a_listed_channel(env_file):
+    env = _env(env_file)
+    known = set().union(*(CHANNEL_PACKAGES.get(c, set()) for c in env["channels"]))
+    missing = [name for name in _conda_names(env) if name not in known]
+    assert not missing, f"{env_file}: {missing} not published (by that name) on {env['channels']}"
+
+
+def test_every_env_file_is_used_by_a_rule():
+    used = {env for env, _ in RULES.values() if env}
+    assert used == set(ENV_FILES), f"unused: {set(ENV_FILES) - used}, missing: {used - set(ENV_FILES)}"
+
+
+def test_torch_from_conda_forge_in_the_envs_that_import_it():
+    for env_file in ENV_FILES:
+        env = _env(env_file)
+        imports = set().union(*(third_party_imports(COMMANDS[c][0]) for r, (e, cs) in RULES.items()
+                                if e == env_file for c in cs))
+        if "torch" in imports:
+            assert "pytorch" in _conda_names(env) and "conda-forge" in env["channels"], env_file

@@ -51,21 +51,19 @@ def test_labels_on_a_hand_made_attention_matrix():
 
 
 def featured(tokens, side):
-    """OpenNMT-py source ids (B, N, 1 + 5): token ids, then each FEATURES column as the
-    id of its value in a numeric-order feature vocabulary (value + 4 specials), as the
-    encoder reads them (HeadlabEncoder.context -> ctx.side)."""
+    """OpenNMT-py source ids (B, N, 1 + 6): token ids, then the word-boundary column (0: every
+    piece is a word here) and each FEATURES column as the id of its value in a numeric-order
+    feature vocabulary (value + 4 specials), as the encoder reads them (HeadlabEncoder.context
+    -> ctx.word_ids, ctx.side)."""
     from headlab.heads.side import SPECIALS
-    return torch.stack([tokens] + [side[name] + SPECIALS for name in FEATURES], 2)
+    return torch.stack([tokens, torch.zeros_like(tokens) + SPECIALS] + [side[name] + SPECIALS for name in FEATURES], 2)
 
 
 def feature_vocabs(vocabs):
     """toy_vocabs plus numeric-order feature vocabularies (headlab.heads.side)."""
-    import pyonmttok
-    from onmt.constants import DefaultTokens
-    specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
-    feats = [pyonmttok.build_vocab_from_tokens([str(v) for v in range(64)], special_tokens=specials)
-             for _ in FEATURES]
-    return {**vocabs, "src_feats": feats}
+    from headlab.engine.model import toy_vocabs
+    from headlab.heads.side import feature_names
+    return {**vocabs, "src_feats": toy_vocabs(5, feats=len(feature_names()))["src_feats"]}
 
 
 def facts_side(sentences, n):
@@ -275,7 +273,7 @@ def test_export_shows_the_enlivened_attention_and_labels():
     model.eval()
     side = facts_side([(FIG3, FIG3_HEADS), (SHORT, SHORT_HEADS)], 6)
     sep = "\uffe8"
-    src = [[sep.join([f"w{i}"] + [str(int(side[name][b, i])) for name in FEATURES]) for i in range(n)]
+    src = [[sep.join([f"w{i}", "0"] + [str(int(side[name][b, i])) for name in FEATURES]) for i in range(n)]
            for b, n in enumerate([6, 3])]
     assert len(next(site_attention(model, feature_vocabs(vocabs), src, None, "enc"))) == 3
     out = list(site_attention(model, feature_vocabs(vocabs), src, None, "enc", extras=True))

@@ -65,13 +65,15 @@ def test_redundant_share_logged_every_report(trained):
 def test_translate_pruned_and_export_labels(trained):
     import numpy as np
 
+    from headlab.engine.config import feature_args
     from headlab.engine.export import export_attention, load_labels
+    from headlab.heads.side import feature_names
     folder, _ = trained
     model = str(folder / "model" / "model.pt")
     for extra in ([], ["-rhe_prune"]):
         out = folder / f"hyp{len(extra)}.txt"
         result = run(HEADLAB + ["translate", "-model", model, "-src", str(folder / "feat.src"), "-output", str(out),
-                                "-n_src_feats", "5", "-beam_size", "2", "-max_length", "8", *extra])
+                                *feature_args(feature_names()).split(), "-beam_size", "2", "-max_length", "8", *extra])
         assert result.returncode == 0, result.stderr[-3000:]
         assert len(out.read_text().splitlines()) == 24
     npz = folder / "att.npz"

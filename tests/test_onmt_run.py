@@ -76,6 +76,27 @@ def test_unknown_cli_option_is_an_error(toy):
     assert not (toy / "model").exists() or not list((toy / "model").glob("*.pt"))
 
 
+def test_bad_option_value_is_one_line_naming_the_option(toy, tmp_path, capsys):
+    # issue 24 item 3: argparse printed OpenNMT-py's whole usage (~250 lines) first
+    result = run(HEADLAB + ["train", "-config", str(toy / "train.yaml"), "-lambda_kl", "-1"])
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "headlab train: [lambda_kl] bad value for -lambda_kl: must be >= 0, got -1"]
+    from headlab.cli import main
+    assert main(["train", "-config", str(toy / "train.yaml"), "-dhicm_dm", "-3"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "headlab train: [dhicm_dm] bad value for -dhicm_dm: must be >= 0, got -3"]
+    config = tmp_path / "bad.yaml"
+    config.write_text((toy / "train.yaml").read_text() + "lambda_kl: -1\n")
+    line = len(config.read_text().splitlines())
+    assert main(["train", "-config", str(config)]) == 1           # from the YAML: its file and line
+    assert capsys.readouterr().err.splitlines() == [
+        f"headlab train: {config}:{line}: [lambda_kl] bad value for -lambda_kl: must be >= 0, got -1"]
+    assert main(["translate", "-model", "m.pt", "-src", "s", "-beam_size", "x"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "headlab translate: [beam_size] bad value for -beam_size: invalid int value: 'x'"]
+
+
 def test_interrupted_training_resumes_from_last_readable_checkpoint(toy):
     config = str(toy / "train.yaml")
     # "interrupted" at step 3: the same config stopped early (deterministic stand-in for kill -9)
@@ -95,6 +116,38 @@ def test_interrupted_training_resumes_from_last_readable_checkpoint(toy):
     final = torch.load(model_dir / "model.pt", map_location="cpu", weights_only=False)
     assert final["optim"]["training_step"] == 7  # onmt counts the next step to run
     assert final["opt"].enc_heads == "7Ftoken+1L" and final["opt"].encoder_type == "headlab"
+
+
+def test_interrupted_finetune_resumes_from_its_last_checkpoint(toy, tmp_path, capfd):
+    # issue 24 item 5: a fine-tune (train_from: init.pt, reset_optim: all) restarted from
+    # init.pt; it resumes from its own last checkpoint, with its own optimizer state
+    import yaml
+    from headlab.engine import run as onmt_run
+    from headlab.engine.finetune import write_finetune
+
+    parent = yaml.safe_load((toy / "train.yaml").read_text())
+    parent.update(save_model=str(tmp_path / "parent" / "model"), save_data=str(tmp_path / "parent"), train_steps=3)
+    write_yaml(parent, tmp_path / "parent.yaml")
+    assert onmt_run.train(["-config", str(tmp_path / "parent.yaml")]) == 0
+    child = tmp_path / "child"
+    write_finetune(str(tmp_path / "parent" / "model.pt"), str(tmp_path / "parent.yaml"),
+                   {"enc_head_mask": "11110000", "train_steps": 6, "save_checkpoint_steps": 3, "report_every": 1},
+                   str(child), str(child / "onmt.yaml"))
+    capfd.readouterr()
+    # "interrupted" after the checkpoint of step 3 (the deterministic stand-in for kill -9 of
+    # the resume test above): the same config stopped early
+    assert onmt_run.train(["-config", str(child / "onmt.yaml"), "-train_steps", "3"]) == 0
+    assert (child / "model_step_3.pt").exists()
+    (child / "model.pt").unlink()
+    capfd.readouterr()
+    assert onmt_run.train(["-config", str(child / "onmt.yaml")]) == 0
+    log = capfd.readouterr().err
+    assert f"headlab: resuming interrupted training from checkpoint {child / 'model_step_3.pt'}" in log
+    import re
+    assert re.findall(r"Step +(\d+)/ +6", log) == ["4", "5", "6"]                   # steps 4-6 only
+    final = torch.load(child / "model.pt", map_location="cpu", weights_only=False)
+    assert final["optim"]["training_step"] == 7
+    assert final["opt"].enc_head_mask == "11110000"
 
 
 def test_translate_with_score_and_atomic_output(toy):

@@ -51,6 +51,31 @@ def test_empty_grid_names_the_key(grid, key):
         paper_B.check({**STUDY, "grid": grid})
 
 
+def test_lambda_kl_in_the_grid_is_tuned(tmp_path):
+    # issue 24 item 2: a grid's lambda_kl was replaced by the study-level value (identical
+    # candidates); it is tuned like any option, the study's value being the default
+    study = {**STUDY, "grid": {"stage1": {"lambda_kl": [0.0, 0.5]}, "stage2": {"dropout": [0.0]}}}
+    stage1 = paper_B.candidates(study, "stage1")
+    assert stage1 == [{"lambda_kl": 0.0}, {"lambda_kl": 0.5}]
+    assert {m["variant"] for m, _ in paper_B.stage_models(study, None, "multi30k", "de-en", "stage1")} == {
+        "lambda_kl=0.0", "lambda_kl=0.5"}
+    # stage 2 keeps stage 1's choice of it; candidates without it in their grid get the study's
+    assert paper_B.candidates(study, "stage2", {"lambda_kl": 0.5}) == [{"lambda_kl": 0.5, "dropout": [0.0]}]
+    assert paper_B.candidates(STUDY, "stage1") == [{"heads": 4, "lambda_kl": 0.1}, {"lambda_kl": 0.1}]
+
+
+@pytest.mark.parametrize("option, value", [("lambda_kl", -1), ("dhicm_dropout", -0.1)])
+def test_bad_grid_value_names_its_key_when_the_dag_is_built(option, value):
+    from headlab.workflow.config_check import check
+    from test_config_check import _config
+
+    config = _config(**{"studies.paper_B": {**STUDY, "grid": {"stage1": {option: [0.1, value]},
+                                                               "stage2": {"dropout": [0.0]}}}})
+    with pytest.raises(ConfigError, match=rf"^\[studies\.paper_B\.grid\.stage1\.{option}\] grid value "
+                                          rf"{value}: {option} must be a number >= 0"):
+        check(config)
+
+
 def test_dry_run_stage_two_waits_for_stage_one(tmp_path, mirror):
     config = _paper_b_config(tmp_path, mirror)
     result = snakemake("-n", "--configfile", str(config))

@@ -3,6 +3,7 @@ model; T3's k=6, A2's [1-1], A3's default parser and F4's dynamic gate are T1's 
 config errors, and a tiny end-to-end run of every table and figure."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from headlab.errors import ConfigError
@@ -123,3 +124,48 @@ def test_end_to_end_paper_c(tmp_path, mirror):
     assert all(len(tok.split("￨")) == 6 for tok in featured.read_text(encoding="utf-8").split())
     readme = (out / "README.md").read_text()
     assert "RHE lifts DEA" in readme and "average of the last 2 checkpoints" in readme
+
+
+# the embedded default's Figure 5 sentence, as the mini BPE splits it (27 pieces, 11 words)
+F5_PIECES = ("Rel@@ ati@@ ons be@@ tw@@ een Ob@@ am@@ a an@@ d Net@@ an@@ y@@ ahu ha@@ ve be@@ en "
+             "str@@ ai@@ ned for ye@@ ar@@ s .").split()
+
+
+def test_f5_is_a_word_level_grid_readable_at_page_width(tmp_path):
+    # issue 24 item 7: F5 was a 10,484 x 1,792 px strip of five panels over 27 BPE pieces
+    from PIL import Image
+
+    from headlab.report.figures import plot, save
+    from headlab.syntax.profile import word_attention
+
+    study = {"data": {"multi30k": ["en-de"]}, "layers": "2+2", "preset": "mini", "enhanced": "1-1"}
+    f = paper_C.Files({"corpora": {}}, study, str(tmp_path))
+    n, rng = len(F5_PIECES), np.random.default_rng(0)
+    kinds = {}
+    for kind in ("RHElpea", "RelPos", "Local", "L"):
+        att = rng.random((2, 8, n, n))
+        att /= att.sum(-1, keepdims=True)
+        kinds[kind] = att
+        path = tmp_path / f.attention(paper_C._model(study, "multi30k", "en-de", kind))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {"tokens": np.array([" ".join(F5_PIECES)]), "att_000000": att}
+        if kind == "RHElpea":
+            arrays.update(raw_000000=att[::-1].copy(), rhe_000000=np.array([[0, 1, 1, 0, 1, 1, 1, 1]] * 2))
+        np.savez(path, **arrays)
+    _, build = paper_C.f5(f)
+    tidy, style = build()
+    words, units = paper_C._words(F5_PIECES)
+    assert len(F5_PIECES) == 27 and words == "Relations between Obama and Netanyahu have been strained for years .".split()
+    # (b): RHE's first redundant head (head 1), word level: pieces summed over keys, mean over queries
+    panel = tidy[tidy["panel"] == "(b) LPEA+RHE-enlivened: head 1"]
+    assert len(panel) == 11 * 11
+    expected = word_attention(kinds["RHElpea"][0, 0], units)
+    got = panel.pivot(index="query", columns="key", values="attention").loc["1 Relations", "3 Obama"]
+    assert got == pytest.approx(expected[0, 2]) == pytest.approx(
+        kinds["RHElpea"][0, 0][[0, 1, 2]][:, [6, 7, 8]].sum(1).mean())
+    assert set(tidy["panel"]) >= {"(e) important head: head 2", "(a) redundant head: head 1"}
+    png = save(plot(tidy, **style), str(tmp_path / "F5"))[0]
+    width, height = Image.open(png).size
+    # a grid (two panels a row, three rows), not a strip: at most 8 in wide at 200 dpi, so
+    # 8-pt labels stay >= 6.5 pt on a 6.5 in page
+    assert width <= 1600 and 1.0 <= height / width <= 2.0, (width, height)

@@ -137,6 +137,69 @@ def test_pruned_head_parameters_stay_frozen_in_training(parent):
     assert torch.equal(after["linear_values.weight"][4 * d:], before["linear_values.weight"][4 * d:])
 
 
+def _optimizers():
+    """Every optimizer OpenNMT-py's builder makes that can run here (fusedadam needs apex,
+    the bnb ones bitsandbytes; sparseadam needs sparse embeddings)."""
+    import importlib.util
+    names = ["sgd", "adagrad", "adadelta", "adafactor", "adam"]
+    if importlib.util.find_spec("apex"):
+        names.append("fusedadam")
+    if importlib.util.find_spec("bitsandbytes"):
+        names += ["adamw8bit", "pagedadamw8bit", "pagedadamw32bit"]
+    return names
+
+
+def _pruned_qkv(model, rows):
+    """{name: tensor} of the pruned heads' rows of every layer's q, k, v weights and biases."""
+    out = {}
+    for number, (layer, keep) in enumerate(zip(model.encoder.transformer, rows)):
+        attn = layer.self_attn
+        d = attn.widths[0] // attn.num_heads
+        for name in ("heads.0.linear_query", "heads.0.linear_keys", "linear_values"):
+            linear = attn.get_submodule(name)
+            for head, kept in enumerate(keep):
+                if not kept:
+                    for part in ("weight", "bias"):
+                        out[f"{number}.{name}.{part}.{head}"] = getattr(linear, part)[head * d:(head + 1) * d].detach().clone()
+    return out
+
+
+@pytest.mark.parametrize("optim", _optimizers())
+def test_pruned_heads_stay_frozen_under_every_onmt_optimizer(parent, optim):
+    # issue 24 item 4: a zero gradient does not freeze a parameter under weight decay or with
+    # moments from steps before the mask (stale state); OpenNMT-py's own optimizer builder,
+    # every q/k/v weight and bias of every layer
+    from onmt.utils.optimizers import Optimizer
+
+    _, _, vocabs = parent
+    torch.manual_seed(3)
+    opt = model_opt(enc_heads="8L", extra=["-optim", optim, "-learning_rate", "0.05", "-weight_decay", "0.1",
+                                           "-adam_beta2", "0.998"], **TINY)
+    model = build_model(opt, vocabs).train()
+    optimizer = Optimizer.from_opt(model, opt)
+    src, lengths = _src(vocabs)
+    tgt = torch.randint(4, 30, (2, 5, 1))
+
+    def steps(n):
+        for _ in range(n):
+            optimizer.zero_grad()
+            out, _ = model(src, tgt, lengths)
+            optimizer.backward(model.generator(out).logsumexp(-1).sum())
+            optimizer.step()
+
+    steps(2)                                  # moments of every head (a parent's, resumed)
+    model.encoder.set_head_mask("10010000.01000001")
+    rows = model.encoder.head_mask
+    before = _pruned_qkv(model, rows)
+    kept = model.encoder.transformer[0].self_attn.heads[0].linear_query.weight[:8].detach().clone()
+    steps(3)
+    after = _pruned_qkv(model, rows)
+    moved = [name for name in before if not torch.equal(before[name], after[name])]
+    assert not moved, f"{optim} moved pruned heads' parameters: {moved[:6]}"
+    assert len(before) == 2 * 3 * 2 * 6                        # layers x q/k/v x weight/bias x pruned heads
+    assert not torch.equal(kept, model.encoder.transformer[0].self_attn.heads[0].linear_query.weight[:8])
+
+
 # -- fine-tunes: new parameters, architecture check, translation -------------------------
 
 def test_gate_finetune_adds_open_gates_and_loads_strictly(parent, tmp_path):

@@ -67,6 +67,44 @@ def test_column_decimals_survive_beside():
                         column_decimals={"6+1": 4})).splitlines()[1] == "8L,1.2346,1.23"
 
 
+def test_integer_hyper_parameters_print_as_integers():
+    # issue 24 item 7: paper B's T2 printed heads and feed-forward size as 8.00 / 2048.00
+    from headlab.studies import paper_B
+    hyper = pd.DataFrame({"row": ["Attention heads", "Attention heads", "Feed forward dim.", "Feed forward dim.",
+                                  "Dropout", "Dropout"], "column": ["Default", "de-en"] * 3,
+                          "value": [8, 4, 2048, 1024, 0.1, 0.3]})
+    table = beside(pivot(hyper, index="row", columns="column", values="value", best=None),
+                   pivot(hyper.assign(value=[8, 16, 2048, 4096, 0.1, 0.1]), index="row", columns="column",
+                         values="value", best=None)).integer_rows()
+    assert to_markdown(table).splitlines()[2:] == [
+        "| Attention heads | 8 | 8 | 4 | 16 |",
+        "| Feed forward dim. | 2048 | 2048 | 1024 | 4096 |",
+        "| Dropout | 0.10 | 0.10 | 0.30 | 0.10 |"]
+    assert "Attention heads & 8 & 8 & 4 & 16 \\\\" in to_latex(table)
+    # a row with one fractional value keeps the decimals; paper B's T2 asks for integers
+    assert pivot(hyper.assign(value=[8, 4.5, 2048, 1024, 0.1, 0.3]), index="row", columns="column",
+                 values="value").integer_rows().row_decimals == {"Feed forward dim.": 0}
+
+
+
+def test_paper_b_t2_prints_heads_and_ffn_as_integers(tmp_path):
+    import json
+    from headlab.studies import paper_B
+    study = {"data": {"multi30k": ["de-en"]}, "layers": "1+1", "preset": "mini_paper_B",
+             "grid": {"stage1": {"heads": [4, 8]}, "stage2": {"dropout": [0.0, 0.1]}}}
+    f = paper_B.Files({"corpora": {}}, study, str(tmp_path))
+    for stage in paper_B.STAGES:
+        path = tmp_path / paper_B.stage_file(str(tmp_path), "multi30k", "de-en", stage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"chosen": {"heads": 4, "transformer_ff": 512, "dropout": [0.3]}}))
+    _, build = paper_B.t2(f)
+    table, _ = build()
+    lines = to_markdown(table).splitlines()
+    assert any(line.startswith("| Attention heads | 8 | ") and "| 4 |" in line for line in lines), lines
+    assert any(line.startswith("| Feed forward dim. | ") and "| 512 |" in line for line in lines), lines
+    assert any(line.startswith("| Dropout | ") and "| 0.30 |" in line for line in lines), lines
+
+
 def test_duplicate_cells_are_an_error():
     with pytest.raises(DataError, match="two values"):
         pivot(pd.concat([TIDY, TIDY.iloc[:1]]), index="system", columns="config", values="bleu")

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from headlab.engine.config import train_config, write_yaml
+from headlab.engine.config import feature_args, train_config, write_yaml
+from headlab.heads.side import feature_names
 
 HEADLAB = [sys.executable, "-m", "headlab.cli"]
 SEP = "\uffe8"
+#: the word-boundary column (from the text, headlab_words) and the five parse columns
+FEATURES = feature_args(feature_names()).split()
 
 
 def run(args):
@@ -51,7 +54,7 @@ def toy(tmp_path_factory):
         vocab=str(folder / "vocab.txt"), save_dir=str(folder / "model"),
         overrides=dict(hidden_size=16, word_vec_size=16, transformer_ff=32, train_steps=4,
                        save_checkpoint_steps=4, valid_steps=4, warmup_steps=2, batch_size=64, bucket_size=64))
-    assert options["n_src_feats"] == 5 and "inferfeats" in options["transforms"]
+    assert options["n_src_feats"] == 6 and options["transforms"] == ["inferfeats", "headlab_words"]
     write_yaml(options, folder / "train.yaml")
     result = run(HEADLAB + ["train", "-config", str(folder / "train.yaml")])
     assert result.returncode == 0, result.stderr[-3000:]
@@ -61,13 +64,13 @@ def toy(tmp_path_factory):
 def test_syntax_model_trains_and_translates_with_features(toy):
     import torch
     ck = torch.load(toy / "model" / "model.pt", map_location="cpu", weights_only=False)
-    assert ck["opt"].n_src_feats == 5 and ck["opt"].syntax_parser == "depconv"
-    assert len(ck["vocab"]["src_feats"]) == 5
+    assert ck["opt"].n_src_feats == 6 and ck["opt"].syntax_parser == "depconv"
+    assert len(ck["vocab"]["src_feats"]) == 6
     # the feature columns have no embedding table: only the word LUT in the encoder
     assert not [k for k in ck["model"] if "emb_luts.1" in k]
     out = toy / "hyp.txt"
     result = run(HEADLAB + ["translate", "-model", str(toy / "model" / "model.pt"), "-src", str(toy / "feat.src"),
-                            "-output", str(out), "-n_src_feats", "5", "-beam_size", "2", "-max_length", "8"])
+                            "-output", str(out), *FEATURES, "-beam_size", "2", "-max_length", "8"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(out.read_text().splitlines()) == 40
 
@@ -77,18 +80,21 @@ def test_translation_without_features_fails_clearly(toy):
     result = run(HEADLAB + ["translate", "-model", str(toy / "model" / "model.pt"), "-src", str(toy / "bpe.src"),
                             "-output", str(out), "-beam_size", "2", "-max_length", "8"])
     assert result.returncode != 0
-    assert "syntax feature columns" in result.stderr and "-n_src_feats 5" in result.stderr
+    assert "need 6 source feature columns" in result.stderr and "-n_src_feats 6" in result.stderr
     assert not out.exists()
 
 
 def test_translation_with_values_outside_the_feature_vocabulary_fails(toy):
     stale = toy / "stale.src"
     lines = (toy / "feat.src").read_text().splitlines()
-    lines[3] = lines[3].replace(f"{SEP}0{SEP}", f"{SEP}5000{SEP}", 1)
+    first, *rest = lines[3].split(" ")
+    values = first.split(SEP)
+    values[2] = "5000"                         # dep_head (column 1: the word boundary, from the text)
+    lines[3] = " ".join([SEP.join(values), *rest])
     stale.write_text("\n".join(lines) + "\n")
     out = toy / "stale.txt"
     result = run(HEADLAB + ["translate", "-model", str(toy / "model" / "model.pt"), "-src", str(stale),
-                            "-output", str(out), "-n_src_feats", "5", "-beam_size", "2", "-max_length", "8"])
+                            "-output", str(out), *FEATURES, "-beam_size", "2", "-max_length", "8"])
     assert result.returncode != 0
     assert "not a value" in result.stderr and "<unk>" in result.stderr
     assert not out.exists()

@@ -50,24 +50,29 @@ def test_featurize_file_against_trees_word_facts(tmp_path):
     first = [tok.split(SEP) for tok in out.read_text().splitlines()[0].split()]
     assert [t[0] for t in first] == ["The", "c@@", "at", "sat"]
     facts = word_facts(Tree("X", [Tree("NN", [w]) for w in ["the", "cat", "sat"]]), [0, 0, 0])
-    for piece, word in zip(first, [0, 1, 1, 2]):
-        assert [int(v) for v in piece[1:]] == [facts[name][word] for name in FEATURES]
-    assert len(first[0]) == 1 + len(FEATURES)
+    # the word-boundary column first (the piece's own: "c@@" continues), then the word's facts
+    for piece, word, continued in zip(first, [0, 1, 1, 2], [0, 1, 0, 0]):
+        assert [int(v) for v in piece[1:]] == [continued] + [facts[name][word] for name in FEATURES]
+    assert len(first[0]) == 2 + len(FEATURES)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("the cat sat\nhel@@ lo there\n", r"test\.src:2|p\.jsonl:2: stale"),   # another sentence
-    ("hel@@ lo\nthe cat sat\n", "stale or shuffled"),                       # shuffled lines
-    ("the cat sat\n", "more lines than the text"),
-    ("the cat sat\nhel@@ lo\nagain\n", "the text more"),
+@pytest.mark.parametrize("text, line, message", [
+    # another sentence on line 2
+    ("the cat sat\nhel@@ lo there\n", 2, "stale or shuffled parse: it parsed 'hello', the text line is 'hello there'"),
+    # shuffled lines: the first line already differs
+    ("hel@@ lo\nthe cat sat\n", 1, "stale or shuffled parse: it parsed 'the cat sat', the text line is 'hello'"),
+    ("the cat sat\n", 2, "the parse file has more lines than the text"),
+    ("the cat sat\nhel@@ lo\nagain\n", 3, "the parse file has 2 lines, the text more"),
 ])
-def test_mismatches_name_file_and_line_and_write_nothing(tmp_path, text, message):
+def test_mismatches_name_file_and_line_and_write_nothing(tmp_path, text, line, message):
     _cache(tmp_path / "p.jsonl", [["the", "cat", "sat"], ["hello"]])
     bpe = tmp_path / "test.src"
     bpe.write_text(text)
     out = tmp_path / "feat.src"
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(DataError) as err:
         features.featurize_file(bpe, tmp_path / "p.jsonl", out)
+    assert str(err.value) == f"{tmp_path / 'p.jsonl'}:{line}: {message}"     # the exact file:line
+    assert (err.value.path, err.value.line) == (str(tmp_path / "p.jsonl"), line)
     assert not out.exists()
 
 
@@ -108,12 +113,19 @@ def _config(heads, **overrides):
                         valid_src="v.src", valid_tgt="v.tgt", vocab="vocab.txt", save_dir="m", overrides=overrides)
 
 
-def test_train_config_switches_features_on_for_syntax_models_only():
+def test_train_config_switches_features_on_for_word_and_syntax_models_only():
     from headlab.syntax.trees import FEATURES
     syntax = _config("8DEA.*8L")
-    assert syntax["n_src_feats"] == len(FEATURES) and syntax["transforms"][-1] == "inferfeats"
-    plain = _config("8L")
-    assert "n_src_feats" not in plain and "inferfeats" not in (plain.get("transforms") or [])
+    # featured files: the word-boundary column and the parse's; the transform rewrites the first from the text
+    assert syntax["n_src_feats"] == 1 + len(FEATURES) and syntax["transforms"] == ["inferfeats", "headlab_words"]
+    assert "src_feats_defaults" not in syntax
+    words = _config("7Fword+1L", transforms=["filtertoolong"])
+    # stock BPE files: one column, a placeholder the transform overwrites
+    assert (words["n_src_feats"], words["src_feats_defaults"]) == (1, "_")
+    assert words["transforms"] == ["filtertoolong", "inferfeats", "headlab_words"]
+    for heads in ("8L", "7Ftoken+1L"):
+        plain = _config(heads)
+        assert "n_src_feats" not in plain and "inferfeats" not in (plain.get("transforms") or [])
     assert _config("8LPEA.*8L", syntax_parser="benepar")["syntax_parser"] == "benepar"
 
 

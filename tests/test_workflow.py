@@ -139,7 +139,7 @@ def test_paper_config_paper_c_corpora_and_syntax_models(tmp_path):
         assert re.search(rf"headlab featurize --bpe \S+/{data}/bpe/{test}.src --parses \S+/{data}/parse/depconv/"
                          rf"{test}.jsonl --parser depconv", out)
         assert re.search(rf"headlab translate -model \S+/{corpus}/{pair}/full/base/default/6\+6/8DEA.\*8L/seed1/"
-                         rf"model.pt -src \S+/{data}/feat/depconv/{test}.src .*-n_src_feats 5", out)
+                         rf"model.pt -src \S+/{data}/feat/depconv/{test}.src .*-n_src_feats 6 -transforms inferfeats headlab_words", out)
         assert re.search(rf"headlab translate -model \S+/{corpus}/{pair}/full/base/default/6\+6/8L/seed1/"
                          rf"model.pt -src \S+/{data}/bpe/{test}.src ", out)
         assert re.search(rf"--train \S+/{data}/feat/depconv/train.src \S+/{data}/bpe/train.tgt", out)

@@ -10,16 +10,8 @@ import functools
 import importlib.util
 import sys
 import types
-import warnings
 
 _APPLIED = False
-
-
-def _silence_import_warnings() -> None:
-    # onmt/modules/{sparse_*,sru}.py use the deprecated torch.cuda.amp.custom_fwd/bwd
-    # decorators; torch>=2.4 warns at import. Harmless, but it drowns real messages.
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"onmt\..*")
-    warnings.filterwarnings("ignore", message=r".*torch\.cuda\.amp\.custom_(fwd|bwd).*")
 
 
 class _DeferredModule(types.ModuleType):
@@ -136,26 +128,6 @@ def _patch_options() -> None:
     # from a translate config (they are ignored there; the checkpoint's values win).
     import onmt.bin.translate
     onmt.bin.translate.translate_opts = onmt.opts.translate_opts
-
-
-def _patch_model_building() -> None:
-    """After OpenNMT-py builds a model (training, ``train_from`` and translation alike),
-    give the encoder the source vocabulary: word-based fixed heads need to know which
-    pieces end in ``@@``. The vocabulary comes from the checkpoint, so this needs no
-    files beside it."""
-    import onmt.model_builder as builder
-
-    original = builder.build_base_model
-
-    @functools.wraps(original)
-    def build_base_model(model_opt, vocabs):
-        model = original(model_opt, vocabs)
-        encoder = getattr(model, "encoder", None)
-        if hasattr(encoder, "set_src_vocab"):
-            encoder.set_src_vocab(vocabs["src"])
-        return model
-
-    builder.build_base_model = build_base_model
 
 
 def _patch_fresh_init() -> None:
@@ -280,6 +252,40 @@ def _patch_model_selection() -> None:
     saver.ModelSaver._rm_checkpoint = _rm_checkpoint
 
 
+def _patch_optimizer_freezes_pruned_heads() -> None:
+    """Pruned heads (``-enc_head_mask``) are frozen, but a zero gradient freezes nothing under
+    weight decay (``adamw8bit``, the paged optimizers) or moments from earlier steps (Adam,
+    Adafactor). Every optimizer OpenNMT-py builds goes through ``Optimizer.from_opt`` (which
+    sees the model) and ``Optimizer.step``: the model is remembered there, and each step
+    puts the pruned heads' parameters (:func:`headlab.heads.prune.pruned_elements`) back to
+    their values before it. Models without a head mask are untouched."""
+    import torch
+    import onmt.utils.optimizers as optimizers
+    from headlab.heads.prune import pruned_elements
+
+    from_opt = optimizers.Optimizer.from_opt.__func__
+    step = optimizers.Optimizer.step
+
+    @functools.wraps(from_opt)
+    def from_opt_keeping_model(cls, model, opt, checkpoint=None):
+        optim = from_opt(cls, model, opt, checkpoint=checkpoint)
+        optim.headlab_model = model
+        return optim
+
+    @functools.wraps(step)
+    def step_keeping_pruned_heads(self):
+        model = getattr(self, "headlab_model", None)
+        frozen = pruned_elements(model) if model is not None else []
+        saved = [param.detach()[mask].clone() for param, mask in frozen]
+        step(self)
+        with torch.no_grad():
+            for (param, mask), values in zip(frozen, saved):
+                param[mask] = values
+
+    optimizers.Optimizer.from_opt = classmethod(from_opt_keeping_model)
+    optimizers.Optimizer.step = step_keeping_pruned_heads
+
+
 def _patch_feature_embeddings() -> None:
     """Source features carry per-word syntax to the encoder (paper C; internals note §3.5),
     not embeddings: stock ``build_embeddings`` gives each feature a lookup table merged
@@ -305,16 +311,15 @@ def apply() -> None:
     global _APPLIED
     if _APPLIED:
         return
-    _silence_import_warnings()
     _defer_spacy_import()
     _build_modules_directly()
     _patch_checkpoint_loading()
     _patch_with_score()
     _patch_options()
-    _patch_model_building()
     _patch_fresh_init()
     _patch_test_model_loading()
     _patch_aux_loss()
     _patch_model_selection()
     _patch_feature_embeddings()
+    _patch_optimizer_freezes_pruned_heads()
     _APPLIED = True

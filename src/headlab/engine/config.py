@@ -132,6 +132,23 @@ def validate_options(options: Mapping[str, Any], *, kind: str = "train",
         raise ConfigError(f"unknown OpenNMT-py {kind} option {key!r}{hint}", path=source, line=line, key=key)
 
 
+def one_line_errors(parser, kind: str):
+    """Make ``parser`` raise a :class:`ConfigError` naming the option instead of argparse's
+    ``error()``, which prints the whole usage (OpenNMT-py's is ~250 lines) before the message
+    and exits: a bad value (``-lambda_kl -1``, from the command line or the ``-config`` YAML)
+    becomes one line, ``[lambda_kl] bad value for -lambda_kl: must be >= 0, got -1``."""
+    def error(message: str):
+        match = re.match(r"argument ([^:]+): (.*)", message, re.S)
+        if not match:
+            raise ConfigError(f"OpenNMT-py {kind} options: {message}")
+        names = match[1].split("/")
+        short = min(names, key=len)
+        raise ConfigError(f"bad value for {short}: {match[2]}", key=short.lstrip("-"))
+
+    parser.error = error
+    return parser
+
+
 def yaml_key_lines(path: str | Path) -> dict[str, int]:
     """1-based line of every top-level key of a YAML file (for error messages)."""
     node = yaml.compose(Path(path).read_text(encoding="utf-8"))
@@ -210,27 +227,57 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
     return options
 
 
-def syntax_options(options: dict[str, Any], heads: str) -> None:
-    """Models whose head kinds read syntax (``needs_syntax``, paper C) train on featured
-    source files (the workflow passes them as ``train_src``/``valid_src``): OpenNMT-py
-    must expect the feature columns (``n_src_feats``, with the required ``inferfeats``
-    transform, a no-op on pre-expanded features) and read ``{src_vocab}_feat{i}``.
-    Other models are left exactly as they were."""
-    from headlab.heads.side import feature_names
-    from headlab.heads.spec import needs_syntax
+def feature_options(columns: tuple[str, ...]) -> dict[str, Any]:
+    """OpenNMT-py options of a model reading the source-feature ``columns``
+    (:func:`headlab.heads.side.model_columns`): the feature count, the transforms
+    (``inferfeats``, required by OpenNMT-py with source features, is a no-op on pre-expanded
+    ones; ``headlab_words`` writes the word boundaries from the text) and, for the word
+    column alone (stock BPE files without feature columns), the placeholder the transform
+    overwrites. Featured files (syntax models) carry every column. OpenNMT-py reads one
+    vocabulary per column, ``{src_vocab}_feat{i}``."""
+    from headlab.engine.opts import WORDS_TRANSFORM
+    from headlab.heads.side import UNFILLED, WORD_COLUMN
 
-    if not needs_syntax(heads):
-        if options.get("syntax_parser", "depconv") != "depconv":
-            raise ConfigError(f"syntax_parser {options['syntax_parser']!r} is set, but head spec {heads!r} has "
-                              f"no head kind that reads syntax", key="syntax_parser")
+    if not columns:
+        return {}
+    options: dict[str, Any] = {"n_src_feats": len(columns), "transforms": ["inferfeats", WORDS_TRANSFORM]}
+    if tuple(columns) == (WORD_COLUMN,):
+        options["src_feats_defaults"] = UNFILLED
+    return options
+
+
+def feature_args(columns: tuple[str, ...]) -> str:
+    """:func:`feature_options` as ``headlab translate`` arguments (translation takes the source
+    options from its command line, not from the model's training config)."""
+    options = feature_options(columns)
+    if not options:
+        return ""
+    args = [f"-n_src_feats {options['n_src_feats']}", "-transforms " + " ".join(options["transforms"])]
+    if "src_feats_defaults" in options:
+        args.append(f"-src_feats_defaults {options['src_feats_defaults']}")
+    return " ".join(args)
+
+
+def syntax_options(options: dict[str, Any], heads: str) -> None:
+    """Source features of models whose head kinds read words or syntax: syntax models
+    (``needs_syntax``, paper C) train on featured source files (the workflow passes them as
+    ``train_src``/``valid_src``), word-based models (``needs_words``: Fword) on the stock BPE
+    files; both get the word-boundary column from the text (:func:`feature_options`).
+    Other models are left exactly as they were."""
+    from headlab.heads.spec import feature_columns, needs_syntax
+
+    if not needs_syntax(heads) and options.get("syntax_parser", "depconv") != "depconv":
+        raise ConfigError(f"syntax_parser {options['syntax_parser']!r} is set, but head spec {heads!r} has "
+                          f"no head kind that reads syntax", key="syntax_parser")
+    columns = feature_columns(heads)
+    if not columns:
         return
     if options.get("encoder_type") != "headlab":
-        raise ConfigError(f"head spec {heads!r} reads syntax: it needs encoder_type 'headlab'", key="heads")
-    options["n_src_feats"] = len(feature_names())
-    transforms = list(options.get("transforms") or [])
-    if "inferfeats" not in transforms:
-        transforms.append("inferfeats")
-    options["transforms"] = transforms
+        raise ConfigError(f"head spec {heads!r} reads words or syntax: it needs encoder_type 'headlab'", key="heads")
+    wanted = feature_options(columns)
+    transforms = [t for t in options.get("transforms") or [] if t not in wanted["transforms"]]
+    options.update(wanted)
+    options["transforms"] = transforms + wanted["transforms"]
 
 
 def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:

@@ -6,7 +6,10 @@ their head group (``self_attn.heads.0.linear_query`` for ``8L``; see
 :func:`headlab.heads.attention.stock_key_map`). With ``-enc_heads 8L`` the parameter count
 equals stock's and, given the same weights, so do the outputs (tests/test_encoder.py).
 
-Public methods: ``from_opt``, ``forward(src, src_len)``, ``set_src_vocab(vocab)``,
+Word boundaries come from the source's word-boundary feature column, written from the
+text (:mod:`headlab.engine.words`), never from the vocabulary (issue 24).
+
+Public methods: ``from_opt``, ``forward(src, src_len)``,
 ``disable_heads([k, ...])`` / ``enable_heads()`` / ``disabled_heads``,
 ``attention(src, src_len)`` (dense per-layer, per-head matrices for export),
 ``aux_terms()`` / ``aux_loss()``, ``reset_head_parameters()``, ``update_dropout``,
@@ -26,27 +29,39 @@ from headlab.engine.common import HeadSites, check_supported, first, mixer_optio
 from headlab.errors import ConfigError, DataError
 from headlab.heads.attention import HeadlabAttention
 from headlab.heads.base import HeadContext, sum_terms
-from headlab.heads.patterns import word_ids_from_continuation
+from headlab.heads.side import WORD_COLUMN, model_columns, word_ids as piece_word_ids
 from headlab.heads.spec import LayerSpec, parse_spec
 from headlab.engine.opts import ENCODER_NAME
 
 
-def side_inputs(src: Tensor, pad_mask: Tensor) -> dict[str, Tensor]:
-    """``ctx.side`` of a syntax model: feature column k of ``src`` (B, N, 1 + n_src_feats)
-    as name ``FEATURES[k]``, value = id - 4 (numeric-order feature vocabularies,
-    :mod:`headlab.syntax.features`), 0 at padding. Missing columns are a ConfigError; an id
-    that is not a value (``<unk>``: a value missing from the feature vocabulary) a DataError."""
-    from headlab.heads.side import SPECIALS, feature_names
+def side_inputs(src: Tensor, pad_mask: Tensor, names: tuple[str, ...]) -> dict[str, Tensor]:
+    """The feature columns of ``src`` (B, N, 1 + n_src_feats) by name (``names``, the model's
+    columns: :func:`headlab.heads.side.model_columns`), value = id - 4 (numeric-order
+    feature vocabularies, :mod:`headlab.syntax.features`), 0 at padding. Missing columns are
+    a ConfigError; an id that is not a value (``<unk>``: a value missing from the feature
+    vocabulary, or the placeholder of a word-boundary column the transform did not fill) a
+    DataError."""
+    from headlab.engine.config import feature_args
+    from headlab.heads.side import SPECIALS, WORD_COLUMN
 
-    names = feature_names()
     columns = src.size(2) - 1 if src.dim() == 3 else 0
     if columns != len(names):
-        raise ConfigError(f"this model's encoder heads need {len(names)} syntax feature columns "
-                          f"({', '.join(names)}) on every source token, the input has {columns}: train and "
-                          f"translate on the featured source (results/data/.../feat/PARSER/SPLIT.src) with "
-                          f"-n_src_feats {len(names)}", key="enc_heads")
+        raise ConfigError(f"this model's encoder heads need {len(names)} source feature columns "
+                          f"({', '.join(names)}) on every token, the input has {columns}: train and translate "
+                          f"with {feature_args(names)}" + (" on the featured source (results/data/.../feat/"
+                                                             "PARSER/SPLIT.src)" if len(names) > 1 else ""),
+                          key="enc_heads")
     values = src[:, :, 1:] - SPECIALS
-    bad = (values < 0) & ~pad_mask.unsqueeze(2)
+    real = ~pad_mask.unsqueeze(2)
+    if WORD_COLUMN in names:
+        k = names.index(WORD_COLUMN)
+        unfilled = ((values[:, :, k] < 0) | (values[:, :, k] > 1)) & real[:, :, 0]
+        if bool(unfilled.any()):
+            b, i = (int(x) for x in unfilled.nonzero()[0])
+            raise DataError(f"the word-boundary column ({WORD_COLUMN}) of token {i} in sentence {b} of the batch "
+                            f"is not 0/1 (vocabulary id {int(src[b, i, k + 1])}): it was not filled from the text; "
+                            f"list the headlab_words transform ({feature_args(names)})", key="transforms")
+    bad = (values < 0) & real
     if bool(bad.any()):
         b, i, k = (int(x) for x in bad.nonzero()[0])
         raise DataError(f"source feature {names[k]} of token {i} in sentence {b} of the batch is not a value "
@@ -113,11 +128,10 @@ class HeadlabEncoder(HeadSites, EncoderBase):
         self.needs_words = any(layer.self_attn.needs_words for layer in self.transformer)
         #: some head kind reads the source parse from ctx.side (paper C: DEA, LPEA, RHE*)
         self.needs_syntax = any(layer.self_attn.needs_syntax for layer in self.transformer)
+        #: the source-feature columns this encoder reads: the word boundaries (from the text,
+        #: headlab.engine.words) when a head kind reads words, then the parse's columns
+        self.columns = model_columns(self.needs_words, self.needs_syntax)
         self.set_head_mask(enc_head_mask)
-        # continuation[vocab_id] = token ends with "@@"; set by set_src_vocab. A plain
-        # attribute, not a buffer: it stays out of checkpoints, and OpenNMT-py's strict
-        # Model.load_state_dict rejects any buffer (even non-persistent) missing from one.
-        self.continuation = torch.zeros(0, dtype=torch.bool, device="cpu")
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -139,21 +153,17 @@ class HeadlabEncoder(HeadSites, EncoderBase):
             mixer_options=mixer_options(opt),
         )
 
-    def set_src_vocab(self, vocab) -> None:
-        """Mark source pieces ending in ``@@`` (pyonmttok.Vocab, or a list of tokens)."""
-        tokens = getattr(vocab, "ids_to_tokens", vocab)
-        flags = torch.tensor([str(t).endswith("@@") for t in tokens], dtype=torch.bool, device="cpu")
-        self.continuation = flags
-
     # -- forward ------------------------------------------------------------------------
     def context(self, src: Tensor, src_len: Tensor, word_ids: Tensor | None = None) -> HeadContext:
+        """The heads' context; ``word_ids`` (B, N) replaces the word-boundary column (tests)."""
         token_ids = src[:, :, 0] if src.dim() == 3 else src
         pad_mask = sequence_mask(src_len, token_ids.size(1))
-        if word_ids is None and self.needs_words and self.continuation.numel():
-            if self.continuation.device != token_ids.device:    # moved lazily, once
-                self.continuation = self.continuation.to(token_ids.device)
-            word_ids = word_ids_from_continuation(self.continuation, token_ids)
-        side = side_inputs(src, pad_mask) if self.needs_syntax else {}
+        side = {}
+        if self.columns and (word_ids is None or self.needs_syntax):
+            side = side_inputs(src, pad_mask, self.columns)
+            continued = side.pop(WORD_COLUMN)
+            if word_ids is None:
+                word_ids = piece_word_ids(continued)
         return HeadContext(pad_mask, src_len, token_ids, word_ids, side)
 
     def forward(self, src: Tensor, src_len: Tensor | None = None, word_ids: Tensor | None = None):

@@ -108,28 +108,12 @@ def _ids(vocab, sentences, device):
     return ids, lengths
 
 
-def _src_ids(vocabs, sentences, device):
-    """Source ids (B, N, 1 + n_src_feats): featured lines (``piece￨f1￨…``, paper C syntax
-    models) fill the feature columns from ``vocabs["src_feats"]`` as OpenNMT-py does."""
-    from onmt.constants import DefaultTokens
-    from headlab.heads.side import SEPARATOR
-
-    split = [[token.split(SEPARATOR) for token in s] for s in sentences]
-    ids, lengths = _ids(vocabs["src"], [[t[0] for t in s] for s in split], device)
-    columns = {len(t) - 1 for s in split for t in s}
-    if columns == {0}:
-        return ids, lengths
-    feat_vocabs = vocabs.get("src_feats") or []
-    if len(columns) != 1 or columns != {len(feat_vocabs)}:
-        raise ConfigError(f"source tokens carry {sorted(columns)} feature columns, the model has "
-                          f"{len(feat_vocabs)} feature vocabularies", key="n_src_feats")
-    cols = [ids]
-    for k, vocab in enumerate(feat_vocabs):
-        col = torch.full_like(ids, vocab[DefaultTokens.PAD])
-        for b, tokens in enumerate(split):
-            col[b, :len(tokens), 0] = torch.tensor(vocab([t[k + 1] for t in tokens]), device=device)
-        cols.append(col)
-    return torch.cat(cols, 2), lengths
+def _src_ids(model, vocabs, sentences, device):
+    """Source ids (B, N, 1 + n_src_feats) as OpenNMT-py batches them for this model: the
+    word-boundary column from the text, a featured line's (``piece￨f1￨…``, paper C syntax
+    models) other columns from ``vocabs["src_feats"]`` (:func:`headlab.engine.words.source_ids`)."""
+    from headlab.engine.words import source_ids
+    return source_ids(vocabs, sentences, getattr(model.encoder, "columns", ()), device)
 
 
 def teacher_forcing_batch(vocabs, src: list[list[str]], tgt: list[list[str]], device):
@@ -177,7 +161,7 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
     try:
         for start in range(0, len(src), batch_size):
             s_batch = src[start:start + batch_size]
-            src_t, src_len = _src_ids(vocabs, s_batch, device)
+            src_t, src_len = _src_ids(model, vocabs, s_batch, device)
             if site == "enc":
                 maps = torch.stack(model.encoder.attention(src_t, src_len), 1).cpu()
                 model.encoder(src_t, src_len)                    # fills the importance

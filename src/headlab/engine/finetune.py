@@ -20,7 +20,9 @@ the parameters the parent lacks (only head-mixer parameters may be new: the gate
 starting open) are added to the checkpoint with their constructor values. OpenNMT-py's
 strict loader then still catches every real mismatch, and ``reset_optim: all`` starts a
 fresh optimizer (the parent's Adam moments do not cover the new parameters; warm-up
-restarts at step 1). A parent checkpoint whose architecture differs from what its path says
+restarts at step 1). An interrupted fine-tune resumes from its own last checkpoint with its
+own optimizer state (``headlab train``, :func:`headlab.engine.run.train`), not from
+``init.pt``. A parent checkpoint whose architecture differs from what its path says
 (layers, sizes, heads) is a :class:`~headlab.errors.ConfigError` naming the file.
 """
 from __future__ import annotations

@@ -43,8 +43,9 @@ def model_opt(*, encoder_type="headlab", enc_heads="8L", enc_layers=6, dec_layer
 
 
 def toy_vocabs(src_size: int, tgt_size: int | None = None, share: bool = False,
-               src_tokens: list[str] | None = None):
-    """pyonmttok vocabularies of the given sizes (4 specials included)."""
+               src_tokens: list[str] | None = None, feats: int = 0, values: int = 64):
+    """pyonmttok vocabularies of the given sizes (4 specials included); ``feats``: that many
+    numeric-order source-feature vocabularies of ``values`` values (headlab.heads.side)."""
     import pyonmttok
     from onmt.constants import DefaultTokens
 
@@ -57,7 +58,11 @@ def toy_vocabs(src_size: int, tgt_size: int | None = None, share: bool = False,
 
     src = vocab(src_size, src_tokens)
     tgt = src if share else vocab(tgt_size or src_size)
-    return {"src": src, "tgt": tgt, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
+    vocabs = {"src": src, "tgt": tgt, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
+    if feats:
+        vocabs["src_feats"] = [pyonmttok.build_vocab_from_tokens([str(v) for v in range(values)],
+                                                                 special_tokens=specials) for _ in range(feats)]
+    return vocabs
 
 
 def build_model(opt, vocabs, device: str | None = None):

@@ -9,6 +9,8 @@ from __future__ import annotations
 #: encoder_type / decoder_type values under which the head-spec modules are registered
 ENCODER_NAME = "headlab"
 DECODER_NAME = "headlab"
+#: the OpenNMT-py transform that writes the word-boundary column from the text (headlab.engine.words)
+WORDS_TRANSFORM = "headlab_words"
 
 
 def _non_negative(kind):

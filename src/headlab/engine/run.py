@@ -4,7 +4,8 @@ What the wrapper adds to the stock commands:
 - headlab's encoder and compat fixes are in place (``import headlab.engine.plugin``);
 - unknown options, on the command line or in the ``-config`` YAML, are errors naming the
   key (``onmt_train`` silently ignores them);
-- ``train`` resumes an interrupted run from its newest readable checkpoint, and on success
+- ``train`` resumes an interrupted run (fine-tunes with ``-train_from`` included) from its
+  newest readable checkpoint, and on success
   publishes ``<save_model>.pt`` (the final model) atomically;
 - ``translate`` writes ``-output`` atomically (no partial hypothesis files).
 """
@@ -25,12 +26,22 @@ def _parse(parser, argv: list[str], kind: str):
     """Parse like OpenNMT-py, but reject unknown options. A ``-config`` YAML is checked key
     by key first, so the error names its file and line. build_vocab reads the training
     config (model options included), so training options are accepted there."""
-    from headlab.engine.config import validate_yaml_file
+    from headlab.engine.config import one_line_errors, validate_yaml_file, yaml_key_lines
 
+    one_line_errors(parser, kind)
+    config = None
     for flag in ("-config", "--config"):
         if flag in argv[:-1]:
-            validate_yaml_file(argv[argv.index(flag) + 1], kind=kind)
-    opt, unknown = parser.parse_known_args(argv)
+            config = argv[argv.index(flag) + 1]
+            validate_yaml_file(config, kind=kind)
+    try:
+        opt, unknown = parser.parse_known_args(argv)
+    except ConfigError as err:
+        # a bad value from the YAML (not overridden on the command line): name its file and line
+        line = yaml_key_lines(config).get(err.key) if config and err.key else None
+        if line is None or any(a.lstrip("-").split("=")[0] == err.key for a in argv if a.startswith("-")):
+            raise
+        raise ConfigError(str(err).split("] ", 1)[-1], path=config, line=line, key=err.key) from None
     if unknown and kind != "build_vocab":
         import difflib
         known = [s for a in parser._actions for s in a.option_strings]
@@ -89,13 +100,16 @@ def train(argv: list[str]) -> int:
     opt = _parse(_get_parser(), argv, "train")
     init_logger(opt.log_file)
     resume_step = 0
-    if not opt.train_from:
-        config = getattr(opt, "config", None)
-        last = resume_point(opt.save_model, os.path.getmtime(config) if config else 0.0, opt.train_steps)
-        if last is not None:
-            logger.info("headlab: resuming interrupted training from checkpoint %s", last)
-            opt.train_from = str(last)
-            resume_step = int(_STEP.search(last.name)[1])
+    # this run's own checkpoints win over -train_from: a fine-tune (train_from: init.pt,
+    # reset_optim: all) interrupted at step N resumes at N with its own optimizer state,
+    # as every other training does, instead of starting again from init.pt
+    config = getattr(opt, "config", None)
+    last = resume_point(opt.save_model, os.path.getmtime(config) if config else 0.0, opt.train_steps)
+    if last is not None:
+        logger.info("headlab: resuming interrupted training from checkpoint %s", last)
+        opt.train_from = str(last)
+        opt.reset_optim = "none"
+        resume_step = int(_STEP.search(last.name)[1])
     tracker = selection.start(opt, resume_step)
     onmt_train(opt)
     done = [(step, path) for step, path in checkpoints(opt.save_model) if step <= opt.train_steps]

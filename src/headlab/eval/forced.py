@@ -83,12 +83,11 @@ def load_model(path: str | os.PathLike, gpu: int = -1, extra_opts: list[str] | N
     import onmt.opts
     from onmt.utils.parse import ArgumentParser
 
-    parser = ArgumentParser()
+    from headlab.engine.config import one_line_errors
+
+    parser = one_line_errors(ArgumentParser(), "translate")     # no 250-line usage before the error
     onmt.opts.translate_opts(parser)
-    try:
-        opt = parser.parse_args(["-model", str(path), "-src", "-", "-gpu", str(gpu)] + list(extra_opts or []))
-    except SystemExit:
-        raise ConfigError(f"bad OpenNMT-py translate options {extra_opts}") from None
+    opt = parser.parse_args(["-model", str(path), "-src", "-", "-gpu", str(gpu)] + list(extra_opts or []))
     vocabs, model, model_opt = onmt.model_builder.load_test_model(opt, model_path=str(path))
     if getattr(model_opt, "copy_attn", False):
         raise ConfigError("forced scoring of copy-attention models is not supported", path=str(path))
@@ -109,12 +108,14 @@ def _score_batch(model, vocabs, src_tok, tgt_tok, device) -> list[Scored]:
     import torch
     from onmt.constants import DefaultTokens
 
-    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
+    from headlab.engine.words import source_ids
+
+    tgt_vocab = vocabs["tgt"]
     start = vocabs.get("decoder_start_token", DefaultTokens.BOS)
-    src_pad, tgt_pad = src_vocab[DefaultTokens.PAD], tgt_vocab[DefaultTokens.PAD]
-    src = _pad([src_vocab(t) for t in src_tok], src_pad, device)
+    tgt_pad = tgt_vocab[DefaultTokens.PAD]
+    # piece ids and the feature columns the encoder reads (word boundaries from the text)
+    src, src_len = source_ids(vocabs, src_tok, getattr(model.encoder, "columns", ()), device)
     tgt = _pad([tgt_vocab([start] + t + [DefaultTokens.EOS]) for t in tgt_tok], tgt_pad, device)
-    src_len = torch.tensor([len(t) for t in src_tok], dtype=torch.long, device=device)
 
     # Translator._run_encoder / _translate_batch_with_strategy / _score_target
     enc_out, enc_final_hs, enc_len = model.encoder(src, src_len)

@@ -145,7 +145,7 @@ class FixedWordHeads(_FixedHeads):
     def _word_ids(self, ctx: HeadContext) -> Tensor:
         if ctx.word_ids is None:
             from headlab.errors import ConfigError
-            raise ConfigError("word-based fixed heads (Fword) need word boundaries: call "
-                              "encoder.set_src_vocab(vocab) (done automatically when "
-                              "headlab.engine.plugin is imported) or pass word_ids", key="enc_heads")
+            raise ConfigError("word-based fixed heads (Fword) need word boundaries (ctx.word_ids; the "
+                              "encoder reads them from the source's word-boundary feature column, "
+                              "headlab.heads.side.WORD_COLUMN)", key="enc_heads")
         return ctx.word_ids

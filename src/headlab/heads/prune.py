@@ -11,11 +11,14 @@ encoder. A single row applies to every layer; ``""`` (the default) keeps every h
 
 A pruned head's output is multiplied by 0 before the output projection (the same place as
 paper A's test-time ablation, ``-disable_enc_heads``). Its parameters are **kept and
-frozen, not removed**: the zeroed output gives its query/key/value columns and its
-``final_linear`` columns an exactly zero gradient, so Adam (no weight decay) never moves
-them (tests/test_paper_D.py checks that a training step leaves them unchanged). Keeping
-them keeps the checkpoint's architecture, so a pruned fine-tune loads its parent's
-weights with OpenNMT-py's strict loader and its path differs only by the mask.
+frozen, not removed**. The zeroed output gives them an exactly zero gradient, but a zero
+gradient freezes nothing under weight decay (OpenNMT-py's ``adamw8bit`` and paged
+optimizers) or with moments from steps before the mask (Adam, Adafactor): every
+optimizer step restores them (:func:`pruned_elements`, applied around OpenNMT-py's
+``Optimizer.step`` by :mod:`headlab.engine.compat`; tests/test_paper_D.py checks every
+optimizer OpenNMT-py builds here). Keeping them keeps the checkpoint's architecture, so a
+pruned fine-tune loads its parent's weights with OpenNMT-py's strict loader and its path
+differs only by the mask.
 """
 from __future__ import annotations
 
@@ -58,3 +61,43 @@ def mask_string(rows: list[list[int]]) -> str:
 def invert(rows: list[list[int]]) -> list[list[int]]:
     """Keep exactly the heads the mask prunes (paper D §3.6, inverse pruning)."""
     return [[1 - int(v) for v in row] for row in rows]
+
+
+def pruned_elements(model) -> list[tuple[object, object]]:
+    """(parameter, boolean mask of its elements) for the pruned heads of every attention layer
+    of ``model`` with a head mask: their rows of each head group's query/key projections and
+    of ``linear_values``, their columns of ``final_linear``. A group's projection rows are
+    split evenly over its heads (its ``out_features`` / ``count``)."""
+    import torch
+
+    found = []
+    for attn in model.modules():
+        mask = getattr(attn, "head_mask", None)
+        if mask is None or not hasattr(attn, "linear_values") or bool(mask.all()):
+            continue
+        pruned = (mask == 0).tolist()
+        value_rows = torch.zeros(attn.linear_values.out_features, dtype=torch.bool)
+        head = offset = 0
+        for group in attn.heads:
+            for name in ("linear_query", "linear_keys"):
+                linear = getattr(group, name, None)
+                if isinstance(linear, torch.nn.Linear):
+                    width = linear.out_features // group.count
+                    rows = torch.tensor([pruned[head + k] for k in range(group.count) for _ in range(width)])
+                    found += _rows(linear, rows)
+            for k in range(group.count):
+                value_rows[offset + k * group.d_head: offset + (k + 1) * group.d_head] = pruned[head + k]
+            head, offset = head + group.count, offset + group.count * group.d_head
+        found += _rows(attn.linear_values, value_rows)
+        final = getattr(attn, "final_linear", None)
+        if isinstance(final, torch.nn.Linear):
+            found.append((final.weight, value_rows.unsqueeze(0).expand_as(final.weight).to(final.weight.device)))
+    return found
+
+
+def _rows(linear, rows):
+    rows = rows.to(linear.weight.device)
+    out = [(linear.weight, rows.unsqueeze(1).expand_as(linear.weight))]
+    if linear.bias is not None:
+        out.append((linear.bias, rows))
+    return out

@@ -224,14 +224,31 @@ def _split_groups(spec: str, text: str, site: str = "enc") -> list[str]:
             raise _bad(spec, text, "empty layer between commas", site)
     return groups
 
-def needs_syntax(heads: str) -> bool:
-    """True if a model path's head specs (``ENC[@dec=..][@cross=..]``, or one spec) use a
-    head kind whose class sets ``needs_syntax = True``: such a model trains and translates
-    on the featured source files."""
+def _any_kind(heads: str, flag: str) -> bool:
     from headlab.naming import parse_heads_name
 
     for site, spec in parse_heads_name(str(heads)).items():
         for layer in parse_spec(spec, None, site=site):
-            if any(getattr(HEAD_KINDS[t.kind], "needs_syntax", False) for t in layer.terms):
+            if any(getattr(HEAD_KINDS[t.kind], flag, False) for t in layer.terms):
                 return True
     return False
+
+
+def needs_syntax(heads: str) -> bool:
+    """True if a model path's head specs (``ENC[@dec=..][@cross=..]``, or one spec) use a
+    head kind whose class sets ``needs_syntax = True``: such a model trains and translates
+    on the featured source files."""
+    return _any_kind(heads, "needs_syntax")
+
+
+def needs_words(heads: str) -> bool:
+    """True if a head kind of the specs reads word boundaries (``needs_words``: Fword and the
+    syntax kinds): such a model's source carries the word-boundary column
+    (:data:`headlab.heads.side.WORD_COLUMN`)."""
+    return _any_kind(heads, "needs_words")
+
+
+def feature_columns(heads: str) -> tuple[str, ...]:
+    """The source-feature columns of a model with these head specs (``side.model_columns``)."""
+    from headlab.heads.side import model_columns
+    return model_columns(needs_words(heads), needs_syntax(heads))

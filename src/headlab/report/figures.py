@@ -34,7 +34,8 @@ def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = 
     import seaborn as sns
 
     if kind == "heatmap":
-        return _heatmap(tidy, x=x, y=y, value=value, col=col, xlabel=xlabel, ylabel=ylabel, title=title)
+        return _heatmap(tidy, x=x, y=y, value=value, col=col, xlabel=xlabel, ylabel=ylabel, title=title,
+                        col_wrap=col_wrap)
     if kind == "arcs":                  # paper D Figs. 1-2: word-to-word attention arcs
         from headlab.syntax.arcs import draw
         return draw(tidy, title=title)
@@ -68,7 +69,14 @@ def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = 
     return _finish(grid, x, y, xlabel, ylabel, title, ylim)
 
 
-def _heatmap(tidy, *, x: str, y: str, value: str | None, col: str | None, xlabel, ylabel, title):
+def _heatmap(tidy, *, x: str, y: str, value: str | None, col: str | None, xlabel, ylabel, title,
+             col_wrap: int | None = None):
+    """One heatmap per ``col`` panel, in a row, or with ``col_wrap`` in a grid of that many
+    columns sized for a page: cells of a fixed size, one colour bar, and when every panel has
+    the same rows and columns (one sentence), tick labels only on the left column and the
+    bottom row."""
+    import math
+
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -79,24 +87,63 @@ def _heatmap(tidy, *, x: str, y: str, value: str | None, col: str | None, xlabel
             raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")
     panels = list(dict.fromkeys(tidy[col])) if col else [None]
     first = tidy if col is None else tidy[tidy[col] == panels[0]]
-    width = 1.2 + 0.35 * first[x].nunique()
-    height = 1.0 + 0.3 * first[y].nunique()
-    figure, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height), squeeze=False)
     vmax = float(tidy[value].max()) or 1.0
-    for ax, panel in zip(axes[0], panels):
-        part = tidy if panel is None else tidy[tidy[col] == panel]
-        grid = part.pivot(index=y, columns=x, values=value).reindex(
-            index=list(dict.fromkeys(part[y])), columns=list(dict.fromkeys(part[x])))
-        sns.heatmap(grid, ax=ax, vmin=0.0, vmax=vmax, cmap="viridis", cbar=panel == panels[-1], square=False)
-        ax.tick_params(axis="y", rotation=0)          # row labels read horizontally
-        ax.set_xlabel(xlabel or x)
-        ax.set_ylabel(ylabel or y)
-        if panel is not None:
-            ax.set_title(str(panel))
+    parts = [tidy if panel is None else tidy[tidy[col] == panel] for panel in panels]
+    grids = [part.pivot(index=y, columns=x, values=value).reindex(
+        index=list(dict.fromkeys(part[y])), columns=list(dict.fromkeys(part[x]))) for part in parts]
+    if not col_wrap:
+        width = 1.2 + 0.35 * first[x].nunique()
+        height = 1.0 + 0.3 * first[y].nunique()
+        figure, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height), squeeze=False)
+        for ax, panel, grid in zip(axes[0], panels, grids):
+            sns.heatmap(grid, ax=ax, vmin=0.0, vmax=vmax, cmap="viridis", cbar=panel == panels[-1], square=False)
+            _label_axes(ax, panel, xlabel or x, ylabel or y)
+        if title:
+            figure.suptitle(title)
+        figure.tight_layout()
+        return figure
+    ncols = min(col_wrap, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    same = all(list(g.index) == list(grids[0].index) and list(g.columns) == list(grids[0].columns) for g in grids)
+    cell = 0.22                                        # inches per cell, square: 8-pt labels fit
+    label = 0.08 * max(len(str(v)) for v in [*grids[0].index, *grids[0].columns]) + 0.45
+    panel_w, panel_h = cell * grids[0].shape[1], cell * grids[0].shape[0]
+    gap_w, gap_h = (0.15, 0.35) if same else (label + 0.15, label + 0.35)   # panel titles above
+    top, right = (0.7 if title else 0.3), 1.0
+    width = label + ncols * panel_w + (ncols - 1) * gap_w + right
+    height = top + nrows * panel_h + (nrows - 1) * gap_h + 0.3 + label
+    figure, axes = plt.subplots(nrows, ncols, squeeze=False, figsize=(width, height))
+    figure.subplots_adjust(left=label / width, right=1 - right / width, bottom=label / height,
+                           top=1 - (top + 0.3) / height, wspace=gap_w / panel_w, hspace=gap_h / panel_h)
+    colorbar = figure.add_axes([1 - 0.75 / width, 0.5 - 0.2 * panel_h * nrows / height, 0.12 / width,
+                                0.4 * panel_h * nrows / height])
+    for k, ax in enumerate(axes.flat):
+        if k >= len(panels):
+            ax.set_visible(False)
+            continue
+        column = k % ncols
+        sns.heatmap(grids[k], ax=ax, vmin=0.0, vmax=vmax, cmap="viridis", cbar=k == 0, cbar_ax=colorbar,
+                    square=True, xticklabels=True, yticklabels=True)
+        _label_axes(ax, panels[k], xlabel or x, ylabel or y)
+        ax.tick_params(labelsize=8)
+        if same and column > 0:
+            ax.set_yticklabels([])
+            ax.set_ylabel("")
+        if same and k + ncols < len(panels):           # a panel below shows the labels
+            ax.set_xticklabels([])
+            ax.set_xlabel("")
+    colorbar.tick_params(labelsize=8)
     if title:
-        figure.suptitle(title)
-    figure.tight_layout()
+        figure.suptitle(title, y=1 - 0.25 / height, fontsize=10)
     return figure
+
+
+def _label_axes(ax, panel, xlabel, ylabel):
+    ax.tick_params(axis="y", rotation=0)          # row labels read horizontally
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if panel is not None:
+        ax.set_title(str(panel), fontsize=9)
 
 
 def _finish(grid, x, y, xlabel, ylabel, title, ylim):

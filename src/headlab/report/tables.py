@@ -46,7 +46,7 @@ def _number(table: Table, row, col) -> str | None:
         return None
     if isinstance(v, str):              # a label cell (paper D Table 1's "Head": "2-4")
         return v
-    return f"{v:.{table.places(col)}f}"
+    return f"{v:.{table.places(col, row)}f}"
 
 
 def to_markdown(table: Table) -> str:

@@ -107,9 +107,13 @@ def _canonical(study, overrides: Mapping) -> dict:
 
 
 def candidates(study, stage: str, before: Mapping | None = None) -> list[dict]:
-    """The overrides of each candidate of ``stage`` (``before``: earlier stages' choice)."""
+    """The overrides of each candidate of ``stage`` (``before``: earlier stages' choice).
+
+    The study-level ``lambda_kl`` is the default: a ``lambda_kl`` listed in a stage's grid
+    is tuned like any option (its value is in the candidate's overrides, so its path names
+    it), and stage 2 keeps stage 1's choice of it unless its own grid lists it again."""
     lam = {"lambda_kl": study.get("lambda_kl", 0.1)}
-    return [_canonical(study, {**(before or {}), **combo, **lam}) for combo in _grid(study["grid"][stage])]
+    return [_canonical(study, {**lam, **(before or {}), **combo}) for combo in _grid(study["grid"][stage])]
 
 
 def stage_file(root: str, corpus: str, pair: str, stage: str) -> str:
@@ -179,15 +183,25 @@ def stage_keys(study) -> list[dict[str, str]]:
 
 
 def check(study) -> None:
-    """Config errors the schema cannot express, naming the key."""
+    """Config errors the schema cannot express, naming the key. Every grid value is checked
+    as the option's value (headlab's range checks: ``lambda_kl`` and the dropouts >= 0, ...),
+    since a grid value becomes a candidate's training option."""
+    from headlab.engine.config import check_values
+
     for stage in STAGES:
         grid = study["grid"].get(stage) or {}
         if not grid:
             raise ConfigError(f"the {stage} grid is empty: give at least one option with values",
                               key=f"studies.paper_B.grid.{stage}")
         for option, values in grid.items():
+            key = f"studies.paper_B.grid.{stage}.{option}"
             if not values:
-                raise ConfigError(f"no values for {option!r}", key=f"studies.paper_B.grid.{stage}.{option}")
+                raise ConfigError(f"no values for {option!r}", key=key)
+            for value in values:
+                try:
+                    check_values({option: value}, source="paper_B grid")
+                except ConfigError as err:
+                    raise ConfigError(f"grid value {value!r}: {str(err).split('] ', 1)[-1]}", key=key) from None
     if study.get("lambda_kl", 0.1) < 0:
         raise ConfigError("lambda_kl must be >= 0 (eq. 5 subtracts lambda * KL)", key="studies.paper_B.lambda_kl")
 
@@ -269,6 +283,7 @@ def t2(f: Files):
         table = beside(pivot(ours, index="row", columns="column", values="value", best=None),
                        pivot(paper, index="row", columns="column", values="value", best=None))
         table.decimals = 2
+        table.integer_rows()                 # heads, feed-forward size: 8, 2048 (not 8.00)
         table.caption = ("Paper B Table 2: default (the preset) and chosen hyper-parameters per language pair "
                          "(two-stage grid search with DHICM models, minimum validation cross-entropy; "
                          "the candidates are in T2grid).")
@@ -519,7 +534,8 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"- model preset `{s['preset']}`: d={preset.get('hidden_size')}, layers {s['layers']}, "
         f"{preset.get('train_steps')} steps of {preset.get('batch_size')} {preset.get('batch_type', 'tokens')}, "
         f"validation every {preset.get('valid_steps')} steps, the best checkpoint by validation cross-entropy",
-        f"- DHICM: last layer of encoder self-, decoder self- and cross-attention, lambda_kl = {s.get('lambda_kl', 0.1)}",
+        f"- DHICM: last layer of encoder self-, decoder self- and cross-attention, lambda_kl = {s.get('lambda_kl', 0.1)}"
+        + (" (tuned by the grid)" if any("lambda_kl" in (s["grid"].get(st) or {}) for st in STAGES) else ""),
         "- grid: " + "; ".join(f"{st}: " + ", ".join(f"{k} {v}" for k, v in s['grid'][st].items()) for st in STAGES),
         f"- data-size sweep: {', '.join(map(str, s.get('sizes', [])))} x {s.get('subsamples', 3)} subsamples, and the full set",
         f"- training: {training_time([m for m, _ in models(s, f.root)], f.root)}",

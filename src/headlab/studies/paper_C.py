@@ -505,6 +505,18 @@ def _panel_head(labels: np.ndarray | None, which: str) -> int | None:
     return int(found[0]) if len(found) else None
 
 
+def _words(pieces: list[str]) -> tuple[list[str], list[list[int]]]:
+    """(words, the piece positions of each word) of a BPE'd sentence (``@@`` = continues)."""
+    words, units, current = [], [], []
+    for k, piece in enumerate(pieces):
+        current.append(k)
+        if not piece.endswith("@@") or k == len(pieces) - 1:
+            words.append("".join(pieces[i][:-2] if pieces[i].endswith("@@") else pieces[i] for i in current))
+            units.append(current)
+            current = []
+    return words, units
+
+
 def f5(f: Files):
     """One first-layer head's attention on the paper's sentence (Figure 5)."""
     c, p = analysis_pair(f.study)
@@ -513,6 +525,8 @@ def f5(f: Files):
     first = layer_range(f.study.get("enhanced", "1-1"), _encoder_layers(f.study), "studies.paper_C.enhanced")[0] - 1
 
     def build():
+        from headlab.syntax.profile import word_attention
+
         rows = []
         for panel, (kind, which) in F5_PANELS.items():
             with np.load(f.attention(ms[kind]), allow_pickle=False) as npz:
@@ -526,11 +540,16 @@ def f5(f: Files):
                 # RHE exports keep the attention before enlivening (raw_*) beside the used one (att_*)
                 key = "raw_000000" if which == "redundant-before" and "raw_000000" in npz else "att_000000"
                 att = npz[key][first]                                   # (heads, n, n)
-            for i, q in enumerate(tokens):
-                for j, k in enumerate(tokens):
-                    rows.append(dict(panel=f"{panel}: head {h + 1}{note}", query=f"{i}:{q}", key=f"{j}:{k}",
-                                     attention=float(att[h, i, j])))
+            # word level, as the paper shows it: pieces summed over the attended word, averaged
+            # over the attending word's pieces (paper D's profile does the same)
+            words, units = _words(tokens)
+            word_att = word_attention(att[h], units)
+            for i, q in enumerate(words):
+                for j, k in enumerate(words):
+                    rows.append(dict(panel=f"{panel}: head {h + 1}{note}", query=f"{i + 1} {q}", key=f"{j + 1} {k}",
+                                     attention=float(word_att[i, j])))
         return pd.DataFrame(rows), dict(kind="heatmap", x="key", y="query", value="attention", col="panel",
+                                        col_wrap=2, xlabel="attended word", ylabel="attending word",
                                         title=f"Paper C Fig. 5: encoder layer {first + 1} attention ({c} {p})")
     return inputs, build
 

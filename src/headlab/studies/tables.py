@@ -33,6 +33,9 @@ class Table:
     #: same shape as values, True = bold whatever ``best`` says (paper D Table 1: a head
     #: 20 points above its baseline)
     bold: "pd.DataFrame | None" = None  # noqa: F821
+    #: row -> decimals where a row needs other than its column's (paper B Table 2: the number
+    #: of heads and the feed-forward size are integers among dropout rates)
+    row_decimals: dict = field(default_factory=dict)
 
     def mark(self, row, col) -> str:
         if self.marks is None:
@@ -40,8 +43,20 @@ class Table:
         value = self.marks.loc[row, col]
         return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
-    def places(self, col) -> int:
+    def places(self, col, row=None) -> int:
+        """Decimals of a column, or of one cell (its row's, where the row has its own)."""
+        if row is not None and row in self.row_decimals:
+            return self.row_decimals[row]
         return self.column_decimals.get(col, self.decimals)
+
+    def integer_rows(self) -> "Table":
+        """Print rows whose values are all whole numbers (hyper-parameters such as heads, the
+        feed-forward size) as integers: ``8``, not ``8.00``."""
+        for row in self.values.index:
+            cells = [v for v in self.values.loc[row] if isinstance(v, (int, float)) and not math.isnan(v)]
+            if cells and all(float(v).is_integer() for v in cells):
+                self.row_decimals[row] = 0
+        return self
 
 
 def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = None,
@@ -109,5 +124,5 @@ def beside(ours: Table, paper: Table) -> Table:
                 marks[name] = pd.Series("", index=rows)
     return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
                  column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption,
-                 label=ours.label, groups=groups,
+                 label=ours.label, groups=groups, row_decimals={**paper.row_decimals, **ours.row_decimals},
                  bold=pd.DataFrame(bold, index=rows) if ours.bold is not None or paper.bold is not None else None)

@@ -1,8 +1,10 @@
 """Per-word syntax as OpenNMT-py source-feature columns (paper C §4: parses reach the encoder).
 
 A featured source line is the BPE'd line with every piece written ``piece￨f1￨f2…`` (the
-separator is U+FFE8), one column per name of :data:`headlab.syntax.trees.FEATURES`, in
-that order. The values are **word-level** (word indices, depths) and every piece of a word
+separator is U+FFE8), one column per name of :func:`headlab.heads.side.feature_names`, in
+that order: the word-boundary column (1 where the piece's text ends in ``@@``, the same
+values the ``headlab_words`` transform writes), then :data:`headlab.syntax.trees.FEATURES`.
+Those values are **word-level** (word indices, depths) and every piece of a word
 carries its word's values, so OpenNMT-py's ``inferfeats`` transform (which does not know
 ``@@``, internals note §3.2) has nothing left to do: the features are pre-expanded.
 
@@ -28,7 +30,8 @@ from typing import Mapping, Sequence
 from headlab.errors import DataError
 from headlab.io import atomic_write
 
-from headlab.heads.side import SEPARATOR, SPECIALS, VALUES, feature_names  # noqa: F401  (re-exported)
+from headlab.heads.side import (SEPARATOR, SPECIALS, VALUES, WORD_COLUMN, continues,  # noqa: F401  (re-exported)
+                                feature_names)
 
 
 def piece_word_ids(pieces: Sequence[str]) -> list[int]:
@@ -58,7 +61,8 @@ def join_pieces(pieces: Sequence[str]) -> list[str]:
 
 
 def featurize_line(pieces: Sequence[str], facts: Mapping[str, Sequence[int]], names: Sequence[str]) -> str:
-    """``piece￨f1￨…`` for every piece, each piece carrying its word's values."""
+    """``piece￨f1￨…`` for every piece, each piece carrying its word's values (the word-boundary
+    column: the piece's own, from its text)."""
     word_ids = piece_word_ids(pieces)
     out = []
     for piece, w in zip(pieces, word_ids):
@@ -66,7 +70,7 @@ def featurize_line(pieces: Sequence[str], facts: Mapping[str, Sequence[int]], na
             raise DataError(f"piece {piece!r} contains the feature separator U+FFE8")
         values = []
         for name in names:
-            value = facts[name][w]
+            value = continues(piece) if name == WORD_COLUMN else facts[name][w]
             if not 0 <= value < VALUES:
                 raise DataError(f"feature {name} of word {w} is {value}, outside 0..{VALUES - 1}")
             values.append(str(value))

@@ -214,13 +214,35 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
         # the model's whole training config as `headlab onmt-config` will write it: head
         # specs of all three sites against the depths, option names and values
         try:
-            train_config(preset=model["preset"], layers=model["layers"], heads=model["heads"],
-                         train_src="train.src", train_tgt="train.tgt", valid_src="valid.src",
-                         valid_tgt="valid.tgt", vocab="vocab", save_dir="model",
-                         overrides={**global_overrides, **overrides})
+            options = train_config(preset=model["preset"], layers=model["layers"], heads=model["heads"],
+                                   train_src="train.src", train_tgt="train.tgt", valid_src="valid.src",
+                                   valid_tgt="valid.tgt", vocab="vocab", save_dir="model",
+                                   overrides={**global_overrides, **overrides})
         except HeadlabError as err:
             field = "heads" if err.key in SPEC_KEYS else None
             raise _rekey(err, key(field) if field else f"{prefix}.overrides.{err.key}") from None
+        _check_reported(options, global_overrides, overrides, prefix, model)
+
+
+def _check_reported(options: Mapping, global_overrides: Mapping, overrides: Mapping, prefix: str,
+                    model: Mapping) -> None:
+    """A model that trains fewer steps than OpenNMT-py's ``report_every`` logs no training
+    step: its learning curve (every study's ``learning_curves`` figure) would be empty, and
+    the workflow would fail only after training every model. Named where train_steps is set
+    (the config's overrides), else at ``training.overrides.report_every``."""
+    steps, every = int(options.get("train_steps", 100000)), int(options.get("report_every", 50))
+    if steps >= every:
+        return
+    if "train_steps" in overrides:
+        where = f"{prefix}.overrides.train_steps"
+    elif "train_steps" in global_overrides:
+        where = "training.overrides.train_steps"
+    else:
+        where = "training.overrides.report_every"
+    raise ConfigError(f"train_steps {steps} is below report_every {every} (model {model['heads']} of preset "
+                      f"{model['preset']!r}): OpenNMT-py would log no training step and the learning-curve "
+                      f"figure would have nothing to draw; set training.overrides.report_every to at most "
+                      f"{steps}", key=where)
 
 
 def check(config: Mapping, mirror: str | None = None) -> None:
