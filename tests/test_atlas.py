@@ -49,7 +49,7 @@ def _total_loss(model, vocabs, src, tgt):
     pad = vocabs["tgt"][DefaultTokens.PAD]
     with torch.no_grad():
         return sum(float(sentence_loss(model, b.src, b.src_len, b.tgt, pad)[0].sum())
-                   for b in batches(vocabs, [s.split() for s in src], [t.split() for t in tgt], "cpu", 4))
+                   for b in batches(model, vocabs, [s.split() for s in src], [t.split() for t in tgt], "cpu", 4))
 
 
 def test_stock_decoder_becomes_an_equal_headlab_decoder(tmp_path):
@@ -82,7 +82,7 @@ def test_gradient_importance_of_an_ignored_head_is_zero_and_matches_finite_diffe
     vocabs, model, modules = _loaded(path)
     model.double()                     # finite differences need more than float32's digits
     pad = vocabs["tgt"][DefaultTokens.PAD]
-    data = batches(vocabs, [s.split() for s in src], [t.split() for t in tgt], "cpu", 4)
+    data = batches(model, vocabs, [s.split() for s in src], [t.split() for t in tgt], "cpu", 4)
     results, total, tokens, _ = forward_pass(model, modules, data, pad)
     grad = results["enc"].grad
     assert grad[0, 1] == 0.0 and grad[0, 0] > 0
@@ -90,7 +90,7 @@ def test_gradient_importance_of_an_ignored_head_is_zero_and_matches_finite_diffe
     # by hand: each sentence alone, ξ_1 = 1 ± eps
     expected, eps = 0.0, 1e-4
     for s, t in zip(src, tgt):
-        [one] = batches(vocabs, [s.split()], [t.split()], "cpu", 1)
+        [one] = batches(model, vocabs, [s.split()], [t.split()], "cpu", 1)
         losses = []
         for x in (1 + eps, 1 - eps):
             set_probes(modules, lambda site, layer, h: torch.tensor([x, 1.0], dtype=torch.float64) if site == "enc" else None)

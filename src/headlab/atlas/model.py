@@ -217,7 +217,7 @@ def characterise(model_path: str, src: str, tgt: str, out_dir: str, name: str, *
     for p in model.parameters():
         p.requires_grad_(False)       # only the probes need gradients
     pad = vocabs["tgt"][DefaultTokens.PAD]
-    data = batches(vocabs, src_s, tgt_s, device, batch_size)
+    data = batches(model, vocabs, src_s, tgt_s, device, batch_size)
     short = [i for i, s in enumerate(src_s) if len(s) <= EXAMPLE_MAX and len(tgt_s[i]) < EXAMPLE_MAX][:examples]
     lap("load")
     results, total, tokens, maps = forward_pass(model, modules, data, pad, set(short))

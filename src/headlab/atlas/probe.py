@@ -77,7 +77,7 @@ class Batch:
     index: list[int]          # positions of these sentences in the input list
 
 
-def batches(vocabs, src: list[list[str]], tgt: list[list[str]], device, batch_size: int = 32) -> list[Batch]:
+def batches(model, vocabs, src: list[list[str]], tgt: list[list[str]], device, batch_size: int = 32) -> list[Batch]:
     """Sentences sorted by length into batches (less padding), built once for every pass."""
     from headlab.engine.export import teacher_forcing_batch
 
@@ -85,7 +85,7 @@ def batches(vocabs, src: list[list[str]], tgt: list[list[str]], device, batch_si
     out = []
     for start in range(0, len(order), batch_size):
         ids = order[start:start + batch_size]
-        s, s_len, t = teacher_forcing_batch(vocabs, [src[i] for i in ids], [tgt[i] for i in ids], device)
+        s, s_len, t = teacher_forcing_batch(model, vocabs, [src[i] for i in ids], [tgt[i] for i in ids], device)
         out.append(Batch(s, s_len, t, ids))
     return out
 

@@ -116,14 +116,14 @@ def _src_ids(model, vocabs, sentences, device):
     return source_ids(vocabs, sentences, getattr(model.encoder, "columns", ()), device)
 
 
-def teacher_forcing_batch(vocabs, src: list[list[str]], tgt: list[list[str]], device):
+def teacher_forcing_batch(model, vocabs, src: list[list[str]], tgt: list[list[str]], device):
     """(source ids (B, N, 1 + n_src_feats), source lengths, target ids (B, T + 2, 1)) of
     sentences (featured sources allowed), the target as OpenNMT-py scores it:
     ``[decoder_start_token] + tokens + [EOS]`` (``model(src, tgt, src_len)`` drops the last
     input; :mod:`headlab.eval.forced`)."""
     from onmt.constants import DefaultTokens
 
-    src_t, src_len = _src_ids(vocabs, src, device)
+    src_t, src_len = _src_ids(model, vocabs, src, device)
     start = vocabs.get("decoder_start_token", DefaultTokens.BOS)
     tgt_t, _ = _ids(vocabs["tgt"], [[start] + t + [DefaultTokens.EOS] for t in tgt], device)
     return src_t, src_len, tgt_t
