@@ -125,7 +125,7 @@ def example_entry(src: list[str], tgt: list[str], maps: dict[str, np.ndarray]) -
 
 def _syntax_columns(out_dir: Path) -> pd.DataFrame:
     """layer, head, syn_* of each encoder head (its most syntactic relation)."""
-    from headlab.studies.syntax_tables import syntactic_heads
+    from headlab.syntax.profile import syntactic_heads
 
     csv, base_csv = out_dir / "profile.csv", out_dir / "profile.baselines.csv"
     relations = syntactic_heads(csv, baselines_csv=base_csv, threshold=float("-inf"), min_count=SYN_MIN_COUNT)

@@ -360,7 +360,7 @@ def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None, *, min_count
     ``profile``: tidy per-head rows with the columns of the syntactic profile (issue 14
     item 1: :data:`PROFILE_COLUMNS`, ``best_baseline`` or ``baseline``: the relation's best
     offset baseline; ``layer``/``head`` 1-based like the gates), e.g.
-    :func:`headlab.studies.syntax_tables.syntactic_heads` with no threshold. A head's relation is the
+    :func:`headlab.syntax.profile.syntactic_heads` with no threshold. A head's relation is the
     one it beats the best baseline by most (margin = accuracy - baseline, relations with at
     least ``min_count`` arcs; ``all`` and ``root`` left out); ``syntactic``: margin >=
     ``threshold`` (paper D's bold rule, 20 points). Heads missing from the profile get empty
@@ -392,7 +392,7 @@ def join(f: Files):
     inputs += [f"{f.profile_prefix(b)}.baselines.csv" for *_, b in cells]
 
     def build():
-        from headlab.studies.syntax_tables import syntactic_heads
+        from headlab.syntax.profile import syntactic_heads
         frames = []
         for c, p, g, b in cells:
             # every (head, relation) with its margin over the best baseline: no threshold here

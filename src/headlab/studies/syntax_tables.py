@@ -7,7 +7,7 @@ the paper's ``paper_D_reference.csv`` T1 numbers) and the tidy rows.
 from __future__ import annotations
 
 from headlab.errors import DataError
-from headlab.syntax.profile import ALL, DIRECTIONS, best_baselines
+from headlab.syntax.profile import ALL, DIRECTIONS, _v1, best_baselines, syntactic_heads  # noqa: F401 (syntactic_heads re-exported)
 
 #: the treebanks of rules/analyse.smk's profile_heads: UD test sets, or a split parsed with spaCy
 UD_TREEBANKS = ("ud-en_ewt", "ud-en_pud")
@@ -26,11 +26,6 @@ def profile_prefix(root: str, model: dict, treebank: str = "ud-en_ewt") -> str:
 #: punct, conj and cc too); root has no head word to attend to
 TABLE1_EXCLUDE = ("root", "punct", "conj", "cc")
 TABLE1_COLUMNS = ["Head", "Accuracy", "Baseline", "Offset"]
-
-
-def _v1(frame, scheme: str):
-    from headlab.syntax.conllu import v1_label
-    return frame.assign(relation=[r if r == ALL else v1_label(r, scheme) for r in frame["relation"]])
 
 
 def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_csv=None,  # noqa: F821
@@ -108,36 +103,3 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
 def _reference(table: str):
     from headlab.studies.common import reference
     return reference("paper_D_reference.csv", table, dtype=str)
-
-
-def syntactic_heads(profile_csv, *, threshold: float = 20.0, min_count: int = 20, direction: str = "dep->head",
-                    baselines_csv=None, scheme: str = "ud2", exclude=("root",)):
-    """Which heads are *syntactic*: per (layer, head), every relation (v1 name, at least
-    ``min_count`` scored arcs, ``all`` and ``exclude`` left out) where its accuracy beats the
-    best offset baseline by ``threshold`` points or more (paper D's bold rule, 20; Voita et
-    al.'s is 10). Tidy rows: layer, head, head_kind, relation, direction, accuracy,
-    baseline, offset, margin, count; sorted by layer, head, margin (largest first). For the
-    join with the gates ("do the gates keep the syntactic heads"): a head is syntactic if
-    it has a row here."""
-    import pandas as pd
-
-    heads = pd.read_csv(profile_csv)
-    base = pd.read_csv(baselines_csv or str(profile_csv)[:-len(".csv")] + ".baselines.csv")
-    if direction != "both":
-        heads = heads[heads["direction"] == direction]
-    heads, base = _v1(heads, scheme), _v1(base, scheme)
-    kinds = heads.drop_duplicates(["layer", "head"]).set_index(["layer", "head"])["head_kind"]
-    acc = heads.groupby(["relation", "layer", "head", "direction"], as_index=False)[["correct", "count"]].sum()
-    acc["accuracy"] = 100.0 * acc["correct"] / acc["count"]
-    b = base.groupby(["relation", "offset"], as_index=False)[["correct", "count"]].sum()
-    b["accuracy"] = 100.0 * b["correct"] / b["count"]
-    best = best_baselines(b)
-    acc = acc[(acc["relation"] != ALL) & ~acc["relation"].isin(exclude) & (acc["count"] >= min_count)]
-    acc = acc.assign(baseline=[best.get(r, (float("nan"), 0))[0] for r in acc["relation"]],
-                     offset=[best.get(r, (float("nan"), 0))[1] for r in acc["relation"]])
-    acc["margin"] = acc["accuracy"] - acc["baseline"]
-    out = acc[acc["margin"] >= threshold].copy()
-    out["head_kind"] = [kinds[(l, h)] for l, h in zip(out["layer"], out["head"])]
-    out = out.sort_values(["layer", "head", "margin"], ascending=[True, True, False])
-    return out[["layer", "head", "head_kind", "relation", "direction", "accuracy", "baseline", "offset", "margin",
-                "count"]].reset_index(drop=True)
