@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext
+from headlab.heads.chunked import ScoreBias, biased_attention
 from headlab.heads.kinds import LearnedHeads
 from headlab.heads.spec import register_head_kind
 
@@ -48,16 +49,30 @@ def masked_softmax(scores: Tensor, ctx: HeadContext, bias: Tensor | None = None)
 
 
 class QueryBiasedHeads(LearnedHeads):
-    """Learned heads whose logits get a query-dependent term ``logit_bias(q, ctx)`` (Rel_Pos's
-    relative keys, Localness's Gaussian) before the masked softmax."""
+    """Learned heads whose logits get a query-dependent term (Rel_Pos's relative keys,
+    Localness's Gaussian) before the masked softmax: dense as ``logit_bias(q, ctx)``
+    (export), block by block as ``score_rows(q, ctx)`` (training and translation, through
+    :func:`headlab.heads.chunked.biased_attention`)."""
 
     def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
+        raise NotImplementedError
+
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
         raise NotImplementedError
 
     def _probs(self, x: Tensor, ctx: HeadContext, keys: Tensor | None) -> Tensor:
         q, k = self._qk(x, keys)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
         return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        q, k = self._qk(x, keys)
+        out = biased_attention(q, k, values.transpose(1, 2), ctx.key_mask, self.score_rows(q, ctx),
+                               dropout_p=self.dropout_p if self.training else 0.0)
+        return out.transpose(1, 2)
+
+    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        return self._probs(x, ctx, keys).float()
 
 
 @register_head_kind("RelPos")
@@ -83,24 +98,43 @@ class RelPos(QueryBiasedHeads):
         B, H, N, _ = q.shape
         return relative_index(N, self.k, q.device).expand(B, H, N, N)
 
+    def key_table(self, q: Tensor) -> Tensor:
+        """(B, count, N, 2k+1): q_i · w_r / √d_h, the key term for every clipped distance r."""
+        return q @ self.relative_positions_embeddings.weight.t().to(q.dtype) / math.sqrt(self.d_head)
+
     def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
         """q a^Kᵀ / √d_h as (B, count, N, N): (q Wᵀ) gathered by the relative index."""
-        table = q @ self.relative_positions_embeddings.weight.t() / math.sqrt(self.d_head)
-        return table.gather(-1, self._index(q))
+        return self.key_table(q).gather(-1, self._index(q))
 
     def value_term(self, att: Tensor) -> Tensor:
-        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N)."""
+        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N) (export, tests)."""
         B, H, N, _ = att.shape
         buckets = att.new_zeros(B, H, N, 2 * self.k + 1).scatter_add_(-1, self._index(att), att)
         return buckets @ self.relative_positions_embeddings.weight.to(att.dtype)
 
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)
-        out = att @ values.transpose(1, 2) + self.value_term(att)
-        return out.transpose(1, 2)
-
-    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        return self._probs(x, ctx, keys).float()
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
+        return RelativeRows(self.key_table(q), self.relative_positions_embeddings.weight, self.k)
 
 
-__all__ = ["QueryBiasedHeads", "RelPos", "masked_softmax", "relative_index"]
+class RelativeRows(ScoreBias):
+    """Shaw's key term gathered from the (B, H, N, 2k+1) table per block of rows, and his
+    value term (``value_table`` w, added by the kernel per clipped distance)."""
+
+    def __init__(self, table: Tensor, weight: Tensor, k: int):
+        self.heads = table.size(1)
+        self.tensors, self.row_dims = (table,), (2,)
+        self.value_table, self.k, self.n_keys = weight, k, table.size(2)
+
+    def value_index(self, rows: slice, n_keys: int) -> Tensor:
+        device = self.value_table.device
+        keys = torch.arange(n_keys, device=device)
+        queries = torch.arange(rows.start, rows.stop, device=device)
+        return (keys.unsqueeze(0) - queries.unsqueeze(1)).clamp(-self.k, self.k) + self.k
+
+    def rows(self, block, tensors):
+        (table,) = tensors                                           # (B', 1, c, 2k+1)
+        index = self.value_index(block.rows, self.n_keys)
+        return table.gather(-1, index.expand(*table.shape[:2], -1, -1)), None
+
+
+__all__ = ["QueryBiasedHeads", "RelPos", "RelativeRows", "masked_softmax", "relative_index"]
