@@ -60,9 +60,9 @@ CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headl
 #: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
 DENSE_KINDS = ("RelPos", "Local", "RHE")
 #: measured columns and their ratio to headlab ``8L`` of the same run (:func:`with_ratios`)
-MEASURED = {"fwd_bwd_ms": "ratio_time", "cpu_ms": "ratio_cpu", "peak_mb": "ratio_mem"}
-COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "cpu_ms", "peak_mb", "ratio_time", "ratio_cpu",
-           "ratio_mem"]
+MEASURED = {"fwd_bwd_ms": "ratio_time", "cpu_ms": "ratio_cpu", "peak_mb": "ratio_mem", "live_mb": "ratio_live"}
+COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "cpu_ms", "peak_mb", "live_mb", "ratio_time", "ratio_cpu",
+           "ratio_mem", "ratio_live"]
 
 
 def _repeats(n: int) -> int:
@@ -149,11 +149,82 @@ def make_step(impl: str, spec: str, n: int, batch: int, device: str, d: int = 51
     return module, clean_step
 
 
+def _rss_start() -> tuple[str, int]:
+    """Start of a peak-RSS measurement: Linux's VmHWM reset to the current RSS (writing 5
+    to /proc/self/clear_refs), so that the peak counts from the RSS the step starts at;
+    where that is not possible, the process's peak so far (ru_maxrss), which hides any
+    step peak below an earlier one (set-up transients)."""
+    import resource
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return "hwm", _status_kib("VmRSS")
+    except OSError:
+        return "maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss       # KiB on Linux
+
+
+def _rss_peak_growth(start: tuple[str, int]) -> float:
+    """MiB the process's peak RSS grew by since :func:`_rss_start`."""
+    import resource
+    how, before = start
+    peak = _status_kib("VmHWM") if how == "hwm" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (peak - before) / 1024
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def live_peak_mb(step) -> float:
+    """MiB: peak of the tensor storages created by ``step()`` and alive at once (every op's
+    outputs, tracked through torch's dispatcher and freed with their storage). Allocator
+    independent and deterministic, unlike RSS; it misses temporaries inside single ops
+    (a fused kernel's own buffers) and tensors smaller than 64 KiB."""
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Live(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.sizes, self.known, self.total, self.peak = {}, set(), 0, 0
+
+        def _free(self, key):
+            self.total -= self.sizes.pop(key)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            for t in tree_flatten((args, kwargs))[0]:          # storages from before: never counted
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.sizes:
+                    self.known.add(t.untyped_storage().data_ptr())
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                if key in self.sizes or key in self.known or storage.nbytes() < 2 ** 16:
+                    continue
+                self.sizes[key] = storage.nbytes()
+                self.total += storage.nbytes()
+                weakref.finalize(storage, self._free, key)
+            self.peak = max(self.peak, self.total)
+            return out
+
+    mode = Live()
+    with mode:
+        step()
+    return mode.peak / 2 ** 20
+
+
 def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
             d: int = 512, heads: int = 8) -> dict:
     """Time one configuration in this process (called in a fresh subprocess)."""
-    import resource
-
     import torch
 
     torch.set_num_threads(threads)
@@ -168,13 +239,13 @@ def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int 
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.max_memory_allocated()
     else:
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss        # KiB on Linux
+        before = _rss_start()
     step()                                                              # warm-up = memory probe
     sync()
     if cuda:
         peak_mb = (torch.cuda.max_memory_allocated() - before) / 2**20
     else:
-        peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        peak_mb = _rss_peak_growth(before)
     times, cpu_times = [], []
     for _ in range(_repeats(n)):
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -183,7 +254,7 @@ def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int 
         times.append((time.perf_counter() - start) * 1000)
         cpu_times.append((time.process_time() - cpu_start) * 1000)
     return {"fwd_bwd_ms": round(statistics.median(times), 2), "cpu_ms": round(statistics.median(cpu_times), 2),
-            "peak_mb": round(peak_mb, 1)}
+            "peak_mb": round(peak_mb, 1), "live_mb": round(live_peak_mb(step), 1)}
 
 
 def with_ratios(rounds: list[list[dict]]) -> list[dict]:
@@ -246,7 +317,7 @@ def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, d
                         result = {}
                     row.update(result)
                     rows.append(row)
-                    print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:7]),
+                    print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:8]),
                           flush=True)
         sweeps.append(rows)
     rows = with_ratios(sweeps)

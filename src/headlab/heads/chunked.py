@@ -70,6 +70,10 @@ class ScoreBias:
     #: (B, H) bool: True where a head keeps its plain attention (no bias, no keep mask,
     #: no value term) for that sentence (RHE: important heads)
     plain: Tensor | None = None
+    #: None, or a callable (batch slice, head, α (B', Nq, Nk) of the plain attention) ->
+    #: (B',) bool that decides ``plain`` for those sentences in the forward (RHE's labels,
+    #: from the scores the forward computes anyway); needs :func:`whole_sentences` blocks
+    chooser = None
 
     def rows(self, block: Block, tensors: tuple[Tensor, ...]) -> tuple[Tensor | None, Tensor | None]:
         """(bias (B', 1, c, Nk) or None, keep (B', 1, c, Nk) bool or None) of ``block``."""
@@ -101,6 +105,11 @@ def biased_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor, bias: Sc
                                   *extra, *bias.tensors)
 
 
+def whole_sentences(Nq: int, Nk: int, block: int = BLOCK_ELEMENTS) -> bool:
+    """True if :func:`blocks` holds every query row of a sentence in one block."""
+    return Nq * Nk <= block
+
+
 def blocks(B: int, H: int, Nq: int, Nk: int, heads: int, block: int = BLOCK_ELEMENTS) -> list[Block]:
     """Whole sentences per block while they fit in ``block`` elements, else row ranges of
     one sentence; one block per head if the bias is per head (``heads`` > 1)."""
@@ -130,24 +139,25 @@ def _cut(bias: ScoreBias, tensors, block: Block):
 
 
 class _Rows(NamedTuple):
-    """A block's bias (B', 1, c, Nk) or None, keep (B', 1, c|1, Nk) bool (with the key
-    mask), the key mask alone (for RHE's plain heads) and their empty rows (B', 1, c|1, 1)
-    bool, None where no row is empty (the usual case: the softmax needs no fix-up)."""
+    """One block: ``add`` (B', 1, c|1, Nk), the bias with ``finfo.min`` where a key is not
+    kept (key mask included), in :func:`_acc` precision: added by the product itself, so a
+    head's scores cost one batched product and no masking pass (masked_fill is ~10x
+    slower than an add on CPU); ``keys`` the same for the key mask alone (RHE's plain
+    heads); ``biased``: the bias needs a gradient; ``empty``/``keys_empty`` (B', 1, c|1, 1)
+    rows without any key, None where there is none (the usual case)."""
 
-    bias: Tensor | None
-    keep: Tensor
+    add: Tensor
     keys: Tensor
     empty: Tensor | None
     keys_empty: Tensor | None
+    graded: bool
 
 
 class _Head(NamedTuple):
-    """One head's view of a block: bias (B', c, Nk) or None, keep (B', c|1, Nk) bool,
-    empty (B', c|1, 1) bool or None, biased (B',) bool or None (None: every sentence;
-    else RHE's ``~plain``)."""
+    """One head's view of a block: add (B', c|1, Nk), empty (B', c|1, 1) or None, biased
+    (B',) bool or None (None: every sentence takes the bias; else RHE's ``~plain``)."""
 
-    bias: Tensor | None
-    keep: Tensor
+    add: Tensor
     empty: Tensor | None
     biased: Tensor | None
 
@@ -157,30 +167,38 @@ def _empty_rows(keep: Tensor) -> Tensor | None:
     return empty if bool(empty.any()) else None
 
 
-def _unit(bias: ScoreBias, tensors, key_mask: Tensor, block: Block) -> _Rows:
+def _additive(keep: Tensor, bias: Tensor | None, dtype: torch.dtype) -> Tensor:
+    """bias (0 if None) where ``keep``, else ``finfo(dtype).min`` (finite: no NaN)."""
+    value = torch.zeros((), dtype=dtype, device=keep.device) if bias is None else bias.to(dtype)
+    return torch.where(keep, value, torch.finfo(dtype).min)
+
+
+def _unit(bias: ScoreBias, tensors, key_mask: Tensor, block: Block, dtype: torch.dtype
+          ) -> tuple[_Rows, Tensor | None]:
+    """(the block's :class:`_Rows`, its bias (B', 1, c, Nk) as ``rows`` built it, or None)."""
     bias_rows, keep = bias.rows(block, tensors)
     keys = key_mask[block.batch]
     keys = keys if keys.size(2) == 1 else keys[:, :, block.rows]
-    keys_empty = _empty_rows(keys)
-    if keep is None:
-        return _Rows(bias_rows, keys, keys, keys_empty, keys_empty)
-    keep = keep & keys
-    return _Rows(bias_rows, keep, keys, _empty_rows(keep), keys_empty)
+    keys_add, keys_empty = _additive(keys, None, dtype), _empty_rows(keys)
+    if keep is None and bias_rows is None:
+        return _Rows(keys_add, keys_add, keys_empty, keys_empty, False), None
+    keep = keys if keep is None else keep & keys
+    graded = bias_rows is not None and bias_rows.requires_grad
+    add = _additive(keep, None if bias_rows is None else bias_rows.detach(), dtype)
+    return _Rows(add, keys_add, _empty_rows(keep), keys_empty, graded), bias_rows
 
 
 def _head(bias: ScoreBias, rows: _Rows, batch: slice, h: int) -> _Head:
     plain = None if bias.plain is None else bias.plain[batch, h]
-    bias_rows, keep, empty, biased = rows.bias, rows.keep, rows.empty, None
+    add, empty, biased = rows.add, rows.empty, None
     if plain is not None and bool(plain.all()):
-        bias_rows, keep, empty, biased = None, rows.keys, rows.keys_empty, torch.zeros_like(plain)
+        add, empty, biased = rows.keys, rows.keys_empty, torch.zeros_like(plain)
     elif plain is not None and bool(plain.any()):             # some sentences plain, some biased
         biased, pick = ~plain, plain.view(-1, 1, 1, 1)
-        keep = torch.where(pick, rows.keys, keep)
-        bias_rows = None if bias_rows is None else bias_rows.masked_fill(pick, 0)
+        add = torch.where(pick, rows.keys, add)
         if empty is not None or rows.keys_empty is not None:
             empty = torch.where(pick, _or_false(rows.keys_empty), _or_false(empty))
-    return _Head(None if bias_rows is None else bias_rows[:, 0], keep[:, 0],
-                 None if empty is None else empty[:, 0], biased)
+    return _Head(add[:, 0], None if empty is None else empty[:, 0], biased)
 
 
 def _or_false(empty: Tensor | None) -> Tensor | bool:
@@ -201,33 +219,39 @@ class _BiasedAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, key_mask, bias, scale, dropout_p, block, n_extra, *tensors):
         B, H, Nq, _ = q.shape
+        acc = _acc(q.dtype)
         value_table = tensors[0] if n_extra else None
         bias_tensors = tensors[n_extra:]
         seed = int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p > 0 else 0
         out = q.new_empty(B, Nq, H, v.size(-1)).transpose(1, 2)
         units = blocks(B, H, Nq, k.size(2), bias.heads, block)
-        fused = dropout_p == 0 and value_table is None
+        fused = dropout_p == 0 and value_table is None and bias.chooser is None
+        if bias.chooser is not None and any(unit.rows != slice(0, Nq) for unit in units):
+            raise ValueError("ScoreBias.chooser needs blocks of whole sentences (see whole_sentences)")
         with torch.no_grad():
             for u, unit in enumerate(units):
                 bs, rs = unit.batch, unit.rows
-                rows = _unit(bias, _cut(bias, bias_tensors, unit), key_mask, unit)
+                rows, _ = _unit(bias, _cut(bias, bias_tensors, unit), key_mask, unit, acc)
                 if fused and unit.head is None and bias.plain is None:
                     # torch's fused kernel on the block, all heads; the bias rides as a float mask
-                    view = _head(bias, rows, bs, 0)
-                    o = F.scaled_dot_product_attention(q[bs, :, rs], k[bs], v[bs], scale=scale,
-                                                       attn_mask=_sdpa_mask(view, q.dtype).unsqueeze(1))
-                    out[bs, :, rs] = o if view.empty is None else o.masked_fill(view.empty.unsqueeze(1), 0)
+                    o = F.scaled_dot_product_attention(q[bs, :, rs], k[bs], v[bs], attn_mask=rows.add.to(q.dtype),
+                                                       scale=scale)
+                    out[bs, :, rs] = o if rows.empty is None else o.masked_fill(rows.empty, 0)
                     continue
                 index = bias.value_index(rs, k.size(2)) if value_table is not None else None
                 for h in _heads(unit, H):
-                    view = _head(bias, rows, bs, h)
+                    if bias.chooser is not None:
+                        p, view = _chosen(q[bs, h], k[bs, h], bias, rows, bs, h, scale)
+                    else:
+                        view = _head(bias, rows, bs, h)
                     if fused:
                         o = F.scaled_dot_product_attention(q[bs, h:h + 1, rs], k[bs, h:h + 1], v[bs, h:h + 1],
-                                                           attn_mask=_sdpa_mask(view, q.dtype).unsqueeze(1),
+                                                           attn_mask=view.add.to(q.dtype).unsqueeze(1),
                                                            scale=scale)[:, 0]
                         out[bs, h, rs] = o if view.empty is None else o.masked_fill(view.empty, 0)
                         continue
-                    p = _probs(q[bs, h, rs], k[bs, h], view, scale)
+                    if bias.chooser is None:
+                        p = _probs(q[bs, h, rs], k[bs, h], view, scale)
                     if dropout_p > 0:
                         p = p * _dropout_mask(p.shape, dropout_p, seed, u * H + h, p.device) / (1 - dropout_p)
                     o = torch.bmm(p.to(v.dtype), v[bs, h])
@@ -257,12 +281,8 @@ class _BiasedAttention(torch.autograd.Function):
             bs, rs = unit.batch, unit.rows
             inputs = [t.detach().requires_grad_(w) for t, w in zip(_cut(bias, bias_tensors, unit), wants)]
             with torch.enable_grad():
-                rows = _unit(bias, inputs, key_mask, unit)
-            bias_rows = rows.bias
-            graded = bias_rows is not None and bias_rows.requires_grad
-            d_bias = torch.zeros_like(bias_rows, dtype=acc) if graded else None
-            if bias_rows is not None:
-                rows = rows._replace(bias=bias_rows.detach())
+                rows, bias_rows = _unit(bias, inputs, key_mask, unit, acc)
+            d_bias = torch.zeros_like(bias_rows, dtype=acc) if rows.graded else None
             index = bias.value_index(rs, k.size(2)) if value_table is not None else None
             for h in _heads(unit, H):
                 view = _head(bias, rows, bs, h)
@@ -286,7 +306,7 @@ class _BiasedAttention(torch.autograd.Function):
                 if drop is not None:
                     dp = dp * drop
                 ds = torch._softmax_backward_data(dp, p, -1, acc)            # dL/ds (0 on empty rows)
-                if d_bias is not None and view.bias is not None:
+                if d_bias is not None and not _no_value(view):
                     d_bias[:, 0] += ds if view.biased is None else ds * view.biased.view(-1, 1, 1)
                 ds = ds.to(q.dtype)
                 dq[bs, h, rs] = torch.bmm(ds, k_h).mul_(scale)
@@ -303,15 +323,8 @@ class _BiasedAttention(torch.autograd.Function):
         return (dq, dk, dv, None, None, None, None, None, None, *extra, *d_tensors)
 
 
-def _sdpa_mask(view: _Head, dtype: torch.dtype) -> Tensor:
-    """(B', c|1, Nk) mask for torch's SDPA: bool keep, or the bias with keep as finfo.min."""
-    if view.bias is None:
-        return view.keep
-    return view.bias.to(dtype).masked_fill(~view.keep, torch.finfo(dtype).min)
-
-
 def _no_value(view: _Head) -> bool:
-    """True if no sentence of this head takes the value term (all plain)."""
+    """True if no sentence of this head takes the bias or value term (all plain)."""
     return view.biased is not None and not bool(view.biased.any())
 
 
@@ -327,16 +340,32 @@ def _acc(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
+def _chosen(q: Tensor, k: Tensor, bias: ScoreBias, rows: _Rows, batch: slice, h: int, scale: float
+            ) -> tuple[Tensor, _Head]:
+    """(α, view) of one head over whole sentences, ``bias.chooser`` deciding from the plain
+    attention which sentences keep it (it writes ``bias.plain[batch, h]``)."""
+    s = scaled_scores(q, k, scale)
+    own = _softmax(s + rows.keys[:, 0], None if rows.keys_empty is None else rows.keys_empty[:, 0])
+    plain = bias.chooser(batch, h, own)
+    view = _head(bias, rows, batch, h)
+    if bool(plain.all()):
+        return own, view
+    # plain sentences of a mixed head: view.add is the key mask alone there, i.e. own
+    return _softmax(s.add_(view.add), view.empty), view
+
+
 def _probs(q: Tensor, k: Tensor, view: _Head, scale: float) -> Tensor:
     """α of one head: q (B', c, d), k (B', Nk, d) -> (B', c, Nk) in :func:`_acc` precision."""
-    acc = _acc(q.dtype)
-    if view.bias is not None and q.dtype == acc:
-        s = torch.baddbmm(view.bias.to(acc), q, k.transpose(1, 2), alpha=scale)   # one pass
+    if q.dtype == _acc(q.dtype):
+        s = torch.baddbmm(view.add, q, k.transpose(1, 2), alpha=scale)   # bias and mask in the product
     else:
-        s = scaled_scores(q, k, scale)
-        s = s if view.bias is None else s.add_(view.bias)
-    p = torch.softmax(s.masked_fill_(~view.keep, torch.finfo(s.dtype).min), -1)
-    return p if view.empty is None else p.masked_fill_(view.empty, 0)
+        s = scaled_scores(q, k, scale).add_(view.add)
+    return _softmax(s, view.empty)
+
+
+def _softmax(s: Tensor, empty: Tensor | None) -> Tensor:
+    p = torch.softmax(s, -1)
+    return p if empty is None else p.masked_fill_(empty, 0)
 
 
 def scaled_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
@@ -355,4 +384,5 @@ def _value_term(p: Tensor, index: Tensor, table: Tensor, gate: Tensor | None) ->
     return _buckets(p, index, gate, table.size(0)) @ table.to(p.dtype)
 
 
-__all__ = ["BLOCK_ELEMENTS", "Block", "MaskRows", "ScoreBias", "biased_attention", "blocks", "scaled_scores"]
+__all__ = ["BLOCK_ELEMENTS", "Block", "MaskRows", "ScoreBias", "biased_attention", "blocks", "scaled_scores",
+           "whole_sentences"]

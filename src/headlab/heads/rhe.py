@@ -56,7 +56,7 @@ from torch import Tensor
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext
-from headlab.heads.chunked import biased_attention, blocks, scaled_scores
+from headlab.heads.chunked import biased_attention, blocks, scaled_scores, whole_sentences
 from headlab.heads.localness import Local
 from headlab.heads.relpos import RelPos, masked_softmax
 from headlab.heads.sea import DEA, LPEA, dep_related, read_side
@@ -88,7 +88,7 @@ def row_sums(att: Tensor, related: Tensor, real: Tensor) -> tuple[Tensor, Tensor
     (..., rows, N); related (..., rows, N) bool, real (..., rows) bool: the sums of eqs. 3
     and 9 (before dividing by n), for some or all rows."""
     weight = real.to(att.dtype)
-    return (att.amax(-1) * weight).sum(-1), ((att * related).sum(-1) * weight).sum(-1)
+    return (att.amax(-1) * weight).sum(-1), (torch.where(related, att, 0).sum(-1) * weight).sum(-1)
 
 
 def decide(peak: Tensor, syn: Tensor, pad_mask: Tensor, fgate: float) -> tuple[Tensor, Tensor, Tensor]:
@@ -97,6 +97,25 @@ def decide(peak: Tensor, syn: Tensor, pad_mask: Tensor, fgate: float) -> tuple[T
     hconf, syn = peak / n, syn / n                                            # eqs. 3, 9
     gate = torch.sigmoid(hconf) if fgate == 0 else torch.full_like(hconf, fgate)
     return syn > gate, hconf, syn                                             # eq. 10
+
+
+class Labeller:
+    """:attr:`headlab.heads.chunked.ScoreBias.chooser` for RHE: eqs. 3, 9, 10 of the heads'
+    own attention over whole sentences, as the forward computes it; fills ``important``,
+    ``hconf`` and ``syn`` (B, count)."""
+
+    def __init__(self, related: Tensor, pad_mask: Tensor, fgate: float, count: int):
+        self.related, self.pad_mask, self.fgate = related, pad_mask, fgate
+        B = pad_mask.size(0)
+        self.important = torch.zeros(B, count, dtype=torch.bool, device=pad_mask.device)
+        self.hconf = torch.zeros(B, count, device=pad_mask.device)
+        self.syn = torch.zeros_like(self.hconf)
+
+    def __call__(self, batch: slice, h: int, own: Tensor) -> Tensor:
+        peak, syn = row_sums(own, self.related[batch], ~self.pad_mask[batch])
+        important, hconf, syn = decide(peak.unsqueeze(1), syn.unsqueeze(1), self.pad_mask[batch], self.fgate)
+        self.important[batch, h], self.hconf[batch, h], self.syn[batch, h] = important[:, 0], hconf[:, 0], syn[:, 0]
+        return important[:, 0]
 
 
 class RHE:
@@ -144,10 +163,14 @@ class RHE:
             self.raw = own                                    # before enlivening (export)
         return att.to(q.dtype), important
 
+    def related(self, ctx: HeadContext) -> Tensor:
+        """(B, N, N) bool Dep_mask of eq. 9 (every RHE kind; DEA's D_ij = 0)."""
+        return dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+
     def labels_of(self, q: Tensor, k: Tensor, ctx: HeadContext) -> tuple[Tensor, Tensor, Tensor]:
         """:func:`head_labels` of the heads' own attention, block by block (no gradient; one
         block of scores of :func:`headlab.heads.chunked.blocks` alive at a time)."""
-        related = dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+        related = self.related(ctx)
         B, H, N, _ = q.shape
         real = ~ctx.pad_mask
         peak = torch.zeros(B, H, device=q.device, dtype=torch.promote_types(q.dtype, torch.float32))
@@ -166,20 +189,30 @@ class RHE:
         return decide(peak, syn, ctx.pad_mask, self.fgate)
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        """Labels (no gradient), then one pass of :func:`headlab.heads.chunked.biased_attention`
-        in which each head takes, per sentence, its own attention (important) or the kind's
-        bias (redundant): no head computes both, no (B, count, N, N) tensor is kept."""
+        """One pass of :func:`headlab.heads.chunked.biased_attention` in which each head takes,
+        per sentence, its own attention (important) or the kind's bias (redundant): no head
+        computes both, no (B, count, N, N) tensor is kept. The labels come from the scores
+        that pass computes (:class:`Labeller`), or, for sentences too long for one block,
+        from a separate pass (:meth:`labels_of`)."""
         q, k = self._qk(x, keys)
-        important, hconf, syn = self.labels_of(q, k, ctx)
-        self._labelled(important, hconf, syn)
-        dropout_p = self.dropout_p if self.training else 0.0
         v = values.transpose(1, 2)
         if self.prune and not self.training:                  # redundant heads: output 0
+            important, hconf, syn = self.labels_of(q, k, ctx)
+            self._labelled(important, hconf, syn)
             own = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.key_mask)
             return (own * important.view(*important.shape, 1, 1)).transpose(1, 2)
         bias = self.score_rows(q, ctx)
-        bias.plain = important
-        return biased_attention(q, k, v, ctx.key_mask, bias, dropout_p=dropout_p).transpose(1, 2)
+        labeller = None
+        if whole_sentences(q.size(2), k.size(2)):
+            labeller = bias.chooser = Labeller(self.related(ctx), ctx.pad_mask, self.fgate, self.count)
+            bias.plain = labeller.important
+        else:
+            bias.plain, hconf, syn = self.labels_of(q, k, ctx)
+        out = biased_attention(q, k, v, ctx.key_mask, bias, dropout_p=self.dropout_p if self.training else 0.0)
+        if labeller is not None:
+            hconf, syn = labeller.hconf, labeller.syn
+        self._labelled(bias.plain, hconf, syn)
+        return out.transpose(1, 2)
 
     def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         return self.enlivened(x, ctx, keys)[0].float()
