@@ -57,7 +57,8 @@ class ScoreBias:
     else its query-row dimension; such a tensor is (B, 1|H, Nq, ...) and :meth:`rows`
     sees it cut to the block's sentences, rows (and head, for a per-head bias). Gradients
     reach ``tensors`` through the small autograd graph that :meth:`rows` builds per block.
-    Kinds with Shaw's value term set ``value_table`` ((R, d_v)) and :meth:`value_index`.
+    Kinds with Shaw's value term set ``value_table`` ((R, d_v)) and implement
+    :meth:`value_collect` and :meth:`value_expand`.
     Other (non-differentiable) inputs, e.g. parse columns, are attributes the kind cuts
     to ``block.batch`` itself.
     """
@@ -79,8 +80,12 @@ class ScoreBias:
         """(bias (B', 1, c, Nk) or None, keep (B', 1, c, Nk) bool or None) of ``block``."""
         raise NotImplementedError
 
-    def value_index(self, rows: slice, n_keys: int) -> Tensor:
-        """(c, Nk) long: the row of ``value_table`` that key j adds to query i in ``rows``."""
+    def value_collect(self, p: Tensor, rows: slice) -> Tensor:
+        """(B', c, Nk) -> (B', c, R): Σ_j p_ij over the keys j whose value-table row is r."""
+        raise NotImplementedError
+
+    def value_expand(self, t: Tensor, rows: slice) -> Tensor:
+        """(B', c, R) -> (B', c, Nk): t[i, r(i, j)], the adjoint of :meth:`value_collect`."""
         raise NotImplementedError
 
 
@@ -238,7 +243,6 @@ class _BiasedAttention(torch.autograd.Function):
                                                        scale=scale)
                     out[bs, :, rs] = o if rows.empty is None else o.masked_fill(rows.empty, 0)
                     continue
-                index = bias.value_index(rs, k.size(2)) if value_table is not None else None
                 for h in _heads(unit, H):
                     if bias.chooser is not None:
                         p, view = _chosen(q[bs, h], k[bs, h], bias, rows, bs, h, scale)
@@ -255,8 +259,8 @@ class _BiasedAttention(torch.autograd.Function):
                     if dropout_p > 0:
                         p = p * _dropout_mask(p.shape, dropout_p, seed, u * H + h, p.device) / (1 - dropout_p)
                     o = torch.bmm(p.to(v.dtype), v[bs, h])
-                    if index is not None and not _no_value(view):
-                        o = o + _value_term(p, index, value_table, view.biased).to(o.dtype)
+                    if value_table is not None and not _no_value(view):
+                        o = o + _value_term(bias, p, rs, value_table, view.biased).to(o.dtype)
                     out[bs, h, rs] = o
         ctx.bias, ctx.scale, ctx.dropout_p, ctx.seed, ctx.units, ctx.n_extra = (
             bias, scale, dropout_p, seed, units, n_extra)
@@ -283,7 +287,6 @@ class _BiasedAttention(torch.autograd.Function):
             with torch.enable_grad():
                 rows, bias_rows = _unit(bias, inputs, key_mask, unit, acc)
             d_bias = torch.zeros_like(bias_rows, dtype=acc) if rows.graded else None
-            index = bias.value_index(rs, k.size(2)) if value_table is not None else None
             for h in _heads(unit, H):
                 view = _head(bias, rows, bs, h)
                 q_h, k_h, v_h, g = q[bs, h, rs], k[bs, h], v[bs, h], grad_out[bs, h, rs]
@@ -296,12 +299,12 @@ class _BiasedAttention(torch.autograd.Function):
                 first = rs.start == 0
                 # (gᵀ α)ᵀ: BLAS runs this orientation ~25% faster than αᵀ g
                 _write(dv[bs, h], torch.bmm(g.transpose(1, 2), p_used.to(v.dtype)).transpose(1, 2), first)
-                if index is not None and not _no_value(view):
+                if value_table is not None and not _no_value(view):
                     gw = g.to(acc) @ value_table.to(acc).t()                # (B', c, R): dO · w_r
                     if view.biased is not None:
                         gw = gw * view.biased.view(-1, 1, 1)
-                    dp = dp + gw.gather(-1, index.expand(g.size(0), -1, -1))
-                    buckets = _buckets(p_used, index, view.biased, value_table.size(0))
+                    dp = dp + bias.value_expand(gw, rs)
+                    buckets = _buckets(bias, p_used, rs, view.biased)
                     d_value += buckets.flatten(0, 1).t() @ g.to(acc).flatten(0, 1)
                 if drop is not None:
                     dp = dp * drop
@@ -374,14 +377,14 @@ def scaled_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
     return torch.bmm(q * scale, k.transpose(1, 2)).to(_acc(q.dtype))
 
 
-def _buckets(p: Tensor, index: Tensor, gate: Tensor | None, R: int) -> Tensor:
-    """(B', c, R): Σ_{j: index(i, j) = r} α_ij (0 for the sentences where ``gate`` is False)."""
-    buckets = p.new_zeros(p.size(0), p.size(1), R).scatter_add_(-1, index.expand(p.size(0), -1, -1), p)
+def _buckets(bias: ScoreBias, p: Tensor, rows: slice, gate: Tensor | None) -> Tensor:
+    """(B', c, R): Σ_{j: row r} α_ij (0 for the sentences where ``gate`` is False)."""
+    buckets = bias.value_collect(p, rows)
     return buckets if gate is None else buckets * gate.view(-1, 1, 1)
 
 
-def _value_term(p: Tensor, index: Tensor, table: Tensor, gate: Tensor | None) -> Tensor:
-    return _buckets(p, index, gate, table.size(0)) @ table.to(p.dtype)
+def _value_term(bias: ScoreBias, p: Tensor, rows: slice, table: Tensor, gate: Tensor | None) -> Tensor:
+    return _buckets(bias, p, rows, gate) @ table.to(p.dtype)
 
 
 __all__ = ["BLOCK_ELEMENTS", "Block", "MaskRows", "ScoreBias", "biased_attention", "blocks", "scaled_scores",

@@ -117,24 +117,71 @@ class RelPos(QueryBiasedHeads):
 
 
 class RelativeRows(ScoreBias):
-    """Shaw's key term gathered from the (B, H, N, 2k+1) table per block of rows, and his
-    value term (``value_table`` w, added by the kernel per clipped distance)."""
+    """Shaw's key term for a block of query rows, expanded from the (B, H, N, 2k+1) table
+    q wᵀ/√d_h by :func:`expand_relative`, and his value term (``value_table`` w). Both
+    directions are O(rows x N) passes (a gather; for the adjoint a few cumulative sums),
+    never a scatter-add (a serial ~30x slower loop on CPU)."""
 
     def __init__(self, table: Tensor, weight: Tensor, k: int):
         self.heads = table.size(1)
         self.tensors, self.row_dims = (table,), (2,)
         self.value_table, self.k, self.n_keys = weight, k, table.size(2)
 
-    def value_index(self, rows: slice, n_keys: int) -> Tensor:
-        device = self.value_table.device
-        keys = torch.arange(n_keys, device=device)
-        queries = torch.arange(rows.start, rows.stop, device=device)
-        return (keys.unsqueeze(0) - queries.unsqueeze(1)).clamp(-self.k, self.k) + self.k
-
     def rows(self, block, tensors):
         (table,) = tensors                                           # (B', 1, c, 2k+1)
-        index = self.value_index(block.rows, self.n_keys)
-        return table.gather(-1, index.expand(*table.shape[:2], -1, -1)), None
+        bias = _Expand.apply(table.flatten(0, 1), block.rows.start, self.k, self.n_keys)
+        return bias.view(*table.shape[:3], -1), None
+
+    def value_collect(self, p: Tensor, rows: slice) -> Tensor:
+        return collect_relative(p, rows.start, self.k)
+
+    def value_expand(self, t: Tensor, rows: slice) -> Tensor:
+        return expand_relative(t, rows.start, self.k, self.n_keys)
+
+
+def _relative_cols(lo: int, rows: int, k: int, device) -> Tensor:
+    """(rows, 2k+1): key position lo + i + o of query row i and offset o = -k..k."""
+    return (torch.arange(lo, lo + rows, device=device).unsqueeze(1)
+            + torch.arange(-k, k + 1, device=device).unsqueeze(0))
+
+
+def expand_relative(table: Tensor, lo: int, k: int, n_keys: int) -> Tensor:
+    """(B', c, 2k+1) -> (B', c, n_keys): out[i, j] = table[i, clip(j - (lo + i), k) + k]."""
+    B, c, _ = table.shape
+    keys = torch.arange(n_keys, device=table.device)
+    index = (keys.unsqueeze(0) - torch.arange(lo, lo + c, device=table.device).unsqueeze(1)).clamp(-k, k) + k
+    return table.gather(-1, index.expand(B, -1, -1))
+
+
+def collect_relative(x: Tensor, lo: int, k: int) -> Tensor:
+    """Adjoint of :func:`expand_relative`: (B', c, N) -> (B', c, 2k+1), out[i, r] = Σ_j x[i, j]
+    over the keys j with clip(j - (lo + i), k) + k = r: the band |j - i| < k read off
+    directly, the two clipped ends from a prefix and a suffix sum (never subtracted)."""
+    B, c, N = x.shape
+    if k == 0:                                                       # one bucket: every key
+        return x.sum(-1, keepdim=True)
+    cols = _relative_cols(lo, c, k, x.device)
+    out = x.gather(-1, cols.clamp(0, N - 1).expand(B, -1, -1))
+    out = out * ((cols >= 0) & (cols < N))                           # keys beyond the sentence ends
+    first, last = cols[:, 0], cols[:, -1]                            # lo + i - k, lo + i + k
+    prefix = x.cumsum(-1).gather(-1, first.clamp(0, N - 1).view(1, c, 1).expand(B, -1, -1))
+    suffix = x.flip(-1).cumsum(-1).gather(-1, (N - 1 - last).clamp(0, N - 1).view(1, c, 1).expand(B, -1, -1))
+    out[..., :1] = prefix * (first >= 0).view(1, c, 1)               # Σ_{j <= i - k}
+    out[..., -1:] = suffix * (last <= N - 1).view(1, c, 1)           # Σ_{j >= i + k}
+    return out
+
+
+class _Expand(torch.autograd.Function):
+    """:func:`expand_relative` with :func:`collect_relative` as its backward."""
+
+    @staticmethod
+    def forward(ctx, table, lo, k, n_keys):
+        ctx.lo, ctx.k = lo, k
+        return expand_relative(table, lo, k, n_keys)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return collect_relative(grad, ctx.lo, ctx.k), None, None, None
 
 
 __all__ = ["QueryBiasedHeads", "RelPos", "RelativeRows", "masked_softmax", "relative_index"]
