@@ -62,7 +62,10 @@ CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headl
            ("headlab", "8RHEdea"), ("headlab", "8RHElpea")]
 #: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
 DENSE_KINDS = ("RelPos", "Local", "RHE")
-COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "peak_mb"]
+#: measured columns and their ratio to headlab ``8L`` of the same run (:func:`with_ratios`)
+MEASURED = {"fwd_bwd_ms": "ratio_time", "cpu_ms": "ratio_cpu", "peak_mb": "ratio_mem", "live_mb": "ratio_live"}
+COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "cpu_ms", "peak_mb", "live_mb", "ratio_time", "ratio_cpu",
+           "ratio_mem", "ratio_live"]
 
 
 def _repeats(n: int) -> int:
@@ -105,14 +108,10 @@ def synthetic_side(word_ids, lengths, gen):
     return side
 
 
-def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
-            d: int = 512, heads: int = 8) -> dict:
-    """Time one configuration in this process (called in a fresh subprocess)."""
-    import resource
-
+def make_step(impl: str, spec: str, n: int, batch: int, device: str, d: int = 512, heads: int = 8):
+    """(module, step) for one configuration: ``step()`` runs forward + backward once."""
     import torch
 
-    torch.set_num_threads(threads)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(n)
     lengths = torch.randint(n // 2, n + 1, (batch,), generator=gen)
@@ -145,6 +144,94 @@ def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int 
         def step():
             module(x, ctx).sum().backward()
     module.to(device).train()
+
+    def clean_step():
+        x.grad = None
+        module.zero_grad(set_to_none=True)
+        step()
+    return module, clean_step
+
+
+def _rss_start() -> tuple[str, int]:
+    """Start of a peak-RSS measurement: Linux's VmHWM reset to the current RSS (writing 5
+    to /proc/self/clear_refs), so that the peak counts from the RSS the step starts at;
+    where that is not possible, the process's peak so far (ru_maxrss), which hides any
+    step peak below an earlier one (set-up transients)."""
+    import resource
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return "hwm", _status_kib("VmRSS")
+    except OSError:
+        return "maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss       # KiB on Linux
+
+
+def _rss_peak_growth(start: tuple[str, int]) -> float:
+    """MiB the process's peak RSS grew by since :func:`_rss_start`."""
+    import resource
+    how, before = start
+    peak = _status_kib("VmHWM") if how == "hwm" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (peak - before) / 1024
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def live_peak_mb(step) -> float:
+    """MiB: peak of the tensor storages created by ``step()`` and alive at once (every op's
+    outputs, tracked through torch's dispatcher and freed with their storage). Allocator
+    independent and deterministic, unlike RSS; it misses temporaries inside single ops
+    (a fused kernel's own buffers) and tensors smaller than 64 KiB."""
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Live(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.sizes, self.known, self.total, self.peak = {}, set(), 0, 0
+
+        def _free(self, key):
+            self.total -= self.sizes.pop(key)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            for t in tree_flatten((args, kwargs))[0]:          # storages from before: never counted
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.sizes:
+                    self.known.add(t.untyped_storage().data_ptr())
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                if key in self.sizes or key in self.known or storage.nbytes() < 2 ** 16:
+                    continue
+                self.sizes[key] = storage.nbytes()
+                self.total += storage.nbytes()
+                weakref.finalize(storage, self._free, key)
+            self.peak = max(self.peak, self.total)
+            return out
+
+    mode = Live()
+    with mode:
+        step()
+    return mode.peak / 2 ** 20
+
+
+def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
+            d: int = 512, heads: int = 8) -> dict:
+    """Time one configuration in this process (called in a fresh subprocess)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    module, step = make_step(impl, spec, n, batch, device, d, heads)
     cuda = device.startswith("cuda")
 
     def sync():
@@ -155,56 +242,88 @@ def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int 
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.max_memory_allocated()
     else:
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss        # KiB on Linux
+        before = _rss_start()
     step()                                                              # warm-up = memory probe
     sync()
     if cuda:
         peak_mb = (torch.cuda.max_memory_allocated() - before) / 2**20
     else:
-        peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    times = []
+        peak_mb = _rss_peak_growth(before)
+    times, cpu_times = [], []
     for _ in range(_repeats(n)):
-        x.grad = None
-        module.zero_grad(set_to_none=True)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step()
         sync()
         times.append((time.perf_counter() - start) * 1000)
-    return {"fwd_bwd_ms": round(statistics.median(times), 2), "peak_mb": round(peak_mb, 1)}
+        cpu_times.append((time.process_time() - cpu_start) * 1000)
+    return {"fwd_bwd_ms": round(statistics.median(times), 2), "cpu_ms": round(statistics.median(cpu_times), 2),
+            "peak_mb": round(peak_mb, 1), "live_mb": round(live_peak_mb(step), 1)}
+
+
+def with_ratios(rounds: list[list[dict]]) -> list[dict]:
+    """One row per configuration from ``rounds`` (each a list of rows of one sweep, same
+    order): medians of the measured columns and ``ratio_*`` = the median over rounds of
+    the row's value divided by that of headlab ``8L`` (same device and n) in the same
+    round, so load that changes between rounds cancels. Empty where either is missing."""
+    def base_of(rows, row):
+        impl = row["impl"].replace("onmt", "headlab", 1)      # onmt@cuda -> headlab@cuda
+        return next((r for r in rows if r["impl"] == impl and r["spec"] == "8L" and r["n"] == row["n"]), None)
+
+    out = []
+    for i, first in enumerate(rounds[0]):
+        row = {c: first[c] for c in ("impl", "spec", "n", "batch")}
+        for column, ratio in MEASURED.items():
+            values = [r[i][column] for r in rounds if r[i].get(column) not in ("", None)]
+            row[column] = round(statistics.median(values), 2) if values else ""
+            ratios = []
+            for r in rounds:
+                base = base_of(r, r[i])
+                if base and r[i].get(column) not in ("", None) and base.get(column) not in ("", None, 0):
+                    ratios.append(r[i][column] / base[column])
+            row[ratio] = round(statistics.median(ratios), 3) if ratios else ""
+        out.append(row)
+    return out
 
 
 def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, devices=None,
                     mem_limit_gb: float = 6.0, timeout: int = 300, threads: int = 1,
-                    specs: list[str] | None = None) -> list[dict]:
+                    specs: list[str] | None = None, rounds: int = 1) -> list[dict]:
+    """Every configuration ``rounds`` times, round-robin (see :func:`with_ratios`)."""
     from headlab.io import atomic_write
 
     if devices is None:
         import torch
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    rows = []
-    for device in devices:
-        for n in sizes:
-            for impl, spec in CONFIGS:
-                if specs and spec not in specs:
-                    continue
-                name = impl if device == "cpu" else f"{impl}@{device}"
-                row = {"impl": name, "spec": spec, "n": n, "batch": batch, "fwd_bwd_ms": "", "peak_mb": ""}
-                if device == "cpu" and _dense_bytes(impl, spec, n, batch) > mem_limit_gb * 2**30:
-                    print(f"skip {name} {spec} n={n}: n x n tensors exceed {mem_limit_gb} GB", flush=True)
+    sweeps = []
+    for round_no in range(rounds):
+        rows = []
+        for device in devices:
+            for n in sizes:
+                for impl, spec in CONFIGS:
+                    if specs and spec not in specs and spec != "8L":
+                        continue
+                    name = impl if device == "cpu" else f"{impl}@{device}"
+                    row = {"impl": name, "spec": spec, "n": n, "batch": batch}
+                    if device == "cpu" and _dense_bytes(impl, spec, n, batch) > mem_limit_gb * 2**30:
+                        if round_no == 0:
+                            print(f"skip {name} {spec} n={n}: n x n tensors exceed {mem_limit_gb} GB", flush=True)
+                        rows.append(row)
+                        continue
+                    cmd = [sys.executable, "-m", "headlab.bench", "--one", impl, spec, str(n),
+                           str(batch), device, str(threads)]
+                    try:
+                        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                        result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+                        if proc.returncode:
+                            print(proc.stderr[-2000:], file=sys.stderr)
+                    except subprocess.TimeoutExpired:
+                        result = {}
+                    row.update(result)
                     rows.append(row)
-                    continue
-                cmd = [sys.executable, "-m", "headlab.bench", "--one", impl, spec, str(n),
-                       str(batch), device, str(threads)]
-                try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-                    result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
-                    if proc.returncode:
-                        print(proc.stderr[-2000:], file=sys.stderr)
-                except subprocess.TimeoutExpired:
-                    result = {}
-                row.update(result)
-                rows.append(row)
-                print(",".join(str(row[c]) for c in COLUMNS), flush=True)
+                    print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:8]),
+                          flush=True)
+        sweeps.append(rows)
+    rows = with_ratios(sweeps)
     os.makedirs(out_dir, exist_ok=True)
     with atomic_write(os.path.join(out_dir, "attention.csv")) as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
@@ -329,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results", help="a finished run's results (for atlas)")
     parser.add_argument("--specs", default=None,
                         help="comma list: only these attention specs (e.g. 8L,8DEA,8LPEA)")
+    parser.add_argument("--attention-rounds", type=int, default=1,
+                        help="run every attention configuration this many times, round-robin; "
+                             "medians (ratios: median of per-round ratios to 8L)")
     parser.add_argument("--repeat-scale", type=float, default=1.0,
                         help="multiply the timed repeats (10/3/1 by n) by this, at least 1")
     parser.add_argument("--train-data", default="results/data/multi30k/de-en/full")
@@ -347,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     if "attention" in what:
         os.environ["HEADLAB_BENCH_REPEAT_SCALE"] = str(args.repeat_scale)   # read by the --one children
         bench_attention(args.out, sizes, args.batch, devices, args.mem_limit_gb, threads=args.threads,
-                        specs=args.specs.split(",") if args.specs else None)
+                        specs=args.specs.split(",") if args.specs else None, rounds=args.attention_rounds)
     if "train" in what:
         bench_train(args.out, args.train_data, args.train_steps, args.rounds, args.threads)
     if "atlas" in what:

@@ -77,23 +77,37 @@ class HeadlabAttention(nn.Module):
         """(keys (B, Nk, sum of key widths), values (B, Nk, sum of head widths)) of ``kv``;
         the decoder caches exactly these two tensors (batch first, as OpenNMT-py's
         ``map_state`` expects)."""
-        values = self.linear_values(kv)
+        return self.project_kv_keys(kv), self.linear_values(kv)
+
+    def _per_group(self, kv: tuple[Tensor, Tensor | list[Tensor]]):
+        keys, values = kv
+        if isinstance(values, Tensor):
+            values = values.split(self.widths, -1)
+        key_parts = iter(keys.split(self.key_widths, -1)) if self.key_widths else iter(())
+        for group, v in zip(self.heads, values):
+            yield group, v.view(*v.shape[:2], group.count, group.d_head), (next(key_parts) if group.key_width else None)
+
+    def _self_kv(self, x: Tensor) -> tuple[Tensor, Tensor | list[Tensor]]:
+        """:meth:`project_kv` for self-attention, each learned group's values a tensor of its
+        own: its SDPA then keeps only its share for backward, and the layer's value tensor
+        is freed once the groups have run (fixed heads keep nothing; 7Ftoken+1L would
+        otherwise keep all d_model columns alive for its one learned head)."""
+        keys, values = self.project_kv(x)
+        if len(self.heads) == 1:
+            return keys, values
+        parts = values.split(self.widths, -1)
+        return keys, [v.contiguous() if g.key_width else v for g, v in zip(self.heads, parts)]
+
+    def project_kv_keys(self, kv: Tensor) -> Tensor:
         keys = [g.project_keys(kv) for g in self.heads if g.key_width]
         if not keys:
-            return values.new_zeros(*values.shape[:2], 0), values
-        return (keys[0] if len(keys) == 1 else torch.cat(keys, -1)), values
-
-    def _per_group(self, kv: tuple[Tensor, Tensor]):
-        keys, values = kv
-        B, Nk, _ = values.shape
-        key_parts = iter(keys.split(self.key_widths, -1)) if self.key_widths else iter(())
-        for group, v in zip(self.heads, values.split(self.widths, -1)):
-            yield group, v.view(B, Nk, group.count, group.d_head), (next(key_parts) if group.key_width else None)
+            return kv.new_zeros(*kv.shape[:2], 0)
+        return keys[0] if len(keys) == 1 else torch.cat(keys, -1)
 
     # -- forward ------------------------------------------------------------------------
     def head_outputs(self, x: Tensor, ctx: HeadContext, kv: tuple[Tensor, Tensor] | None = None) -> list[Tensor]:
         """One (B, Nq, count, d_head) tensor per group, after ablation and the list mixers."""
-        outs = [group(x, v, ctx, k) for group, v, k in self._per_group(kv or self.project_kv(x))]
+        outs = [group(x, v, ctx, k) for group, v, k in self._per_group(kv or self._self_kv(x))]
         scale = self.head_scale if self.head_mask is None else self.head_scale * self.head_mask
         if not bool(scale.all()):
             outs = scale_heads(outs, scale.to(x.device))
@@ -111,8 +125,9 @@ class HeadlabAttention(nn.Module):
         if self.output_mixer is not None:
             return self.output_mixer.project(outs, ctx, x)
         B, N, _ = x.shape
-        outs = [o.reshape(B, N, -1) for o in outs]
-        return self.final_linear(outs[0] if len(outs) == 1 else torch.cat(outs, -1))
+        heads = torch.cat([o.reshape(B, N, -1) for o in outs], -1) if len(outs) > 1 else outs[0].reshape(B, N, -1)
+        del outs            # the groups' outputs are not needed once concatenated: free them now
+        return self.final_linear(heads)
 
     def forward(self, x: Tensor, ctx: HeadContext) -> Tensor:
         return self.attend(x, ctx)
@@ -122,7 +137,7 @@ class HeadlabAttention(nn.Module):
 
         Mixers and ablation act on head outputs, not on these distributions."""
         return torch.cat([g.attention(x, ctx, k).float()
-                          for g, _, k in self._per_group(kv or self.project_kv(x))], 1)
+                          for g, _, k in self._per_group(kv or self._self_kv(x))], 1)
 
     def aux_terms(self) -> dict[str, Tensor]:
         """Named auxiliary terms of the last forward, summed over groups and mixers."""

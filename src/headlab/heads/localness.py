@@ -19,10 +19,10 @@ Encoder self-attention only.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.heads.base import HeadContext
+from headlab.heads.chunked import ScoreBias
 from headlab.heads.relpos import QueryBiasedHeads
 from headlab.heads.spec import register_head_kind
 
@@ -48,19 +48,37 @@ class Local(QueryBiasedHeads):
         z = torch.einsum("bhnd,hd->bhn", hidden, self.U_d)
         return length * torch.sigmoid(p), length * torch.sigmoid(z)
 
+    def centre_variance(self, q: Tensor, ctx: HeadContext) -> tuple[Tensor, Tensor]:
+        """(P, σ²): (B, count, N) float32 (σ² floored at ``min_var``); the Gaussian is
+        computed in float32 whatever q's dtype ((j - P)² reaches n²)."""
+        centre, window = self.centre_window(q.float(), ctx)
+        return centre, (window / 2).pow(2).clamp_min(self.min_var)
+
     def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
         """G as (B, count, N, N)."""
-        centre, window = self.centre_window(q.float(), ctx)
-        j = torch.arange(q.size(2), device=q.device, dtype=torch.float32)
-        var = (window / 2).pow(2).clamp_min(self.min_var)
-        return -(j - centre.unsqueeze(-1)).pow(2) / (2 * var.unsqueeze(-1))
+        centre, var = self.centre_variance(q, ctx)
+        return gaussian(centre, var, q.size(2))
 
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)
-        return (att @ values.transpose(1, 2)).transpose(1, 2)
-
-    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        return self._probs(x, ctx, keys).float()
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
+        return GaussianRows(*self.centre_variance(q, ctx))
 
 
-__all__ = ["Local"]
+def gaussian(centre: Tensor, var: Tensor, n_keys: int) -> Tensor:
+    """G_ij = -(j - P_i)² / (2 σ_i²): (..., rows) centres and variances -> (..., rows, n_keys)."""
+    j = torch.arange(n_keys, device=centre.device, dtype=centre.dtype)
+    return -(j - centre.unsqueeze(-1)).pow(2) / (2 * var.unsqueeze(-1))
+
+
+class GaussianRows(ScoreBias):
+    """G for a block of query rows from the per-query centres and variances (B, H, N)."""
+
+    def __init__(self, centre: Tensor, var: Tensor):
+        self.heads = centre.size(1)
+        self.tensors, self.row_dims = (centre, var), (2, 2)
+
+    def rows(self, block, tensors):
+        centre, var = tensors
+        return gaussian(centre, var, self.tensors[0].size(2)), None
+
+
+__all__ = ["GaussianRows", "Local", "gaussian"]

@@ -91,9 +91,101 @@ def _lookup(pattern: str, pos: Tensor, n: Tensor) -> tuple[Tensor, Tensor]:
     raise KeyError(f"unknown fixed pattern {pattern!r}; known: {', '.join(PATTERNS)}")
 
 
-def _gather_time(x: Tensor, index: Tensor) -> Tensor:
-    """x: (B, g, N, d), index: (B, g, N) -> out[b, h, i] = x[b, h, index[b, h, i]]."""
-    return x.gather(2, index.unsqueeze(-1).expand(*index.shape, x.size(-1)))
+def _rows(name: str, x: Tensor, n: Tensor, transpose: bool = False) -> Tensor:
+    """Pattern ``name`` (its transpose with ``transpose``) along the time axis of one head:
+    x (B, N, d) float32, n (B, 1) real lengths -> (B, N, d); rows of padded positions 0.
+
+    A = diag(use) D⁻¹ S C W + diag(~use): W the weights, C the prefix (or suffix) sum, S
+    the read-out index per row, D the matching cumulative weight; shift patterns are S
+    alone. The transpose Aᵀ = W Cᵀ Sᵀ D⁻¹ diag(use) + diag(~use) is the same kind of O(n)
+    algorithm: a scatter-add at the read-out index, then a suffix (or prefix) sum."""
+    B, N, d = x.shape
+    pos = torch.arange(N, device=x.device)
+    index, use = _lookup(name, pos, n)
+    valid = (pos.unsqueeze(0) < n).unsqueeze(-1)                    # (B, N, 1)
+    spread = index.unsqueeze(-1).expand(B, N, d)
+    if transpose:
+        x = x * valid                                               # padded rows were zeroed
+    if name in _SHIFT:
+        if transpose:
+            return torch.zeros_like(x).scatter_add_(1, spread, x)
+        return x.gather(1, spread) * valid
+    suffix = name in _SUFFIX
+    j = pos.unsqueeze(0).to(x.dtype)
+    w = ((n - j) if suffix else (j + 1)).clamp_min(0).pow(3) * valid.squeeze(-1)   # 0 at padding
+    den = _running(w, suffix).gather(1, index).clamp_min(1e-30).unsqueeze(-1)   # (B, N, 1)
+    use = use.unsqueeze(-1)
+    if transpose:
+        picked = torch.zeros_like(x).scatter_add_(1, spread, torch.where(use, x / den, 0))
+        return _running(picked, not suffix) * w.unsqueeze(-1) + torch.where(use, 0, x)
+    num = _running(x * w.unsqueeze(-1), suffix).gather(1, spread)
+    return torch.where(use, num / den, x) * valid
+
+
+def _running(x: Tensor, suffix: bool) -> Tensor:
+    """Prefix sums along dim 1, or suffix sums (a prefix sum of the reversed sequence, read
+    back reversed: no subtraction, so no cancellation)."""
+    return x.flip(1).cumsum(1).flip(1) if suffix else x.cumsum(1)
+
+
+def _word_rows(name: str, x: Tensor, words: "_Words", transpose: bool = False) -> Tensor:
+    """Word-based pattern (or its transpose) of one head: pieces -> word slots (mean of
+    their pieces), the token pattern over words, back to every piece of a word."""
+    B, N, d = x.shape
+    spread = words.slot.unsqueeze(-1).expand(B, N, d)
+    if transpose:                    # Aᵀ = (mean)ᵀ · patternᵀ · (gather)ᵀ
+        per_word = torch.zeros_like(x).scatter_add_(1, spread, x * words.valid)
+        per_word = _rows(name, per_word, words.count, transpose=True)
+        return per_word.gather(1, spread) / words.size.gather(1, words.slot).unsqueeze(-1) * words.valid
+    per_word = torch.zeros_like(x).scatter_add_(1, spread, x * words.valid) / words.size.unsqueeze(-1)
+    return _rows(name, per_word, words.count).gather(1, spread) * words.valid
+
+
+class _Words:
+    """Word slots of pieces: ``slot`` (B, N) word index (0 at padding), ``size`` (B, N)
+    pieces per word slot (>= 1), ``count`` (B, 1) words, ``valid`` (B, N, 1) float."""
+
+    def __init__(self, word_ids: Tensor, lengths: Tensor):
+        B, N = word_ids.shape
+        lengths = lengths.to(word_ids.device)
+        valid = torch.arange(N, device=word_ids.device).unsqueeze(0) < lengths.unsqueeze(1)
+        self.slot = torch.where(valid, word_ids, torch.zeros_like(word_ids)).clamp(0, N - 1)
+        self.valid = valid.unsqueeze(-1).float()
+        pieces = torch.zeros(B, N, device=word_ids.device).scatter_add_(1, self.slot, self.valid.squeeze(-1))
+        self.size = pieces.clamp_min(1)
+        self.count = torch.where(lengths > 0, (self.slot * valid).max(1).values + 1,
+                                 torch.zeros_like(lengths)).view(B, 1)
+
+
+class _Patterns(torch.autograd.Function):
+    """The fixed heads as one linear map of the values: its backward is the transposed
+    patterns (:func:`_rows`), so nothing but lengths and word ids is kept for backward
+    and no intermediate of the forward outlives it. One head at a time: temporaries are
+    (B, N, d), the output is written in place."""
+
+    @staticmethod
+    def forward(ctx, v, lengths, word_ids, names):
+        ctx.names = names
+        ctx.save_for_backward(lengths, word_ids)
+        return _apply(names, v, lengths, word_ids, transpose=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        lengths, word_ids = ctx.saved_tensors
+        return _apply(ctx.names, grad, lengths, word_ids, transpose=True), None, None, None
+
+
+def _apply(names, v: Tensor, lengths: Tensor, word_ids: Tensor | None, transpose: bool) -> Tensor:
+    B, N, H, d = v.shape
+    out = torch.empty(B, N, H, d, device=v.device, dtype=torch.float32)
+    if word_ids is not None:
+        words = _Words(word_ids.to(v.device), lengths)
+    else:
+        n = lengths.to(v.device).view(B, 1)
+    for h, name in enumerate(names):
+        x = v[:, :, h].float()
+        out[:, :, h] = _word_rows(name, x, words, transpose) if word_ids is not None else _rows(name, x, n, transpose)
+    return out
 
 
 def apply_patterns(names, v: Tensor, lengths: Tensor, word_ids: Tensor | None = None) -> Tensor:
@@ -102,51 +194,7 @@ def apply_patterns(names, v: Tensor, lengths: Tensor, word_ids: Tensor | None = 
     Row i of head h is sum_j A_h[i, j] v[:, j, h] with A_h as in the module doc; rows of
     padded positions are 0. With ``word_ids`` (B, N) the word-based variant is computed.
     """
-    v = v.float()
-    if word_ids is not None:
-        return _word_patterns(names, v, lengths, word_ids)
-    B, N, H, d = v.shape
-    # head-major inside: every head a contiguous (N, d) block, so selecting heads and
-    # scanning along time are block copies (token-major per-head slices are much slower
-    # to select on CPU); one transposing copy in, one out
-    vh = v.transpose(1, 2).contiguous()                                # (B, H, N, d)
-    pos = torch.arange(N, device=v.device)
-    n = lengths.to(v.device).view(B, 1)
-    valid = (pos.unsqueeze(0) < n).to(v.dtype)                        # (B, N)
-    # heads are selected with split + cat (block copies both ways); index_select's
-    # backward (index_add) is ~10x slower on CPU
-    per_head = vh.split(1, dim=1)
-    outs, order = [], []
-    for kind in (_SHIFT, _PREFIX, _SUFFIX):
-        heads = [h for h, name in enumerate(names) if name in kind]
-        if not heads:
-            continue
-        order += heads
-        looks = [_lookup(names[h], pos, n) for h in heads]
-        index = torch.stack([idx for idx, _ in looks], 1)             # (B, g, N)
-        sub = vh if len(heads) == H else torch.cat([per_head[h] for h in heads], 1)
-        if kind is _SHIFT:          # one-position patterns: a single gather
-            outs.append(_gather_time(sub, index))
-            continue
-        use = torch.stack([u for _, u in looks], 1).unsqueeze(-1)     # (B, g, N, 1)
-        j = pos.unsqueeze(0).to(v.dtype)
-        w = ((n - j) if kind is _SUFFIX else (j + 1)).clamp_min(0).pow(3) * valid   # 0 at padding
-        weighted = sub * w.view(B, 1, N, 1)
-        if kind is _SUFFIX:
-            # suffix sum from k = prefix sum of the reversed sequence at N-1-k: no
-            # subtraction (no cancellation), and no flip back
-            num, den, index = weighted.flip(2).cumsum(2), w.flip(1).cumsum(1), N - 1 - index
-        else:
-            num, den = weighted.cumsum(2), w.cumsum(1)
-        num = _gather_time(num, index)
-        den = den.unsqueeze(1).expand_as(index).gather(2, index).unsqueeze(-1)
-        outs.append(torch.where(use, num / den.clamp_min(1e-30), sub))
-    if order == list(range(H)):
-        out = outs[0] if len(outs) == 1 else torch.cat(outs, 1)
-    else:                           # back to the heads' own order (paper A numbering)
-        pieces = [p for out in outs for p in out.split(1, dim=1)]
-        out = torch.cat([pieces[order.index(h)] for h in range(H)], 1)
-    return (out * valid.view(B, 1, N, 1)).transpose(1, 2)
+    return _Patterns.apply(v, lengths, word_ids, tuple(names))
 
 
 def apply_pattern(name: str, v: Tensor, lengths: Tensor) -> Tensor:
@@ -164,22 +212,6 @@ def word_ids_from_continuation(continuation: Tensor, token_ids: Tensor) -> Tenso
     starts = torch.ones_like(cont)
     starts[:, 1:] = ~cont[:, :-1]
     return torch.cumsum(starts.long(), dim=1) - 1
-
-
-def _word_patterns(names, v: Tensor, lengths: Tensor, word_ids: Tensor) -> Tensor:
-    B, N, H, d = v.shape
-    lengths = lengths.to(v.device)
-    valid = torch.arange(N, device=v.device).unsqueeze(0) < lengths.unsqueeze(1)
-    slot = torch.where(valid, word_ids.to(v.device), torch.zeros_like(word_ids)).clamp(0, N - 1)
-    validf = valid.to(v.dtype)
-    # word u's value = mean of its pieces' values (weight spread uniformly over pieces)
-    counts = torch.zeros(B, N, device=v.device).scatter_add_(1, slot, validf)
-    index = slot.view(B, N, 1, 1).expand(B, N, H, d)
-    sums = torch.zeros_like(v).scatter_add(1, index, v * validf.view(B, N, 1, 1))
-    word_values = sums / counts.clamp_min(1).view(B, N, 1, 1)
-    num_words = torch.where(lengths > 0, (slot * valid).max(1).values + 1, torch.zeros_like(lengths))
-    per_word = apply_patterns(names, word_values, num_words)
-    return per_word.gather(1, index) * validf.view(B, N, 1, 1)
 
 
 def dense_patterns(names, lengths: Tensor, N: int, word_ids: Tensor | None = None) -> Tensor:

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext
+from headlab.heads.chunked import ScoreBias, biased_attention
 from headlab.heads.kinds import LearnedHeads
 from headlab.heads.spec import register_head_kind
 
@@ -48,16 +49,30 @@ def masked_softmax(scores: Tensor, ctx: HeadContext, bias: Tensor | None = None)
 
 
 class QueryBiasedHeads(LearnedHeads):
-    """Learned heads whose logits get a query-dependent term ``logit_bias(q, ctx)`` (Rel_Pos's
-    relative keys, Localness's Gaussian) before the masked softmax."""
+    """Learned heads whose logits get a query-dependent term (Rel_Pos's relative keys,
+    Localness's Gaussian) before the masked softmax: dense as ``logit_bias(q, ctx)``
+    (export), block by block as ``score_rows(q, ctx)`` (training and translation, through
+    :func:`headlab.heads.chunked.biased_attention`)."""
 
     def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
+        raise NotImplementedError
+
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
         raise NotImplementedError
 
     def _probs(self, x: Tensor, ctx: HeadContext, keys: Tensor | None) -> Tensor:
         q, k = self._qk(x, keys)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
         return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
+
+    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        q, k = self._qk(x, keys)
+        out = biased_attention(q, k, values.transpose(1, 2), ctx.key_mask, self.score_rows(q, ctx),
+                               dropout_p=self.dropout_p if self.training else 0.0)
+        return out.transpose(1, 2)
+
+    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
+        return self._probs(x, ctx, keys).float()
 
 
 @register_head_kind("RelPos")
@@ -83,24 +98,90 @@ class RelPos(QueryBiasedHeads):
         B, H, N, _ = q.shape
         return relative_index(N, self.k, q.device).expand(B, H, N, N)
 
+    def key_table(self, q: Tensor) -> Tensor:
+        """(B, count, N, 2k+1): q_i · w_r / √d_h, the key term for every clipped distance r."""
+        return q @ self.relative_positions_embeddings.weight.t().to(q.dtype) / math.sqrt(self.d_head)
+
     def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
         """q a^Kᵀ / √d_h as (B, count, N, N): (q Wᵀ) gathered by the relative index."""
-        table = q @ self.relative_positions_embeddings.weight.t() / math.sqrt(self.d_head)
-        return table.gather(-1, self._index(q))
+        return self.key_table(q).gather(-1, self._index(q))
 
     def value_term(self, att: Tensor) -> Tensor:
-        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N)."""
+        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N) (export, tests)."""
         B, H, N, _ = att.shape
         buckets = att.new_zeros(B, H, N, 2 * self.k + 1).scatter_add_(-1, self._index(att), att)
         return buckets @ self.relative_positions_embeddings.weight.to(att.dtype)
 
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)
-        out = att @ values.transpose(1, 2) + self.value_term(att)
-        return out.transpose(1, 2)
-
-    def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        return self._probs(x, ctx, keys).float()
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
+        return RelativeRows(self.key_table(q), self.relative_positions_embeddings.weight, self.k)
 
 
-__all__ = ["QueryBiasedHeads", "RelPos", "masked_softmax", "relative_index"]
+class RelativeRows(ScoreBias):
+    """Shaw's key term for a block of query rows, expanded from the (B, H, N, 2k+1) table
+    q wᵀ/√d_h by :func:`expand_relative`, and his value term (``value_table`` w). Both
+    directions are O(rows x N) passes (a gather; for the adjoint a few cumulative sums),
+    never a scatter-add (a serial ~30x slower loop on CPU)."""
+
+    def __init__(self, table: Tensor, weight: Tensor, k: int):
+        self.heads = table.size(1)
+        self.tensors, self.row_dims = (table,), (2,)
+        self.value_table, self.k, self.n_keys = weight, k, table.size(2)
+
+    def rows(self, block, tensors):
+        (table,) = tensors                                           # (B', 1, c, 2k+1)
+        bias = _Expand.apply(table.flatten(0, 1), block.rows.start, self.k, self.n_keys)
+        return bias.view(*table.shape[:3], -1), None
+
+    def value_collect(self, p: Tensor, rows: slice) -> Tensor:
+        return collect_relative(p, rows.start, self.k)
+
+    def value_expand(self, t: Tensor, rows: slice) -> Tensor:
+        return expand_relative(t, rows.start, self.k, self.n_keys)
+
+
+def _relative_cols(lo: int, rows: int, k: int, device) -> Tensor:
+    """(rows, 2k+1): key position lo + i + o of query row i and offset o = -k..k."""
+    return (torch.arange(lo, lo + rows, device=device).unsqueeze(1)
+            + torch.arange(-k, k + 1, device=device).unsqueeze(0))
+
+
+def expand_relative(table: Tensor, lo: int, k: int, n_keys: int) -> Tensor:
+    """(B', c, 2k+1) -> (B', c, n_keys): out[i, j] = table[i, clip(j - (lo + i), k) + k]."""
+    B, c, _ = table.shape
+    keys = torch.arange(n_keys, device=table.device)
+    index = (keys.unsqueeze(0) - torch.arange(lo, lo + c, device=table.device).unsqueeze(1)).clamp(-k, k) + k
+    return table.gather(-1, index.expand(B, -1, -1))
+
+
+def collect_relative(x: Tensor, lo: int, k: int) -> Tensor:
+    """Adjoint of :func:`expand_relative`: (B', c, N) -> (B', c, 2k+1), out[i, r] = Σ_j x[i, j]
+    over the keys j with clip(j - (lo + i), k) + k = r: the band |j - i| < k read off
+    directly, the two clipped ends from a prefix and a suffix sum (never subtracted)."""
+    B, c, N = x.shape
+    if k == 0:                                                       # one bucket: every key
+        return x.sum(-1, keepdim=True)
+    cols = _relative_cols(lo, c, k, x.device)
+    out = x.gather(-1, cols.clamp(0, N - 1).expand(B, -1, -1))
+    out = out * ((cols >= 0) & (cols < N))                           # keys beyond the sentence ends
+    first, last = cols[:, 0], cols[:, -1]                            # lo + i - k, lo + i + k
+    prefix = x.cumsum(-1).gather(-1, first.clamp(0, N - 1).view(1, c, 1).expand(B, -1, -1))
+    suffix = x.flip(-1).cumsum(-1).gather(-1, (N - 1 - last).clamp(0, N - 1).view(1, c, 1).expand(B, -1, -1))
+    out[..., :1] = prefix * (first >= 0).view(1, c, 1)               # Σ_{j <= i - k}
+    out[..., -1:] = suffix * (last <= N - 1).view(1, c, 1)           # Σ_{j >= i + k}
+    return out
+
+
+class _Expand(torch.autograd.Function):
+    """:func:`expand_relative` with :func:`collect_relative` as its backward."""
+
+    @staticmethod
+    def forward(ctx, table, lo, k, n_keys):
+        ctx.lo, ctx.k = lo, k
+        return expand_relative(table, lo, k, n_keys)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return collect_relative(grad, ctx.lo, ctx.k), None, None, None
+
+
+__all__ = ["QueryBiasedHeads", "RelPos", "RelativeRows", "masked_softmax", "relative_index"]

@@ -56,6 +56,7 @@ from torch import Tensor
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext
+from headlab.heads.chunked import biased_attention, blocks, scaled_scores, whole_sentences
 from headlab.heads.localness import Local
 from headlab.heads.relpos import RelPos, masked_softmax
 from headlab.heads.sea import DEA, LPEA, dep_related, read_side
@@ -78,13 +79,43 @@ def head_labels(att: Tensor, related: Tensor, pad_mask: Tensor, fgate: float = 0
     related: (B, N, N) bool Dep_mask; pad_mask: (B, N) True at padding; fgate 0 = dynamic.
     important: (B, H) bool; hconf, syn_attn: (B, H) float. No gradient."""
     with torch.no_grad():
-        att = att.float()
-        real = (~pad_mask).to(att.dtype).unsqueeze(1)                 # (B, 1, N)
-        n = real.sum(-1).clamp_min(1)                                 # (B, 1)
-        hconf = (att.amax(-1) * real).sum(-1) / n                     # eq. 3
-        syn = (att.masked_fill(~related.unsqueeze(1), 0).sum(-1) * real).sum(-1) / n   # eq. 9
-        gate = torch.sigmoid(hconf) if fgate == 0 else torch.full_like(hconf, fgate)
-        return syn > gate, hconf, syn                                 # eq. 10
+        peak, syn = row_sums(att.float(), related.unsqueeze(1), (~pad_mask).unsqueeze(1))
+        return decide(peak, syn, pad_mask, fgate)
+
+
+def row_sums(att: Tensor, related: Tensor, real: Tensor) -> tuple[Tensor, Tensor]:
+    """(Σ_i max_j A_ij, Σ_i Σ_j Dep_mask(A)_ij) over the real query rows i of ``att``
+    (..., rows, N); related (..., rows, N) bool, real (..., rows) bool: the sums of eqs. 3
+    and 9 (before dividing by n), for some or all rows."""
+    weight = real.to(att.dtype)
+    return (att.amax(-1) * weight).sum(-1), (torch.where(related, att, 0).sum(-1) * weight).sum(-1)
+
+
+def decide(peak: Tensor, syn: Tensor, pad_mask: Tensor, fgate: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Eq. 10 from the sums of :func:`row_sums` (B, H): (important, hconf, syn_attn)."""
+    n = (~pad_mask).sum(-1, keepdim=True).clamp_min(1).to(peak.dtype)      # (B, 1)
+    hconf, syn = peak / n, syn / n                                            # eqs. 3, 9
+    gate = torch.sigmoid(hconf) if fgate == 0 else torch.full_like(hconf, fgate)
+    return syn > gate, hconf, syn                                             # eq. 10
+
+
+class Labeller:
+    """:attr:`headlab.heads.chunked.ScoreBias.chooser` for RHE: eqs. 3, 9, 10 of the heads'
+    own attention over whole sentences, as the forward computes it; fills ``important``,
+    ``hconf`` and ``syn`` (B, count)."""
+
+    def __init__(self, related: Tensor, pad_mask: Tensor, fgate: float, count: int):
+        self.related, self.pad_mask, self.fgate = related, pad_mask, fgate
+        B = pad_mask.size(0)
+        self.important = torch.zeros(B, count, dtype=torch.bool, device=pad_mask.device)
+        self.hconf = torch.zeros(B, count, device=pad_mask.device)
+        self.syn = torch.zeros_like(self.hconf)
+
+    def __call__(self, batch: slice, h: int, own: Tensor) -> Tensor:
+        peak, syn = row_sums(own, self.related[batch], ~self.pad_mask[batch])
+        important, hconf, syn = decide(peak.unsqueeze(1), syn.unsqueeze(1), self.pad_mask[batch], self.fgate)
+        self.important[batch, h], self.hconf[batch, h], self.syn[batch, h] = important[:, 0], hconf[:, 0], syn[:, 0]
+        return important[:, 0]
 
 
 class RHE:
@@ -97,9 +128,6 @@ class RHE:
     side_keys: tuple[str, ...] = ("dep_head",)
     fgate = 0.0
     prune = False           # set at translation by -rhe_prune (headlab.engine.compat)
-    #: True (DEA, LPEA): forward runs the head's own and the SEA attention through fused
-    #: SDPA and picks per head; False (RelPos, Local): dense attention (:meth:`enlivened`)
-    fused = False
     record = False          # keep labels of the last forward (export)
 
     @classmethod
@@ -135,38 +163,56 @@ class RHE:
             self.raw = own                                    # before enlivening (export)
         return att.to(q.dtype), important
 
+    def related(self, ctx: HeadContext) -> Tensor:
+        """(B, N, N) bool Dep_mask of eq. 9 (every RHE kind; DEA's D_ij = 0)."""
+        return dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+
     def labels_of(self, q: Tensor, k: Tensor, ctx: HeadContext) -> tuple[Tensor, Tensor, Tensor]:
-        """:func:`head_labels` of the heads' own attention, one head at a time (no gradient,
-        one (B, N, N) score matrix alive at a time)."""
-        related = dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+        """:func:`head_labels` of the heads' own attention, block by block (no gradient; one
+        block of scores of :func:`headlab.heads.chunked.blocks` alive at a time)."""
+        related = self.related(ctx)
+        B, H, N, _ = q.shape
+        real = ~ctx.pad_mask
+        peak = torch.zeros(B, H, device=q.device, dtype=torch.promote_types(q.dtype, torch.float32))
+        syn = torch.zeros_like(peak)
         with torch.no_grad():
-            parts = [head_labels(masked_softmax(q[:, h:h + 1] @ k[:, h:h + 1].transpose(-1, -2)
-                                                / math.sqrt(self.d_head), ctx), related, ctx.pad_mask, self.fgate)
-                     for h in range(self.count)]
-        return tuple(torch.cat(column, 1) for column in zip(*parts))
+            for block in blocks(B, H, N, k.size(2), 1):
+                bs, rs = block.batch, block.rows
+                keys = ctx.key_mask[bs][:, 0]
+                keys = keys if keys.size(1) == 1 else keys[:, rs]
+                for h in range(H):
+                    scores = scaled_scores(q[bs, h, rs], k[bs, h], 1 / math.sqrt(self.d_head))
+                    att = scores.masked_fill_(~keys, torch.finfo(scores.dtype).min).softmax(-1)
+                    p, s = row_sums(att, related[bs, rs], real[bs, rs])
+                    peak[bs, h] += p
+                    syn[bs, h] += s
+        return decide(peak, syn, ctx.pad_mask, self.fgate)
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        if self.fused:
-            return self.fused_forward(x, values, ctx, keys)
-        att, important = self.enlivened(x, ctx, keys)
-        att = F.dropout(att, self.dropout_p, self.training)
-        out = att @ values.transpose(1, 2)
-        if hasattr(self, "value_term"):                      # Shaw's a^V, redundant heads only
-            out = out + self.value_term(att * (~important).view(*important.shape, 1, 1))
-        return out.transpose(1, 2)
-
-    def fused_forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        """DEA/LPEA: both candidate outputs through fused SDPA (no (B, count, N, N) tensor
-        kept for backward), then per head and sentence the one its label picks."""
+        """One pass of :func:`headlab.heads.chunked.biased_attention` in which each head takes,
+        per sentence, its own attention (important) or the kind's bias (redundant): no head
+        computes both, no (B, count, N, N) tensor is kept. The labels come from the scores
+        that pass computes (:class:`Labeller`), or, for sentences too long for one block,
+        from a separate pass (:meth:`labels_of`)."""
         q, k = self._qk(x, keys)
-        important, hconf, syn = self.labels_of(q, k, ctx)
-        self._labelled(important, hconf, syn)
-        keep = important.view(important.size(0), 1, self.count, 1)
-        own = F.scaled_dot_product_attention(q, k, values.transpose(1, 2), attn_mask=ctx.key_mask,
-                                             dropout_p=self.dropout_p if self.training else 0.0).transpose(1, 2)
-        if self.prune and not self.training:
-            return own * keep                                 # redundant heads: output 0
-        return torch.where(keep, own, self.attend(q, k, values, ctx))
+        v = values.transpose(1, 2)
+        if self.prune and not self.training:                  # redundant heads: output 0
+            important, hconf, syn = self.labels_of(q, k, ctx)
+            self._labelled(important, hconf, syn)
+            own = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.key_mask)
+            return (own * important.view(*important.shape, 1, 1)).transpose(1, 2)
+        bias = self.score_rows(q, ctx)
+        labeller = None
+        if whole_sentences(q.size(2), k.size(2)):
+            labeller = bias.chooser = Labeller(self.related(ctx), ctx.pad_mask, self.fgate, self.count)
+            bias.plain = labeller.important
+        else:
+            bias.plain, hconf, syn = self.labels_of(q, k, ctx)
+        out = biased_attention(q, k, v, ctx.key_mask, bias, dropout_p=self.dropout_p if self.training else 0.0)
+        if labeller is not None:
+            hconf, syn = labeller.hconf, labeller.syn
+        self._labelled(bias.plain, hconf, syn)
+        return out.transpose(1, 2)
 
     def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         return self.enlivened(x, ctx, keys)[0].float()
@@ -183,15 +229,12 @@ class RHE:
 class RHEdea(RHE, DEA):
     """RHE with DEA (eq. 4-5) on the redundant heads (Table 1 "+DEA+RHE")."""
 
-    fused = True
-
 
 @register_head_kind("RHElpea")
 class RHElpea(RHE, LPEA):
     """RHE with LPEA (eq. 7-8) on the redundant heads (Table 1 "+LPEA+RHE")."""
 
     side_keys = ("dep_head", *LPEA.side_keys)
-    fused = True
 
 
 @register_head_kind("RHErel")

@@ -49,14 +49,12 @@ Choices where the paper is ambiguous (tested in tests/test_heads_sea.py):
 """
 from __future__ import annotations
 
-import math
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext
+from headlab.heads.chunked import MaskRows, ScoreBias, biased_attention
 from headlab.heads.kinds import LearnedHeads
 from headlab.heads.spec import register_head_kind
 
@@ -125,6 +123,10 @@ class DEA(SyntaxHeads):
 
     def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
         return self.related(ctx).unsqueeze(1)
+
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
+        """D for :func:`headlab.heads.chunked.biased_attention` (RHE)."""
+        return MaskRows(self.related(ctx))
 
 
 def rp_matrix(word_ids: Tensor, side: dict[str, Tensor], pad_mask: Tensor | None = None
@@ -202,43 +204,50 @@ class LPEA(SyntaxHeads):
         """P of eq. 8 as (B, 1, N, N) float (export, RHE, ``-lpea_outside learned``)."""
         return self.phrase(self.phrase_index(ctx)).unsqueeze(1)
 
-    def depth_factors(self, depth: Tensor, dtype) -> tuple[Tensor, Tensor]:
-        """(F_q, E_k), both (B, N, D) over the D distinct depths of the batch, with
-        F_q[i] · E_k[j] = P_ij wherever i, j share a local phrase: E_k is the one-hot of
-        key j's depth and F_q the row of the (D, D) table P(a, b) = p_{clip(b - a, k)} for
-        query i's depth a. The bias has rank <= D, so it rides on D extra query/key
-        dimensions instead of an (n, n) tensor."""
-        levels, inverse = torch.unique(depth, return_inverse=True)
-        k = self.phrase.k
-        table = self.phrase.values()[:2 * k + 1]
-        rows = table[(levels.unsqueeze(0) - levels.unsqueeze(1)).clamp(-k, k) + k]
-        return rows[inverse].to(dtype), F.one_hot(inverse, levels.numel()).to(dtype)
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
+        """P for :func:`headlab.heads.chunked.biased_attention`: :class:`PhraseRows`."""
+        return PhraseRows(self, ctx)
 
     def attend(self, q: Tensor, k: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
-        """Eq. 8 inside fused SDPA: an additive (n, n) bias that needs a gradient would send
-        torch's SDPA to its O(n²)-memory math kernel (4x the memory of ``8L`` at n = 512).
-        Instead P is written as a product of D-wide query and key factors
-        (:meth:`depth_factors`, scaled by √d_h to cancel SDPA's 1/√d_h) appended to q and k
-        (v gets zeros, widths rounded up to a multiple of 8), and ∞ is a boolean mask."""
-        if self.phrase.outside != "mask":
-            return super().attend(q, k, values, ctx)
-        side = self.side(ctx)
-        allowed = phrase_related(ctx.word_ids, side, ctx.pad_mask).unsqueeze(1) & ctx.key_mask
-        fq, ek = self.depth_factors(side["word_depth"], q.dtype)
-        B, H, N, dh = q.shape
-        width = -(-(dh + fq.size(-1)) // 8) * 8
+        """Eq. 8 without an (n, n) tensor: :func:`headlab.heads.chunked.biased_attention`
+        with :class:`PhraseRows` (P for a block of query rows from the parse columns)."""
+        out = biased_attention(q, k, values.transpose(1, 2), ctx.key_mask, self.score_rows(q, ctx),
+                               dropout_p=self.dropout_p if self.training else 0.0)
+        return out.transpose(1, 2)
 
-        def widen(t: Tensor, extra: Tensor | None) -> Tensor:
-            # built token-major (B, N, H, width), the layout of the projections' outputs
-            # that SDPA's CPU kernel works in: no further copies in forward or backward
-            parts = [t] if extra is None else [t, extra.unsqueeze(2).expand(-1, -1, H, -1)]
-            pad = width - sum(p.size(-1) for p in parts)
-            return torch.cat([*parts, t.new_zeros(*t.shape[:-1], pad)], -1).transpose(1, 2)
 
-        out = F.scaled_dot_product_attention(
-            widen(q.transpose(1, 2), fq * math.sqrt(dh)), widen(k.transpose(1, 2), ek), widen(values, None),
-            attn_mask=allowed, dropout_p=self.dropout_p if self.training else 0.0, scale=1 / math.sqrt(dh))
-        return out.transpose(1, 2)[..., :dh]
+class PhraseRows(ScoreBias):
+    """LPEA's P (eq. 8) for query rows lo:hi: the 2k+1 (+1) values of
+    :meth:`PhraseBias.values` gathered by clip(RP) of the block; with ``-lpea_outside
+    mask`` RP = ∞ is a keep mask (the table has no -inf entry to differentiate)."""
+
+    def __init__(self, group: LPEA, ctx: HeadContext):
+        side = group.side(ctx)
+        self.k, self.mask = group.phrase.k, group.phrase.outside == "mask"
+        values = group.phrase.values()
+        self.tensors, self.row_dims = ((values[:2 * self.k + 1] if self.mask else values),), (None,)
+        # int32 columns: the (B, rows, N) comparisons stream a quarter of int64's bytes
+        self.word_ids = ctx.word_ids.int()
+        self.lo, self.hi, self.depth = (side[name].int() for name in ("lp_lo", "lp_hi", "word_depth"))
+        self.pad = ctx.pad_mask
+
+    def related(self, batch: slice, rows: slice) -> Tensor:
+        """(B', c, N) bool: :func:`phrase_related` of the sentences ``batch``, query ``rows``."""
+        words, lo, hi = self.word_ids[batch], self.lo[batch], self.hi[batch]
+        key_word, query_word = words.unsqueeze(1), words[:, rows, None]
+        inside = (lo[:, rows, None] <= key_word) & (key_word <= hi[:, rows, None])      # Rule 1
+        inside |= (lo.unsqueeze(1) <= query_word) & (query_word <= hi.unsqueeze(1))     # Rule 2
+        return inside | self.pad[batch, rows, None]
+
+    def rows(self, block, tensors):
+        (table,) = tensors
+        related = self.related(block.batch, block.rows)
+        depth = self.depth[block.batch]
+        index = (depth.unsqueeze(1) - depth[:, block.rows, None]).clamp_(-self.k, self.k).add_(self.k)
+        if self.mask:
+            return table[index].unsqueeze(1), related.unsqueeze(1)
+        index = torch.where(related, index, torch.full_like(index, 2 * self.k + 1))
+        return table[index].unsqueeze(1), None
 
 
 def lpea_options(options: dict) -> dict:
