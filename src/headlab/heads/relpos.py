@@ -89,10 +89,15 @@ class RelPos(QueryBiasedHeads):
         return table.gather(-1, self._index(q))
 
     def value_term(self, att: Tensor) -> Tensor:
-        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N)."""
+        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N), in α's dtype.
+
+        The bucket sums stay float32 in any precision: the two clipped buckets each sum up
+        to n probabilities, and CUDA's scatter_add adds in the tensor's own dtype (atomics),
+        where bf16 stops growing a sum once it is ~2^8 times the term added."""
         B, H, N, _ = att.shape
-        buckets = att.new_zeros(B, H, N, 2 * self.k + 1).scatter_add_(-1, self._index(att), att)
-        return buckets @ self.relative_positions_embeddings.weight.to(att.dtype)
+        buckets = att.new_zeros(B, H, N, 2 * self.k + 1, dtype=torch.float32)
+        buckets.scatter_add_(-1, self._index(att), att.float())
+        return (buckets @ self.relative_positions_embeddings.weight.float()).to(att.dtype)
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         att = F.dropout(self._probs(x, ctx, keys), self.dropout_p, self.training)
