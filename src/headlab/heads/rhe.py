@@ -78,7 +78,7 @@ def head_labels(att: Tensor, related: Tensor, pad_mask: Tensor, fgate: float = 0
     related: (B, N, N) bool Dep_mask; pad_mask: (B, N) True at padding; fgate 0 = dynamic.
     important: (B, H) bool; hconf, syn_attn: (B, H) float. No gradient."""
     with torch.no_grad():
-        att = att.float()
+        att = att.float()        # float32 statistics: means over n rows, compared with the gate
         real = (~pad_mask).to(att.dtype).unsqueeze(1)                 # (B, 1, N)
         n = real.sum(-1).clamp_min(1)                                 # (B, 1)
         hconf = (att.amax(-1) * real).sum(-1) / n                     # eq. 3
