@@ -102,7 +102,7 @@ def apply_patterns(names, v: Tensor, lengths: Tensor, word_ids: Tensor | None = 
     Row i of head h is sum_j A_h[i, j] v[:, j, h] with A_h as in the module doc; rows of
     padded positions are 0. With ``word_ids`` (B, N) the word-based variant is computed.
     """
-    v = v.float()
+    v = v.float()       # float32 whatever the input (mixed precision): sums of (j+1)^3-weighted values
     if word_ids is not None:
         return _word_patterns(names, v, lengths, word_ids)
     B, N, H, d = v.shape
