@@ -41,7 +41,7 @@ def relative_index(n: int, k: int, device=None) -> Tensor:
 def masked_softmax(scores: Tensor, ctx: HeadContext, bias: Tensor | None = None) -> Tensor:
     """softmax over keys of ``scores`` (+ ``bias``: bool keep-mask or additive float),
     padding keys excluded; float32."""
-    scores = scores.float()
+    scores = scores.float()     # float32 softmax under any precision (the callers cast back)
     if bias is not None:
         scores = scores.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else scores + bias
     return scores.masked_fill(~ctx.key_mask, float("-inf")).softmax(-1)
