@@ -41,8 +41,8 @@ OPTIONS = ["-lpea_k", "2", "-relpos_k", "3", "-lambda_kl", "0.1", "-lambda_l0", 
 #: name -> model options: every kind and mixer at every site it serves (paper A's fixed
 #: heads, paper B's DHICM, paper C's syntax kinds and baselines, paper D's gates)
 CASES = {
-    "learned": dict(enc_heads="2L+1Lwide|gate,4L|dhicm", dec_heads="2L+1Lwide|gate,4L|dhicm",
-                    cross_heads="4L|dhicm,2L+1Lwide|gate"),
+    "learned": dict(enc_heads="3L+1Lwide|gate,4L|dhicm", dec_heads="3L+1Lwide|gate,4L|dhicm",
+                    cross_heads="4L|dhicm,3L+1Lwide|gate"),
     "fixed": dict(enc_heads="8Ftoken,7Fword+1L|gate", dec_heads="4L", cross_heads="4L"),
     "syntax": dict(enc_heads="1DEA+1LPEA+1RHEdea+1RHElpea|gate,1RelPos+1Local+1RHErel+1RHEloc|dhicm",
                    dec_heads="4L", cross_heads="4L"),
@@ -82,7 +82,18 @@ def build_case(name: str, seed: int = 0, std: float = 0.25):
                 module.weight.fill_(1.0)
                 module.bias.zero_()
     model.encoder.set_src_vocab(vocab["src"])
+    if needs_syntax(model):               # numeric-order feature vocabularies (headlab.heads.side)
+        vocab = {**vocab, "src_feats": feature_vocabs()}
     return model.eval(), opt, vocab
+
+
+def feature_vocabs():
+    import pyonmttok
+    from onmt.constants import DefaultTokens
+    from headlab.heads.side import FEATURES
+    specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+    return [pyonmttok.build_vocab_from_tokens([str(v) for v in range(64)], special_tokens=specials)
+            for _ in FEATURES]
 
 
 def needs_syntax(model) -> bool:
@@ -347,3 +358,82 @@ def grad_error(value: torch.Tensor, reference: torch.Tensor) -> float:
     """|value - reference| / |reference| (Euclidean norms) of gradient vectors."""
     value, reference = value.float().cpu(), reference.float().cpu()
     return float((value - reference).norm() / reference.norm().clamp_min(1e-12))
+
+
+# -- everything at once, on one device ----------------------------------------------------
+def run_all(name: str, device: str, folder, autocast=None, precision: str = "", context=None) -> dict:
+    """Build case ``name`` (CPU, fp32 weights), move it to ``device`` and run what the
+    device tests compare; every result comes back on the CPU as float32:
+
+    ``out``/``logp``: teacher-forced decoder output and log-probabilities (eval mode);
+    ``loss``, ``grads``: OpenNMT-py's loss of the batch and its gradient vector;
+    ``update``: what one OpenNMT-py optimizer step (Adam, its state on the device) adds to
+    the parameters with a gradient; ``steps``: incremental decoding with beam tiling; ``scores``/``preds``:
+    OpenNMT-py's beam search (``-gpu 0`` off the CPU, ``-precision precision``);
+    ``export``: every sentence's attention at each site the model exports;
+    ``train_loss``: one training-mode step (sampled gates): finite, not compared.
+
+    ``autocast``: a context-manager factory for the forward passes (mixed precision);
+    ``context``: entered once the model is built on the CPU (tests.simdevice.SimulatedDevice)."""
+    model, opt, vocab = build_case(name)
+    batch = make_batch(model, vocab)
+    path = save(model, opt, vocab, f"{folder}/{name}.pt")
+    with context or contextlib.nullcontext():
+        return _run_all(model, opt, vocab, batch, path, device, autocast, precision)
+
+
+def _run_all(model, opt, vocab, batch, path, device, autocast, precision) -> dict:
+    on_cpu = torch.device(device).type == "cpu"
+    if not on_cpu:
+        opt.gpu_ranks, opt.world_size = [0], 1        # as a GPU run's options say
+    autocast = autocast or contextlib.nullcontext
+    model.to(device)
+    dbatch = to(batch, device)
+    device_ = next(model.parameters()).device
+    result = {}
+    with torch.no_grad(), autocast():
+        out, logp = forward(model, dbatch)
+        steps = stepwise(model, dbatch)
+    result.update(out=out, logp=logp, steps=steps)
+    trans = translator(path, gpu=-1 if on_cpu else 0, precision=precision)
+    with autocast():
+        scores, preds = beam_search(trans, dbatch)
+    result.update(scores=scores, preds=preds)
+    tokens = sentences(model, vocab, batch)
+    sites = ["enc"] if getattr(model.decoder, "attentions", None) is None else ["enc", "dec", "cross"]
+    result["export"] = {site: [torch.from_numpy(a) for a in export(model, vocab, tokens, site, device_)]
+                        for site in sites}
+    compute = loss_compute(model, opt, vocab)
+    optim = optimizer(model, opt)
+    optim.zero_grad(set_to_none=True)
+    with autocast():
+        value = loss(model, opt, vocab, dbatch, compute)
+    optim.backward(value)
+    result["loss"] = value.detach()
+    trained = [p for p in model.parameters() if p.grad is not None]
+    result["grads"] = torch.cat([p.grad.detach().float().flatten() for p in trained])
+    before = torch.cat([p.detach().float().flatten() for p in trained])
+    optim.step()
+    result["update"] = torch.cat([p.detach().float().flatten() for p in trained]) - before
+    result["train_loss"] = torch.tensor(train_step(model, opt, vocab, dbatch, optim, compute, autocast))
+    return {key: (value.detach().float().cpu() if isinstance(value, torch.Tensor) else value)
+            for key, value in result.items()}
+
+
+def profile(model_path: str, folder, gpu: int = -1) -> dict:
+    """``headlab profile-heads`` (paper D) of a checkpoint on the syntax fixture treebank
+    (tests/fixtures/syntax/mwt_empty.conllu); returns the head table and the attention."""
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+
+    from headlab.syntax.run import profile_heads
+    fixture = Path(__file__).parent / "fixtures" / "syntax" / "mwt_empty.conllu"
+    src = Path(folder) / "ud.bpe.src"
+    src.write_text("I do n@@ 't see the U.@@ S. \" now \" .\nShe was gon@@ na go .\n")
+    out = Path(folder) / f"profile{gpu}"
+    profile_heads(model_path, str(fixture), str(src), str(out), pair="en-de", figure_sents=2, gpu=gpu)
+    with np.load(f"{out}.attention.npz") as data:
+        attention = [torch.from_numpy(data[f"att_{i:06d}"]) for i in range(2)]
+    return {"heads": pd.read_csv(f"{out}.csv"), "attention": attention}
