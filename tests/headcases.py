@@ -338,6 +338,14 @@ def layer_inputs(site: str, seed: int = 0, fully_masked: bool = False):
     return x, HeadContext(pad, lengths, allowed=allowed), memory
 
 
+def ctx_to(ctx, device):
+    """A HeadContext with every tensor on ``device``."""
+    from headlab.heads.base import HeadContext
+    move = (lambda t: None if t is None else t.to(device))
+    return HeadContext(move(ctx.pad_mask), move(ctx.lengths), move(ctx.token_ids), move(ctx.word_ids),
+                       {k: v.to(device) for k, v in ctx.side.items()}, move(ctx.allowed))
+
+
 def layer_run(layer, site: str, x, ctx, memory=None, autocast=None):
     """(output (B, N, d) float32, gradient vector of the input and every parameter) of one
     forward and backward of a fixed weighted sum of the output plus the layer's aux terms."""
@@ -373,7 +381,8 @@ def run_all(name: str, device: str, folder, autocast=None, precision: str = "", 
     ``export``: every sentence's attention at each site the model exports;
     ``train_loss``: one training-mode step (sampled gates): finite, not compared.
 
-    ``autocast``: a context-manager factory for the forward passes (mixed precision);
+    ``autocast``: a context-manager factory for the forward passes and the beam search
+    (mixed precision), ``precision``: translation's ``-precision`` (then no autocast);
     ``context``: entered once the model is built on the CPU (tests.simdevice.SimulatedDevice)."""
     model, opt, vocab = build_case(name)
     batch = make_batch(model, vocab)
@@ -396,7 +405,7 @@ def _run_all(model, opt, vocab, batch, path, device, autocast, precision) -> dic
         steps = stepwise(model, dbatch)
     result.update(out=out, logp=logp, steps=steps)
     trans = translator(path, gpu=-1 if on_cpu else 0, precision=precision)
-    with autocast():
+    with (contextlib.nullcontext if precision else autocast)():     # -precision: float16 weights
         scores, preds = beam_search(trans, dbatch)
     result.update(scores=scores, preds=preds)
     tokens = sentences(model, vocab, batch)
