@@ -177,6 +177,22 @@ def train_step(model, opt, vocab, batch, optim=None, compute=None, autocast=None
     return float(value.detach())
 
 
+def losses_before_and_after(model, opt, vocab, batch, optim, steps: int = 4, autocast=None) -> tuple:
+    """(loss in eval mode, the ``steps`` training losses, loss in eval mode after them):
+    the evaluations are deterministic (gates at their test-time value)."""
+    compute = loss_compute(model, opt, vocab)
+
+    def evaluate():
+        model.eval()
+        with torch.no_grad():
+            return float(loss(model, opt, vocab, batch, compute))
+
+    before = evaluate()
+    torch.manual_seed(0)
+    losses = [train_step(model, opt, vocab, batch, optim, compute, autocast) for _ in range(steps)]
+    return before, losses, evaluate()
+
+
 def stepwise(model, batch, beam: int = 2, seed: int = 3):
     """Incremental decoding of tgt step by step through the KV cache, each sentence tiled
     ``beam`` times and the hypotheses reordered at random at every step (beam search's

@@ -101,3 +101,12 @@ def test_cuda_out_of_memory_gives_an_empty_row(monkeypatch, fake_cuda_memory):
 def test_one_cpu_measurement():
     result = bench.run_one("headlab", "8L", 16, 2, "cpu", 1)
     assert result["fwd_bwd_ms"] > 0 and result["peak_mb"] >= 0
+
+
+def test_throughput_parsed_from_padded_reports():
+    """OpenNMT-py pads step and tokens/s ("%2d", "%3.0f/%3.0f"): small numbers too."""
+    log = ("[I] Step  1/    6; acc: 3.5; ppl: 9.0; xent: 2.2; lr: 0.00100; sents:      30; bsz:   10/  10/ 2; "
+           " 45/ 50 tok/s;      1 sec;\n"
+           "[I] Step 10/   60; acc: 3.5; ppl: 9.0; xent: 2.2; lr: 0.00100; sents:      30; bsz:   10/  10/ 2; "
+           "12345/5678 tok/s;      2 sec;\n")
+    assert bench._TOKS.findall(log) == [("1", "45", "50"), ("10", "12345", "5678")]

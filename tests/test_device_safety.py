@@ -35,12 +35,7 @@ import headcases as hc
 from simdevice import DeviceTensor, MixedDeviceError, SimulatedDevice, on_device, values
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # -- the mechanism itself -------------------------------------------------------------------

@@ -43,12 +43,7 @@ def autocast(dtype):
     return functools.partial(torch.autocast, "cpu", dtype=dtype)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # -- coverage -----------------------------------------------------------------------------
@@ -293,22 +288,12 @@ def test_optimizer_steps_lower_the_loss(name, dtype):
     """Four steps of OpenNMT-py's Optimizer (Adam, noam) under autocast lower the loss;
     float16 takes OpenNMT-py's AMP path (a GradScaler, here torch's CPU one), as
     -model_dtype fp16 does on GPU."""
-    model, opt, vocab, batch = hc.build_case(name)[:3] + (None,)
+    model, opt, vocab = hc.build_case(name)
     batch = hc.make_batch(model, vocab)
     optim = hc.optimizer(model, opt)
     if dtype == torch.float16:
         optim._fp16, optim._scaler = "amp", torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
-    compute = hc.loss_compute(model, opt, vocab)
-
-    def evaluate():
-        model.eval()
-        with torch.no_grad():
-            return float(hc.loss(model, opt, vocab, batch, compute))
-
-    before = evaluate()
-    torch.manual_seed(0)
-    losses = [hc.train_step(model, opt, vocab, batch, optim, compute, autocast(dtype)) for _ in range(4)]
-    after = evaluate()
+    before, losses, after = hc.losses_before_and_after(model, opt, vocab, batch, optim, 4, autocast(dtype))
     assert all(torch.isfinite(torch.tensor(losses)))
     assert after < before - 0.02 * abs(before), (before, losses, after)
     assert all(torch.isfinite(p).all() for p in model.parameters())

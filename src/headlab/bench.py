@@ -299,7 +299,8 @@ TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), (
 TRAIN_COLUMNS = ["impl", "spec", "device", "precision", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
 #: training model per device type: (preset, layers)
 TRAIN_MODELS = {"cpu": ("tiny", "3+3"), "cuda": ("base", "6+6")}
-_TOKS = __import__("re").compile(r"Step\s+(\d+)/.*?; ([\d.]+)/([\d.]+) tok/s")
+#: OpenNMT-py's report: "Step %2d/%5d; ... %3.0f/%3.0f tok/s" (numbers padded with spaces)
+_TOKS = __import__("re").compile(r"Step\s+(\d+)/.*?;\s*([\d.]+)/\s*([\d.]+) tok/s")
 
 
 def featured_corpus(bpe_src: str, vocab: str, folder: str, seed: int = 1) -> tuple[str, str]:
