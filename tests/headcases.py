@@ -19,6 +19,12 @@ device of :mod:`simdevice`):
   random reordering of the hypotheses at every step (what beam search does to the cache).
 * :func:`beam_search`: OpenNMT-py's ``Translator.translate_batch`` (``BeamSearch``).
 * :func:`export`: :func:`headlab.engine.export.site_attention` at every site.
+* :func:`run_all`: all of the above on one device, results back on the CPU for comparing
+  devices and precisions; :func:`profile`: ``headlab profile-heads`` of a checkpoint.
+
+Single layers (:func:`layer_specs`, :func:`build_layer`, :func:`layer_inputs`,
+:func:`layer_run`): every registered kind at every site it serves and every mixer, with
+padding, a one-token sentence, and decoder masks as OpenNMT-py builds them.
 """
 from __future__ import annotations
 
@@ -159,21 +165,17 @@ def optimizer(model, opt):
     return Optimizer.from_opt(model, opt)
 
 
-def train_step(model, opt, vocab, batch, optim=None, compute=None, autocast=None, scaler=None):
-    """One OpenNMT-py training step (loss, backward, Adam step); returns the loss (float).
-    ``autocast``: a context manager factory for mixed precision; ``scaler``: a GradScaler."""
+def train_step(model, opt, vocab, batch, optim=None, compute=None, autocast=None):
+    """One OpenNMT-py training step (loss, backward, Adam step; a GradScaler if the
+    optimizer has one, as -model_dtype fp16 gives it); returns the loss (float).
+    ``autocast``: a context manager factory for mixed precision."""
     model.train()
     optim = optim or optimizer(model, opt)
     optim.zero_grad(set_to_none=True)
     with (autocast or contextlib.nullcontext)():
         value = loss(model, opt, vocab, batch, compute)
-    if scaler is not None:
-        scaler.scale(value).backward()
-        scaler.step(optim._optimizer)
-        scaler.update()
-    else:
-        optim.backward(value)
-        optim.step()
+    optim.backward(value)
+    optim.step()
     return float(value.detach())
 
 
