@@ -25,6 +25,9 @@ RESULTS = config.get("results", "results")
 # 1 when the config trains and decodes on a GPU: the `gpu` resource of every rule that
 # uses one (the local profile runs one at a time; on SLURM it becomes `--gpus=1`)
 GPU = 1 if config.get("training", {}).get("device") == "gpu" else 0
+# training.precision: the GPU precision of every model (`preset`: the preset's model_dtype,
+# base*: fp16 mixed precision); CPU runs train in fp32 (headlab.engine.config.model_dtype)
+PRECISION = config.get("training", {}).get("precision", "preset")
 DATA = f"{RESULTS}/data"
 MODELS = f"{RESULTS}/models"
 TRANS = f"{RESULTS}/translations"
@@ -126,6 +129,16 @@ def study_overrides(w):
     for extra in found.values():
         overrides.update(extra)
     return overrides
+
+
+def translate_precision_args(w):
+    """`-precision fp16` where the model trained in mixed precision on GPU (OpenNMT-py's
+    fp16 translation), else nothing (float32)."""
+    import headlab.engine.config as onmt_config
+    options = {**onmt_config.resolve_preset(w.preset), **study_overrides(w)}
+    dtype = onmt_config.model_dtype(options, "gpu" if GPU else "cpu", PRECISION)
+    precision = onmt_config.translate_precision(dtype)
+    return f"-precision {precision}" if precision else ""
 
 
 def final_outputs():

@@ -58,6 +58,7 @@ rule translate:
         ablation=_ablation_args,
         features=_feature_args,
         gpu="-gpu 0" if GPU else "",
+        precision=translate_precision_args,
         beam=config["translation"].get("beam_size", 5),
         batch=config["translation"].get("batch_size", 3000),
         batch_type=config["translation"].get("batch_type", "tokens"),
@@ -74,7 +75,8 @@ rule translate:
     shell:
         "OMP_NUM_THREADS={threads} headlab translate -model {input.model} -src {input.src} "
         "-output {output} -beam_size {params.beam} -batch_size {params.batch} "
-        "-batch_type {params.batch_type} -max_length {params.max_length} {params.gpu} {params.ablation} {params.features} > {log} 2>&1"
+        "-batch_type {params.batch_type} -max_length {params.max_length} {params.gpu} {params.precision} "
+        "{params.ablation} {params.features} > {log} 2>&1"
 
 
 rule postprocess:

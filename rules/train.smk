@@ -30,6 +30,7 @@ rule onmt_config:
             f"--set {k}={json.dumps(v)!r}" for k, v in sorted(study_overrides(w).items())
         ) + headlab.engine.logs.tensorboard_args(config, model_dir(w)),
         gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
+        precision="" if PRECISION == "preset" else f"--precision {PRECISION}",
         save_dir=model_dir,
     log:
         f"{LOGS}/onmt_config/{MODEL}.log",
@@ -39,7 +40,7 @@ rule onmt_config:
         "headlab onmt-config --preset {wildcards.preset} --layers '{wildcards.layers}' "
         "--heads '{wildcards.heads}' --seed {wildcards.seed} --train {input.train} "
         "--valid {input.valid} --vocab {input.vocab} --save-dir {params.save_dir} "
-        "{params.sets} {params.gpu} --out {output} 2> {log}"
+        "{params.sets} {params.gpu} {params.precision} --out {output} 2> {log}"
 
 
 def _parent_dir(w):

@@ -14,6 +14,16 @@ def repo_root() -> Path:
     return ROOT
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny models run fastest on one thread (on a shared machine especially)."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     """The offline data mirror (../shared/data beside the checkout, or $HEADLAB_DATA_MIRROR)."""

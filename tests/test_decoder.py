@@ -6,6 +6,7 @@ import torch
 
 from headlab.errors import ConfigError
 from headlab.engine.model import build_model, count_parameters, model_opt, toy_vocabs
+from headcases import stepwise     # incremental decoding with beam tiling and reordering
 
 TINY = dict(hidden_size=32, heads=4, transformer_ff=64, enc_layers=2, dec_layers=2,
             dropout=0.0, attention_dropout=0.0, enc_heads="4L", dec_heads="4L", cross_heads="4L")
@@ -57,30 +58,6 @@ def test_8L_decoder_equals_stock_with_copied_weights():
     assert torch.allclose(a, b, atol=1e-5)
 
 
-def _stepwise(model, src, src_len, tgt, beam=2, seed=3):
-    """Decode tgt step by step through the KV cache, tiling each sentence ``beam`` times
-    and shuffling the hypotheses at every step (as beam search's map_state does)."""
-    from onmt.utils.misc import tile
-    enc_out, _, src_len = model.encoder(src, src_len)
-    model.decoder.init_state(src, enc_out, None)
-    model.decoder.map_state(lambda state, dim: tile(state, beam, dim=dim))
-    enc_out, src_len, tgt = tile(enc_out, beam), tile(src_len, beam), tile(tgt, beam)
-    gen = torch.Generator().manual_seed(seed)
-    order = torch.arange(tgt.size(0))
-    outs = []
-    for step in range(tgt.size(1)):
-        out, _ = model.decoder(tgt[:, step:step + 1], enc_out, src_len=src_len, step=step)
-        outs.append(out[:, 0])
-        perm = torch.randperm(tgt.size(0), generator=gen)
-        model.decoder.map_state(lambda state, dim: state.index_select(dim, perm))
-        enc_out, src_len, tgt, order = enc_out[perm], src_len[perm], tgt[perm], order[perm]
-        outs = [o[perm] for o in outs]
-    result = torch.stack(outs, 1)
-    back = torch.empty_like(order)
-    back[order] = torch.arange(order.numel())
-    return result[back]
-
-
 @pytest.mark.parametrize("heads", [dict(), dict(dec_heads=DHICM, cross_heads=DHICM),
                                    dict(dec_heads="4L|gate", cross_heads="2L+2Lwide")])
 def test_incremental_decoding_equals_teacher_forcing(heads):
@@ -91,7 +68,7 @@ def test_incremental_decoding_equals_teacher_forcing(heads):
         enc_out, _, _ = model.encoder(src, src_len)
         model.decoder.init_state(src, enc_out, None)
         forced, _ = model.decoder(tgt, enc_out, src_len=src_len)
-        steps = _stepwise(model, src, src_len, tgt)
+        steps = stepwise(model, (src, src_len, tgt))
     real = tile(tgt, 2)[:, :, 0].ne(1)
     assert torch.allclose(steps[real], tile(forced, 2)[real], atol=1e-5)
 

@@ -119,9 +119,9 @@ def test_end_to_end_paper_c(tmp_path, mirror):
     assert (models / "8RHElpea.*8L/seed1/model.avg2.pt").is_file()
     scores = tmp_path / "results/scores/multi30k/en-de/300/tiny/default/1+1/8RHElpea.*8L/seed1"
     assert (scores / "test_2016_flickr.rhe-prune.json").is_file() and (scores / "test_2016_flickr.avg2.json").is_file()
-    # the syntax model read a featured source: word￨dep_head￨lp_lo￨lp_hi￨word_depth￨lp_depth
+    # the syntax model read a featured source: piece￨continues￨dep_head￨lp_lo￨lp_hi￨word_depth￨lp_depth
     featured = next((tmp_path / "results/data/multi30k/en-de/300/feat").rglob("test_2016_flickr.src"))
-    assert all(len(tok.split("￨")) == 6 for tok in featured.read_text(encoding="utf-8").split())
+    assert all(len(tok.split("￨")) == 7 for tok in featured.read_text(encoding="utf-8").split())
     readme = (out / "README.md").read_text()
     assert "RHE lifts DEA" in readme and "average of the last 2 checkpoints" in readme
 

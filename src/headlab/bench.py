@@ -1,8 +1,15 @@
 """Benchmarks (not tests): ``python -m headlab.bench --out results/bench``.
 
-Attention (``attention.csv``, columns ``impl,spec,n,batch,fwd_bwd_ms,peak_mb``): one
-encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on, batch
-16, n in {32, 128, 512, 2048}, forward + backward of ``out.sum()``, training mode:
+Devices (``--devices``): ``cuda`` where a GPU is visible, else ``cpu``; ``cpu,cuda`` runs
+both. ``--dry-run`` prints what would run (and writes the training configs) without
+running anything: the CUDA plan can be checked on a machine without a GPU.
+
+Attention (``attention.csv``, columns ``impl,spec,n,batch,precision,fwd_bwd_ms,peak_mb``):
+one encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on,
+batch 16, n in {32, 128, 512, 2048} on CPU and {32, 64, ..., 1024} on CUDA, forward +
+backward of ``out.sum()``, training mode, every head kind and mixer (below). Precision:
+``fp32`` on CPU; on CUDA ``fp32`` and ``fp16`` (``--precisions``; mixed = autocast, as
+training with ``model_dtype fp16`` runs the layer):
 
 * ``onmt``: stock OpenNMT-py 3.5.1 ``MultiHeadedAttention`` (spec ``8L``). On CPU it
   always takes its explicit matmul + softmax path (the SDPA branch is GPU-only).
@@ -12,8 +19,9 @@ encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on
   attention over the heads in place of the output projection); paper C's ``8DEA``,
   ``8LPEA`` (k = 6), ``8RelPos`` (k = 16), ``8Local``, ``8RHEdea`` and ``8RHElpea`` on synthetic parses
   (:func:`synthetic_side`: a random binary tree and random dependency heads per sentence;
-  the parse is built before timing, as the data pipeline delivers it). Goal (issue 13):
-  DEA and LPEA within 1.3x of ``8L`` in time and memory at n = 512.
+  the parse is built before timing, as the data pipeline delivers it), ``8RHErel``,
+  ``8RHEloc``, ``1Lwide`` and ``8L|gate``. Goal (issue 13): DEA and LPEA within 1.3x of
+  ``8L`` in time and memory at n = 512.
 
 Lengths are random in [n/2, n] (one sentence of length n), the same for every impl.
 attention_dropout is 0 for all (with dropout, CPU SDPA falls back to its n x n math
@@ -24,22 +32,30 @@ running, 2 OpenMP threads make every op wait for a descheduled thread (~5 ms per
 measured: a 1 MB flip took 7 ms), which swamps the comparison; 1 thread gives stable,
 comparable numbers. Use more threads on a dedicated machine.
 
-Method: every configuration runs in a **fresh subprocess** (no allocator or cache reuse
-between configurations). ``fwd_bwd_ms`` is the median over repeats after one warm-up
-step (10 repeats for n <= 128, 3 at 512, 1 at 2048). ``peak_mb`` on CPU is the growth of
-the process's peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``)
-during the warm-up step, measured after the module and inputs exist: the extra memory one
-training step of the layer needs (activations, gradients, temporaries). On CUDA it is
-``torch.cuda.max_memory_allocated`` growth over the same step. Configurations whose
+Method: on CPU every configuration runs in a **fresh subprocess** (no allocator or cache
+reuse between configurations). ``fwd_bwd_ms`` is the median over repeats after one
+warm-up step (10 repeats for n <= 128, 3 at 512, 1 at 2048), synchronised on CUDA.
+``peak_mb`` on CPU is the growth of the process's peak resident set size
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``) during the warm-up step, measured after
+the module and inputs exist: the extra memory one training step of the layer needs
+(activations, gradients, temporaries). On CUDA it is the growth of
+``torch.cuda.max_memory_allocated`` (reset before the step) over the same step; it counts
+allocated tensors, not the caching allocator's reserve, so CUDA configurations run in one
+process (one CUDA start-up; out of memory leaves an empty row). CPU configurations whose
 n x n score tensors alone would exceed ``--mem-limit-gb`` are skipped (row with empty
 values) rather than risk the OOM killer on a shared machine.
 
-Training (``train.csv``, columns ``impl,spec,steps,src_tok_s,tgt_tok_s,wall_s``): full
-tiny models (preset ``tiny``, 3+3 layers) on the workflow's Multi30k de-en data, trained
-for ``--train-steps`` steps with 1 thread: stock ``onmt_train`` (``-encoder_type
-transformer``) against ``headlab train`` with 8L, 7Ftoken+1L and 7Fword+1L, in the same
-run, round-robin over ``--rounds`` rounds. tokens/s is the median of OpenNMT-py's own
-per-report throughput, the first report (start-up, bucketing) excluded.
+Training (``train.csv``, columns ``impl,spec,device,precision,steps,src_tok_s,tgt_tok_s,
+wall_s``): full models on the workflow's Multi30k de-en data (on CPU preset ``tiny`` 3+3
+with 1 thread, on CUDA preset ``base`` 6+6: ``--train-preset``, ``--train-layers``),
+trained for ``--train-steps`` steps: stock ``onmt_train`` (``-encoder_type transformer``)
+against ``headlab train`` with 8L, 7Ftoken+1L, 7Fword+1L, DHICM (paper B: the last layer
+of every site), LPEA+RHE (paper C: the first encoder layer, on synthetic parses of the
+training data, :func:`featured_corpus`) and gated heads (paper D), in the same run,
+round-robin over ``--rounds`` rounds; on CUDA each in fp32 and mixed precision (the
+``model_dtype`` of ``headlab.engine.config.model_dtype``: fp16 AMP). tokens/s is the
+median of OpenNMT-py's own per-report throughput, the first report (start-up, bucketing)
+excluded.
 
 Head atlas (``atlas.csv``, :func:`bench_atlas`): the cost of each part of every model's
 ``atlas-model`` job of a finished run (``--results``), beside its CPU seconds.
@@ -59,13 +75,29 @@ CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headl
            ("headlab", "8L|dhicm"),
            # paper C (issue 13 item 8): SEA, the baselines and RHE (on synthetic parses)
            ("headlab", "8DEA"), ("headlab", "8LPEA"), ("headlab", "8RelPos"), ("headlab", "8Local"),
-           ("headlab", "8RHEdea"), ("headlab", "8RHElpea")]
+           ("headlab", "8RHEdea"), ("headlab", "8RHElpea"),
+           # the remaining kinds and mixers (issue 21)
+           ("headlab", "8RHErel"), ("headlab", "8RHEloc"), ("headlab", "1Lwide"), ("headlab", "8L|gate")]
 #: kinds whose heads materialise (B, heads, n, n) scores (explicit softmax, not SDPA)
 DENSE_KINDS = ("RelPos", "Local", "RHE")
-#: measured columns and their ratio to headlab ``8L`` of the same run (:func:`with_ratios`)
+#: measured columns and their ratio to headlab ``8L`` of the same run, device, n and
+#: precision (:func:`with_ratios`)
 MEASURED = {"fwd_bwd_ms": "ratio_time", "cpu_ms": "ratio_cpu", "peak_mb": "ratio_mem", "live_mb": "ratio_live"}
-COLUMNS = ["impl", "spec", "n", "batch", "fwd_bwd_ms", "cpu_ms", "peak_mb", "live_mb", "ratio_time", "ratio_cpu",
-           "ratio_mem", "ratio_live"]
+COLUMNS = ["impl", "spec", "n", "batch", "precision", "fwd_bwd_ms", "cpu_ms", "peak_mb", "live_mb", "ratio_time",
+           "ratio_cpu", "ratio_mem", "ratio_live"]
+#: default sequence lengths and precisions per device type
+SIZES = {"cpu": (32, 128, 512, 2048), "cuda": (32, 64, 128, 256, 512, 1024)}
+PRECISIONS = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
+AMP_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+
+
+def default_devices() -> list[str]:
+    import torch
+    return ["cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+def _kind(device: str) -> str:
+    return "cuda" if device.startswith("cuda") else "cpu"
 
 
 def _repeats(n: int) -> int:
@@ -81,14 +113,13 @@ def _dense_bytes(impl: str, spec: str, n: int, batch: int) -> float:
     return 6 * 4 * batch * dense_heads * n * n
 
 
-def synthetic_side(word_ids, lengths, gen):
-    """ctx.side columns (headlab.syntax.trees.FEATURES) of random parses: per sentence a
-    random binary constituency tree over its words and random dependency heads, the
-    per-word facts copied onto each piece. Costs as real parses do (same shapes)."""
+def random_facts(n_words: int, gen) -> dict[str, list[int]]:
+    """Per-word parse facts (headlab.syntax.trees.word_facts) of a random binary
+    constituency tree over ``n_words`` words and random dependency heads."""
     import torch
     from nltk import Tree
 
-    from headlab.syntax.trees import FEATURES, word_facts
+    from headlab.syntax.trees import word_facts
 
     def tree(lo, hi):                       # words lo..hi-1
         if hi - lo == 1:
@@ -96,22 +127,39 @@ def synthetic_side(word_ids, lengths, gen):
         cut = int(torch.randint(lo + 1, hi, (1,), generator=gen))
         return Tree("X", [tree(lo, cut), tree(cut, hi)])
 
+    heads = torch.randint(0, n_words, (n_words,), generator=gen).tolist()
+    return word_facts(tree(0, n_words), heads)
+
+
+def synthetic_side(word_ids, lengths, gen):
+    """ctx.side columns (headlab.syntax.trees.FEATURES) of random parses
+    (:func:`random_facts`), the per-word facts copied onto each piece. Costs as real
+    parses do (same shapes)."""
+    import torch
+
+    from headlab.syntax.trees import FEATURES
+
     B, N = word_ids.shape
     side = {name: torch.zeros(B, N, dtype=torch.long) for name in FEATURES}
     for b in range(B):
         n_words = int(word_ids[b, int(lengths[b]) - 1]) + 1
-        heads = torch.randint(0, n_words, (n_words,), generator=gen).tolist()
-        facts = word_facts(tree(0, n_words), heads)
+        facts = random_facts(n_words, gen)
         pieces = word_ids[b].clamp_max(n_words - 1)
         for name in FEATURES:
             side[name][b] = torch.tensor(facts[name])[pieces]
     return side
 
 
-def make_step(impl: str, spec: str, n: int, batch: int, device: str, d: int = 512, heads: int = 8):
-    """(module, step) for one configuration: ``step()`` runs forward + backward once."""
+def make_step(impl: str, spec: str, n: int, batch: int, device: str, precision: str = "fp32", d: int = 512,
+              heads: int = 8):
+    """(module, step) for one configuration: ``step()`` runs forward + backward once;
+    ``precision`` fp16/bf16: the forward runs under the device's autocast."""
+    import contextlib
+
     import torch
 
+    autocast = contextlib.nullcontext if precision == "fp32" else \
+        (lambda: torch.autocast(_kind(device), dtype=getattr(torch, AMP_DTYPES[precision])))
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(n)
     lengths = torch.randint(n // 2, n + 1, (batch,), generator=gen)
@@ -127,8 +175,9 @@ def make_step(impl: str, spec: str, n: int, batch: int, device: str, d: int = 51
         mask = pad.to(device).view(batch, 1, 1, n).expand(-1, -1, n, -1)
 
         def step():
-            out, _ = module(x, x, x, mask=mask)
-            out.sum().backward()
+            with autocast():
+                out, _ = module(x, x, x, mask=mask)
+            out.float().sum().backward()
     else:
         from headlab.heads.attention import HeadlabSelfAttention
         from headlab.heads.base import HeadContext
@@ -142,7 +191,9 @@ def make_step(impl: str, spec: str, n: int, batch: int, device: str, d: int = 51
                           side={k: v.to(device) for k, v in side.items()})
 
         def step():
-            module(x, ctx).sum().backward()
+            with autocast():
+                out = module(x, ctx)
+            out.float().sum().backward()
     module.to(device).train()
 
     def clean_step():
@@ -226,12 +277,12 @@ def live_peak_mb(step) -> float:
 
 
 def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
-            d: int = 512, heads: int = 8) -> dict:
-    """Time one configuration in this process (called in a fresh subprocess)."""
+            precision: str = "fp32", d: int = 512, heads: int = 8) -> dict:
+    """Time one configuration in this process (a fresh subprocess on CPU)."""
     import torch
 
     torch.set_num_threads(threads)
-    module, step = make_step(impl, spec, n, batch, device, d, heads)
+    module, step = make_step(impl, spec, n, batch, device, precision, d, heads)
     cuda = device.startswith("cuda")
 
     def sync():
@@ -267,11 +318,12 @@ def with_ratios(rounds: list[list[dict]]) -> list[dict]:
     round, so load that changes between rounds cancels. Empty where either is missing."""
     def base_of(rows, row):
         impl = row["impl"].replace("onmt", "headlab", 1)      # onmt@cuda -> headlab@cuda
-        return next((r for r in rows if r["impl"] == impl and r["spec"] == "8L" and r["n"] == row["n"]), None)
+        return next((r for r in rows if r["impl"] == impl and r["spec"] == "8L" and r["n"] == row["n"]
+                     and r["precision"] == row["precision"]), None)
 
     out = []
     for i, first in enumerate(rounds[0]):
-        row = {c: first[c] for c in ("impl", "spec", "n", "batch")}
+        row = {c: first[c] for c in ("impl", "spec", "n", "batch", "precision")}
         for column, ratio in MEASURED.items():
             values = [r[i][column] for r in rounds if r[i].get(column) not in ("", None)]
             row[column] = round(statistics.median(values), 2) if values else ""
@@ -285,44 +337,77 @@ def with_ratios(rounds: list[list[dict]]) -> list[dict]:
     return out
 
 
-def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, devices=None,
+def _run_on_cuda(impl, spec, n, batch, device, threads, precision) -> dict:
+    """One CUDA configuration in this process: torch.cuda.max_memory_allocated measures
+    allocated tensors only (not the caching allocator's reserve), so its growth over a step
+    needs no fresh process, and 180 configurations cost one CUDA start-up, not 180. Out of
+    memory gives an empty row."""
+    import torch
+    try:
+        return run_one(impl, spec, n, batch, device, threads, precision)
+    except torch.cuda.OutOfMemoryError:
+        print(f"out of memory: {impl} {spec} n={n} {precision}", file=sys.stderr, flush=True)
+        return {}
+    finally:
+        torch.cuda.empty_cache()
+
+
+def attention_plan(devices, sizes=None, specs=None, precisions=None) -> list[tuple]:
+    """(device, n, precision, impl, spec) of every attention configuration, in run order:
+    per device its sizes (``sizes`` or :data:`SIZES`) and precisions (``precisions``, or
+    :data:`PRECISIONS`; CPU runs fp32 only)."""
+    plan = []
+    for device in devices:
+        kind = _kind(device)
+        wanted = [p for p in (precisions or PRECISIONS[kind]) if kind == "cuda" or p == "fp32"]
+        for n in sizes or SIZES[kind]:
+            for precision in wanted:
+                plan += [(device, n, precision, impl, spec) for impl, spec in CONFIGS if not specs or spec in specs]
+    return plan
+
+
+def bench_attention(out_dir: str, sizes=None, batch: int = 16, devices=None,
                     mem_limit_gb: float = 6.0, timeout: int = 300, threads: int = 1,
-                    specs: list[str] | None = None, rounds: int = 1) -> list[dict]:
-    """Every configuration ``rounds`` times, round-robin (see :func:`with_ratios`)."""
+                    specs: list[str] | None = None, precisions=None, rounds: int = 1,
+                    dry_run: bool = False) -> list[dict]:
+    """Every configuration of :func:`attention_plan` ``rounds`` times, round-robin (see
+    :func:`with_ratios`); CPU configurations each in a fresh process, CUDA ones in this one."""
     from headlab.io import atomic_write
 
-    if devices is None:
-        import torch
-        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    plan = attention_plan(devices or default_devices(), sizes, specs and sorted({*specs, "8L"}), precisions)
     sweeps = []
     for round_no in range(rounds):
         rows = []
-        for device in devices:
-            for n in sizes:
-                for impl, spec in CONFIGS:
-                    if specs and spec not in specs and spec != "8L":
-                        continue
-                    name = impl if device == "cpu" else f"{impl}@{device}"
-                    row = {"impl": name, "spec": spec, "n": n, "batch": batch}
-                    if device == "cpu" and _dense_bytes(impl, spec, n, batch) > mem_limit_gb * 2**30:
-                        if round_no == 0:
-                            print(f"skip {name} {spec} n={n}: n x n tensors exceed {mem_limit_gb} GB", flush=True)
-                        rows.append(row)
-                        continue
-                    cmd = [sys.executable, "-m", "headlab.bench", "--one", impl, spec, str(n),
-                           str(batch), device, str(threads)]
-                    try:
-                        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-                        result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
-                        if proc.returncode:
-                            print(proc.stderr[-2000:], file=sys.stderr)
-                    except subprocess.TimeoutExpired:
-                        result = {}
-                    row.update(result)
-                    rows.append(row)
-                    print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:8]),
-                          flush=True)
+        for device, n, precision, impl, spec in plan:
+            name = impl if device == "cpu" else f"{impl}@{device}"
+            row = {"impl": name, "spec": spec, "n": n, "batch": batch, "precision": precision}
+            cmd = [sys.executable, "-m", "headlab.bench", "--one", impl, spec, str(n),
+                   str(batch), device, str(threads), precision]
+            if dry_run:
+                print("would run:", " ".join(cmd[1:]), flush=True)
+                rows.append(row)
+                continue
+            if device == "cpu" and _dense_bytes(impl, spec, n, batch) > mem_limit_gb * 2**30:
+                if round_no == 0:
+                    print(f"skip {name} {spec} n={n}: n x n tensors exceed {mem_limit_gb} GB", flush=True)
+                rows.append(row)
+                continue
+            if _kind(device) == "cuda":
+                result = _run_on_cuda(impl, spec, n, batch, device, threads, precision)
+            else:
+                try:
+                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                    result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+                    if proc.returncode:
+                        print(proc.stderr[-2000:], file=sys.stderr)
+                except subprocess.TimeoutExpired:
+                    result = {}
+            row.update(result)
+            rows.append(row)
+            print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:9]), flush=True)
         sweeps.append(rows)
+    if dry_run:
+        return sweeps[0]
     rows = with_ratios(sweeps)
     os.makedirs(out_dir, exist_ok=True)
     with atomic_write(os.path.join(out_dir, "attention.csv")) as handle:
@@ -332,31 +417,91 @@ def bench_attention(out_dir: str, sizes=(32, 128, 512, 2048), batch: int = 16, d
     return rows
 
 
+#: paper B's DHICM: the last layer of encoder self, decoder self and cross-attention
+DHICM = "*(8L),8L|dhicm"
 TRAIN_CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headlab", "7Fword+1L"),
-           ("headlab", "8L|dhicm")]
-TRAIN_COLUMNS = ["impl", "spec", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
-_TOKS = __import__("re").compile(r"Step (\d+)/.*?; ([\d.]+)/([\d.]+) tok/s")
+                 ("headlab", f"{DHICM}@dec={DHICM}@cross={DHICM}"),   # paper B
+                 ("headlab", "8RHElpea,*(8L)"),                       # paper C: LPEA+RHE, first layer
+                 ("headlab", "8L|gate")]                              # paper D: gated encoder heads
+TRAIN_COLUMNS = ["impl", "spec", "device", "precision", "steps", "src_tok_s", "tgt_tok_s", "wall_s"]
+#: training model per device type: (preset, layers)
+TRAIN_MODELS = {"cpu": ("tiny", "3+3"), "cuda": ("base", "6+6")}
+#: OpenNMT-py's report: "Step %2d/%5d; ... %3.0f/%3.0f tok/s" (numbers padded with spaces)
+_TOKS = __import__("re").compile(r"Step\s+(\d+)/.*?;\s*([\d.]+)/\s*([\d.]+) tok/s")
 
 
-def train_once(impl: str, spec: str, data_dir: str, work: str, steps: int, threads: int = 1) -> dict:
-    """Train one tiny model for ``steps`` steps; OpenNMT-py's reported tokens/s."""
-    import tempfile
+def featured_corpus(bpe_src: str, vocab: str, folder: str, seed: int = 1) -> tuple[str, str]:
+    """(featured source, vocabulary with its feature vocabularies beside it) for the syntax
+    kinds: every BPE line with the facts of a random parse (:func:`random_facts`), written
+    as ``headlab featurize`` writes real parses. A benchmark needs the shapes, not the trees."""
+    import shutil
 
-    from headlab.engine.config import train_config, write_yaml
+    import torch
 
+    from headlab.io import atomic_write, read_lines
+    from headlab.syntax.features import feature_names, featurize_line, join_pieces, write_feature_vocabs
+
+    gen = torch.Generator().manual_seed(seed)
+    out = os.path.join(folder, "featured." + os.path.basename(bpe_src))
+    with atomic_write(out) as handle:
+        for line in read_lines(bpe_src):
+            pieces = line.split()
+            words = join_pieces(pieces) if pieces else []
+            facts = random_facts(len(words), gen) if words else {}
+            handle.write(featurize_line(pieces, facts, feature_names()) + "\n")
+    copy = os.path.join(folder, "vocab.txt")
+    if not os.path.exists(copy):
+        shutil.copyfile(vocab, copy)
+        write_feature_vocabs(copy)
+    return out, copy
+
+
+def train_options(impl: str, spec: str, data_dir: str, folder: str, steps: int, device: str = "cpu",
+                  precision: str = "fp32", preset: str | None = None, layers: str | None = None) -> dict:
+    """The OpenNMT-py training config of one benchmark run (``device`` cpu or cuda)."""
+    from headlab.engine.config import train_config
+    from headlab.heads.spec import needs_syntax
+
+    kind = _kind(device)
+    default_preset, default_layers = TRAIN_MODELS[kind]
     stock = impl == "onmt"
-    folder = tempfile.mkdtemp(dir=work, prefix=f"{impl}-{spec}-")
+    src, vocab = f"{data_dir}/bpe/train.src", f"{data_dir}/vocab.txt"
+    valid_src = f"{data_dir}/bpe/val.src"
+    if needs_syntax(spec):
+        src, vocab = featured_corpus(src, vocab, folder)
+        valid_src = featured_corpus(valid_src, vocab, folder)[0]
     options = train_config(
-        preset="tiny", layers="3+3", heads=spec,
-        train_src=f"{data_dir}/bpe/train.src", train_tgt=f"{data_dir}/bpe/train.tgt",
-        valid_src=f"{data_dir}/bpe/val.src", valid_tgt=f"{data_dir}/bpe/val.tgt",
-        vocab=f"{data_dir}/vocab.txt", save_dir=folder,
+        preset=preset or default_preset, layers=layers or default_layers, heads=spec,
+        train_src=src, train_tgt=f"{data_dir}/bpe/train.tgt", valid_src=valid_src,
+        valid_tgt=f"{data_dir}/bpe/val.tgt", vocab=vocab, save_dir=folder,
+        device="gpu" if kind == "cuda" else "cpu", precision=precision,
         overrides={"train_steps": steps, "report_every": max(1, steps // 6),
-                   "save_checkpoint_steps": 10 * steps,
+                   "save_checkpoint_steps": 10 * steps, "valid_steps": 10 * steps,
                    **({"encoder_type": "transformer"} if stock else {})})
     if stock:
         options.pop("enc_heads", None)
+    return options
+
+
+def train_once(impl: str, spec: str, data_dir: str, work: str, steps: int, threads: int = 1,
+               device: str = "cpu", precision: str = "fp32", preset: str | None = None,
+               layers: str | None = None, dry_run: bool = False) -> dict:
+    """Train one model for ``steps`` steps; OpenNMT-py's reported tokens/s."""
+    import tempfile
+
+    from headlab.engine.config import write_yaml
+    from headlab.naming import heads_name, parse_heads_name
+
+    stock = impl == "onmt"
+    folder = tempfile.mkdtemp(dir=work, prefix=f"{impl}-{heads_name(**parse_heads_name(spec))}-{precision}-")
+    options = train_options(impl, spec, data_dir, folder, steps, device, precision, preset, layers)
     write_yaml(options, f"{folder}/onmt.yaml")
+    row = {"impl": impl, "spec": spec, "device": _kind(device), "precision": options["model_dtype"],
+           "steps": steps, "src_tok_s": "", "tgt_tok_s": "", "wall_s": ""}
+    if dry_run:
+        print(f"would train: {folder}/onmt.yaml (gpu_ranks {options['gpu_ranks']}, "
+              f"model_dtype {options['model_dtype']})", flush=True)
+        return row
     bin_dir = os.path.dirname(sys.executable)
     cmd = ([os.path.join(bin_dir, "onmt_train")] if stock else [sys.executable, "-m", "headlab.cli", "train"])
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -366,14 +511,13 @@ def train_once(impl: str, spec: str, data_dir: str, work: str, steps: int, threa
     if proc.returncode:
         raise RuntimeError(f"{impl} {spec} training failed:\n{proc.stderr[-3000:]}")
     reports = [(float(a), float(b)) for _, a, b in _TOKS.findall(proc.stderr)][1:]
-    return {"impl": impl, "spec": spec, "steps": steps,
-            "src_tok_s": round(statistics.median(r[0] for r in reports), 1),
-            "tgt_tok_s": round(statistics.median(r[1] for r in reports), 1),
-            "wall_s": round(wall, 1)}
+    return {**row, "src_tok_s": round(statistics.median(r[0] for r in reports), 1),
+            "tgt_tok_s": round(statistics.median(r[1] for r in reports), 1), "wall_s": round(wall, 1)}
 
 
 def bench_train(out_dir: str, data_dir: str = "results/data/multi30k/de-en/full", steps: int = 60,
-                rounds: int = 1, threads: int = 1) -> list[dict]:
+                rounds: int = 1, threads: int = 1, devices=None, precisions=None, preset: str | None = None,
+                layers: str | None = None, dry_run: bool = False) -> list[dict]:
     import shutil
     import tempfile
 
@@ -381,15 +525,27 @@ def bench_train(out_dir: str, data_dir: str = "results/data/multi30k/de-en/full"
 
     if not os.path.exists(f"{data_dir}/vocab.txt"):
         raise SystemExit(f"no prepared data in {data_dir}: run `snakemake {data_dir}/vocab.txt` first")
-    work = tempfile.mkdtemp(prefix="headlab-bench-train-")
+    if dry_run:                        # the configs stay for inspection
+        work = os.path.join(out_dir, "train-configs")
+        os.makedirs(work, exist_ok=True)
+    else:
+        work = tempfile.mkdtemp(prefix="headlab-bench-train-")
     rows = []
     try:
-        for _ in range(rounds):
-            for impl, spec in TRAIN_CONFIGS:
-                rows.append(train_once(impl, spec, data_dir, work, steps, threads))
-                print(",".join(str(rows[-1][c]) for c in TRAIN_COLUMNS), flush=True)
+        for device in devices or default_devices():
+            kind = _kind(device)
+            wanted = [p for p in (precisions or PRECISIONS[kind]) if kind == "cuda" or p == "fp32"]
+            for _ in range(rounds):
+                for impl, spec in TRAIN_CONFIGS:
+                    for precision in wanted:
+                        rows.append(train_once(impl, spec, data_dir, work, steps, threads, device, precision,
+                                               preset, layers, dry_run))
+                        print(",".join(str(rows[-1][c]) for c in TRAIN_COLUMNS), flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not dry_run:
+            shutil.rmtree(work, ignore_errors=True)
+    if dry_run:
+        return rows
     os.makedirs(out_dir, exist_ok=True)
     with atomic_write(os.path.join(out_dir, "train.csv")) as handle:
         writer = csv.DictWriter(handle, fieldnames=TRAIN_COLUMNS)
@@ -439,9 +595,12 @@ def bench_atlas(out_dir: str, results: str = "results") -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlab.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench")
-    parser.add_argument("--sizes", default="32,128,512,2048")
+    parser.add_argument("--sizes", default=None,
+                        help="comma list of n (default: 32,128,512,2048 on CPU, 32,64,...,1024 on CUDA)")
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--devices", default=None, help="comma list, default cpu (+cuda if available)")
+    parser.add_argument("--devices", default=None, help="comma list: cpu, cuda (default: cuda if available, else cpu)")
+    parser.add_argument("--precisions", default=None,
+                        help="comma list of fp32, fp16, bf16 for CUDA runs (default fp32,fp16); CPU: fp32")
     parser.add_argument("--mem-limit-gb", type=float, default=6.0)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
     parser.add_argument("--what", default="attention,train,atlas", help="attention, train, atlas (comma list)")
@@ -455,24 +614,30 @@ def main(argv: list[str] | None = None) -> int:
                         help="multiply the timed repeats (10/3/1 by n) by this, at least 1")
     parser.add_argument("--train-data", default="results/data/multi30k/de-en/full")
     parser.add_argument("--train-steps", type=int, default=60)
+    parser.add_argument("--train-preset", default=None, help="default: tiny on CPU, base on CUDA")
+    parser.add_argument("--train-layers", default=None, help="default: 3+3 on CPU, 6+6 on CUDA")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--one", nargs=6, metavar=("IMPL", "SPEC", "N", "BATCH", "DEVICE", "THREADS"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print what would run and write the training configs; run nothing")
+    parser.add_argument("--one", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        impl, spec, n, batch, device, threads = args.one
-        print(json.dumps(run_one(impl, spec, int(n), int(batch), device, int(threads))))
+        impl, spec, n, batch, device, threads, *precision = args.one
+        print(json.dumps(run_one(impl, spec, int(n), int(batch), device, int(threads), *precision)))
         return 0
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     devices = args.devices.split(",") if args.devices else None
+    precisions = args.precisions.split(",") if args.precisions else None
     what = args.what.split(",")
     if "attention" in what:
         os.environ["HEADLAB_BENCH_REPEAT_SCALE"] = str(args.repeat_scale)   # read by the --one children
         bench_attention(args.out, sizes, args.batch, devices, args.mem_limit_gb, threads=args.threads,
-                        specs=args.specs.split(",") if args.specs else None, rounds=args.attention_rounds)
+                        specs=args.specs.split(",") if args.specs else None, precisions=precisions,
+                        rounds=args.attention_rounds, dry_run=args.dry_run)
     if "train" in what:
-        bench_train(args.out, args.train_data, args.train_steps, args.rounds, args.threads)
-    if "atlas" in what:
+        bench_train(args.out, args.train_data, args.train_steps, args.rounds, args.threads, devices, precisions,
+                    args.train_preset, args.train_layers, args.dry_run)
+    if "atlas" in what and not args.dry_run:
         bench_atlas(args.out, args.results)
     return 0
 

@@ -106,6 +106,15 @@ def _patch_with_score() -> None:
     TranslationBuilder.from_batch = from_batch
 
 
+def _extend(original, extra):
+    """``original(parser, ...)`` (an OpenNMT-py option builder), then ``extra(parser)``."""
+    @functools.wraps(original)
+    def wrapped(parser, *args, **kwargs):
+        original(parser, *args, **kwargs)
+        extra(parser)
+    return wrapped
+
+
 def _patch_options() -> None:
     """Add headlab's options to OpenNMT-py's own parsers, so that stock ``onmt_train`` /
     ``onmt_translate`` accept them after the plugin is imported, and checkpoints keep them.
@@ -114,16 +123,9 @@ def _patch_options() -> None:
     import onmt.opts
     from headlab.engine import opts as ours
 
-    def extend(original, extra):
-        @functools.wraps(original)
-        def wrapped(parser, *args, **kwargs):
-            original(parser, *args, **kwargs)
-            extra(parser)
-        return wrapped
-
-    onmt.opts.model_opts = extend(onmt.opts.model_opts, ours.model_opts)
-    onmt.opts._add_train_general_opts = extend(onmt.opts._add_train_general_opts, ours.train_opts)
-    onmt.opts.translate_opts = extend(onmt.opts.translate_opts, ours.translate_opts)
+    onmt.opts.model_opts = _extend(onmt.opts.model_opts, ours.model_opts)
+    onmt.opts._add_train_general_opts = _extend(onmt.opts._add_train_general_opts, ours.train_opts)
+    onmt.opts.translate_opts = _extend(onmt.opts.translate_opts, ours.translate_opts)
     # translate_opts does not include model_opts: our model options must still parse
     # from a translate config (they are ignored there; the checkpoint's values win).
     import onmt.bin.translate
@@ -307,6 +309,60 @@ def _patch_feature_embeddings() -> None:
     builder.build_embeddings = build_embeddings
 
 
+def _patch_bf16_training() -> None:
+    """OpenNMT-py 3.5.1's mixed precision is ``-model_dtype fp16``: torch AMP, i.e. float16
+    autocast around the forward pass and the loss (``Trainer._gradient_accumulation`` and
+    ``validate`` call ``torch.cuda.amp.autocast(enabled=optim.amp)``, CUDA only) and a
+    ``GradScaler`` for the backward (``Optimizer``); weights and checkpoints stay float32.
+    We add ``-model_dtype bf16``: the same autocast in bfloat16, which has float32's
+    exponent range, so no loss scaling (Ampere and later GPUs). Three pieces: the option
+    value; ``Optimizer.from_opt`` takes OpenNMT-py's AMP code path with a *disabled*
+    GradScaler (its scale/unscale/step/update are then plain backward and step) and records
+    ``amp_dtype``; the two trainer methods run with ``torch.cuda.amp.autocast`` bound to
+    bfloat16 autocast (OpenNMT-py passes no dtype, and its default is float16)."""
+    import torch
+    import onmt.opts
+    import onmt.trainer
+    from onmt.utils.optimizers import Optimizer
+
+    def bf16_choice(parser):
+        for action in parser._actions:
+            if action.dest == "model_dtype" and "bf16" not in action.choices:
+                action.choices = [*action.choices, "bf16"]
+                action.help += " bf16: bfloat16 autocast without loss scaling (headlab)."
+
+    onmt.opts.model_opts = _extend(onmt.opts.model_opts, bf16_choice)
+    from_opt = Optimizer.from_opt.__func__
+
+    @functools.wraps(from_opt)
+    def bf16_from_opt(cls, model, opt, checkpoint=None):
+        optimizer = from_opt(cls, model, opt, checkpoint)
+        if getattr(opt, "model_dtype", "fp32") == "bf16":
+            optimizer._fp16 = "amp"
+            optimizer._scaler = torch.amp.GradScaler("cuda", enabled=False)
+            optimizer.amp_dtype = torch.bfloat16
+        return optimizer
+
+    Optimizer.from_opt = classmethod(bf16_from_opt)
+
+    def with_amp_dtype(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            dtype = getattr(self.optim, "amp_dtype", None)
+            if dtype is None:
+                return method(self, *args, **kwargs)
+            fp16_autocast = torch.cuda.amp.autocast
+            torch.cuda.amp.autocast = functools.partial(torch.amp.autocast, "cuda", dtype=dtype)
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                torch.cuda.amp.autocast = fp16_autocast
+        return run
+
+    for name in ("_gradient_accumulation", "validate"):
+        setattr(onmt.trainer.Trainer, name, with_amp_dtype(getattr(onmt.trainer.Trainer, name)))
+
+
 def apply() -> None:
     global _APPLIED
     if _APPLIED:
@@ -322,4 +378,5 @@ def apply() -> None:
     _patch_model_selection()
     _patch_feature_embeddings()
     _patch_optimizer_freezes_pruned_heads()
+    _patch_bf16_training()
     _APPLIED = True

@@ -5,6 +5,18 @@ data files, vocabulary, output directory, seed and user overrides. Every key tha
 in the YAML is checked against OpenNMT-py's own parser (with headlab's options added), so
 a misspelled option is an error naming the key and the file it came from, never silently
 ignored as ``onmt_train`` would do.
+
+Precision (:func:`model_dtype`): a preset's ``model_dtype`` is its precision **on GPU**
+(``base*``: ``fp16``, OpenNMT-py's mixed precision: float16 autocast with loss scaling,
+float32 weights); the config key ``training.precision`` overrides it (``fp32``, ``fp16``,
+``bf16``; ``preset``, the default, keeps it). CPU runs always train in ``fp32``: OpenNMT-py's
+autocast and loss scaling are CUDA-only (on CPU ``fp16`` would only log warnings and pad
+batches to multiples of 8). A model trained in mixed precision translates with
+OpenNMT-py's ``-precision fp16`` (float16 weights, :func:`translate_precision`).
+Precision is not part of a model's path (:mod:`headlab.naming`): the architecture,
+hyper-parameters and the float32 checkpoint are the same, only rounding differs, as
+between a CPU and a GPU run (neither is in the path either); a changed precision
+regenerates the training config, so the model is retrained in place.
 """
 from __future__ import annotations
 
@@ -24,6 +36,9 @@ from headlab.naming import STOCK_HEADS, parse_heads_name
 
 # keys that are not OpenNMT options but structure of the onmt YAML
 _STRUCTURAL = {"data", "transforms_configs"}
+#: values of the config key training.precision ("preset": the preset's own model_dtype)
+PRECISIONS = ("preset", "fp32", "fp16", "bf16")
+DEVICES = ("cpu", "gpu")
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,13 +184,42 @@ def validate_yaml_file(path: str | Path, kind: str = "train") -> dict[str, Any]:
     return options
 
 
+def model_dtype(options: Mapping[str, Any], device: str = "cpu", precision: str = "preset") -> str:
+    """OpenNMT-py's ``-model_dtype`` of a run (module doc): ``fp32`` on CPU; on GPU
+    ``precision`` (the config key ``training.precision``), or with ``preset`` the
+    options' own ``model_dtype`` (OpenNMT-py's default: ``fp32``)."""
+    if device not in DEVICES:
+        raise ConfigError(f"training device must be one of {', '.join(DEVICES)}, got {device!r}",
+                          key="training.device")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"training precision must be one of {', '.join(PRECISIONS)}, got {precision!r}",
+                          key="training.precision")
+    if device == "cpu":
+        return "fp32"
+    dtype = options.get("model_dtype", "fp32") if precision == "preset" else precision
+    if dtype not in PRECISIONS[1:]:
+        raise ConfigError(f"model_dtype must be fp32, fp16 or bf16, got {dtype!r}", key="model_dtype")
+    return dtype
+
+
+def translate_precision(dtype: str) -> str:
+    """OpenNMT-py's translation ``-precision`` for a model trained with ``-model_dtype
+    dtype``: ``fp16`` (float16 weights) after mixed-precision training, else ``""``
+    (the checkpoint's float32). bf16-trained models translate in float16 too: OpenNMT-py
+    has no bf16 translation, and beam scores in bf16 would keep 8 significant bits."""
+    return "fp16" if dtype in ("fp16", "bf16") else ""
+
+
 def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_tgt: str,
                  valid_src: str, valid_tgt: str, vocab: str | Sequence[str], save_dir: str, seed: int = 1,
                  overrides: Mapping[str, Any] | None = None,
-                 presets: Mapping[str, Mapping] | None = None) -> dict[str, Any]:
+                 presets: Mapping[str, Mapping] | None = None, device: str = "cpu",
+                 precision: str = "preset") -> dict[str, Any]:
     """The full OpenNMT-py training config for one model of the experiment grid.
 
     ``vocab``: one shared vocabulary (joint BPE), or (source, target) vocabularies.
+    ``device`` (``cpu``/``gpu``: GPU 0 unless the overrides set ``gpu_ranks``) and
+    ``precision`` (``training.precision``) give ``model_dtype`` (:func:`model_dtype`).
     """
     enc_layers, dec_layers = parse_layers(layers)
     vocabs = [vocab] if isinstance(vocab, (str, Path)) else list(vocab)
@@ -204,7 +248,10 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
         # decoder's input and output embeddings stay tied where the preset says so
         options["share_embeddings"] = False
     overrides = dict(overrides or {})
+    if device == "gpu":
+        options["gpu_ranks"] = [0]
     options.update(overrides)
+    options["model_dtype"] = model_dtype(options, device, precision)
     # the head specs go in last: the encoder/decoder types are known only with the overrides
     specs = parse_heads_name(heads)
     if options.get("encoder_type") == "headlab":
@@ -337,6 +384,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="override an option (repeatable), value parsed as YAML")
     parser.add_argument("--gpu", action="store_true", help="train on GPU 0")
+    parser.add_argument("--precision", default="preset", choices=PRECISIONS,
+                        help="GPU training precision (config key training.precision): preset = the "
+                             "preset's model_dtype; CPU always trains in fp32")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     overrides = {}
@@ -345,11 +395,10 @@ def main(argv: list[str]) -> int:
         if not sep:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = yaml.safe_load(value)
-    if args.gpu:
-        overrides.setdefault("gpu_ranks", [0])
     options = train_config(preset=args.preset, layers=args.layers, heads=args.heads,
                            train_src=args.train[0], train_tgt=args.train[1],
                            valid_src=args.valid[0], valid_tgt=args.valid[1], vocab=args.vocab,
-                           save_dir=args.save_dir, seed=args.seed, overrides=overrides)
+                           save_dir=args.save_dir, seed=args.seed, overrides=overrides,
+                           device="gpu" if args.gpu else "cpu", precision=args.precision)
     write_yaml(options, args.out)
     return 0

@@ -14,9 +14,11 @@ terms (:meth:`aux_terms`), weighed by the training loss (:mod:`headlab.engine.au
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+import torch
 from torch import Tensor, nn
 
 
@@ -170,7 +172,17 @@ def scale_heads(heads: list[Tensor], scale: Tensor) -> list[Tensor]:
     return out
 
 
-__all__ = ["HeadContext", "HeadGroup", "HeadMixer", "scale_heads"]
+def no_autocast(like: Tensor):
+    """A region where autocast is off on ``like``'s device: inside, every op runs in its
+    inputs' dtype, so a kind keeps a computation in float32 by casting its inputs (and the
+    weights it uses: translation with ``-precision fp16`` makes them float16) to float32.
+    Mixed precision (autocast) would otherwise run linear layers and matmuls in
+    fp16/bf16 whatever their inputs."""
+    kind = like.device.type
+    if torch.amp.is_autocast_available(kind):
+        return torch.autocast(kind, enabled=False)
+    return contextlib.nullcontext()
+
 
 def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
     """Add dicts of named auxiliary terms key by key."""
@@ -179,3 +191,6 @@ def sum_terms(terms: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
         for name, value in part.items():
             total[name] = total[name] + value if name in total else value
     return total
+
+
+__all__ = ["HeadContext", "HeadGroup", "HeadMixer", "no_autocast", "scale_heads", "sum_terms"]

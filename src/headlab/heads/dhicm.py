@@ -85,6 +85,8 @@ class DHICM(HeadMixer):
 
     def project(self, heads: list[Tensor], ctx: HeadContext, x: Tensor) -> Tensor:
         stacked = heads[0] if len(heads) == 1 else torch.cat(heads, 2)   # (B, N, H, d_k)
+        # float32 from here (autocast left the scores in fp16/bf16): the softmax over heads
+        # and its KL; 1e-12 below is no number in fp16 (it would round to 0 and log to -inf)
         importance = self.scores(stacked, x).float().softmax(-1)          # eq. 1
         real = ~ctx.pad_mask
         # eq. 4 per token; the clamp keeps the gradient finite where a head's importance

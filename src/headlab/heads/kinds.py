@@ -90,7 +90,7 @@ class LearnedHeads(HeadGroup):
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
             scores = scores + mask
-        return scores.float().softmax(-1)
+        return scores.float().softmax(-1)      # exported probabilities: float32 in any precision
 
 
 @register_head_kind("Lwide")

@@ -37,20 +37,24 @@ class HardConcreteGate(HeadMixer):
         self.log_alpha.fill_(self.init_log_alpha)
 
     def gates(self) -> Tensor:
+        """(H,) float32 gates. Float32 whatever the weights' dtype (``-precision fp16``
+        makes log_alpha float16): in fp16/bf16 the clamp 1 - 1e-6 rounds to 1 and
+        log(1 - u) to -inf."""
         low, high = self.stretch
+        log_alpha = self.log_alpha.float()
         if self.training:
-            u = torch.rand_like(self.log_alpha).clamp(1e-6, 1 - 1e-6)
-            s = torch.sigmoid((u.log() - (1 - u).log() + self.log_alpha) / self.temperature)
+            u = torch.rand_like(log_alpha).clamp(1e-6, 1 - 1e-6)
+            s = torch.sigmoid((u.log() - (1 - u).log() + log_alpha) / self.temperature)
         else:
-            s = torch.sigmoid(self.log_alpha)
+            s = torch.sigmoid(log_alpha)
         return (s * (high - low) + low).clamp(0.0, 1.0)
 
     def forward(self, heads: list[Tensor], ctx: HeadContext, x: Tensor) -> list[Tensor]:
         return scale_heads(heads, self.gates())
 
     def expected_l0(self) -> Tensor:
-        low, high = self.stretch
-        return torch.sigmoid(self.log_alpha - self.temperature * math.log(-low / high)).sum()
+        low, high = self.stretch    # float32 (see gates): the aux loss term
+        return torch.sigmoid(self.log_alpha.float() - self.temperature * math.log(-low / high)).sum()
 
     def aux_terms(self) -> dict[str, Tensor]:
         return {"l0": self.expected_l0()}

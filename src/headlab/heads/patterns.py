@@ -194,7 +194,9 @@ def apply_patterns(names, v: Tensor, lengths: Tensor, word_ids: Tensor | None = 
     Row i of head h is sum_j A_h[i, j] v[:, j, h] with A_h as in the module doc; rows of
     padded positions are 0. With ``word_ids`` (B, N) the word-based variant is computed.
     """
-    return _Patterns.apply(v, lengths, word_ids, tuple(names))
+    # float32 whatever the input (mixed precision): sums of (j+1)^3-weighted values; the
+    # cast outside the Function hands its backward float32 gradients and casts them back
+    return _Patterns.apply(v.float(), lengths, word_ids, tuple(names))
 
 
 def apply_pattern(name: str, v: Tensor, lengths: Tensor) -> Tensor:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
@@ -42,7 +41,7 @@ def relative_index(n: int, k: int, device=None) -> Tensor:
 def masked_softmax(scores: Tensor, ctx: HeadContext, bias: Tensor | None = None) -> Tensor:
     """softmax over keys of ``scores`` (+ ``bias``: bool keep-mask or additive float),
     padding keys excluded; float32."""
-    scores = scores.float()
+    scores = scores.float()     # float32 softmax under any precision (the callers cast back)
     if bias is not None:
         scores = scores.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else scores + bias
     return scores.masked_fill(~ctx.key_mask, float("-inf")).softmax(-1)
@@ -107,10 +106,15 @@ class RelPos(QueryBiasedHeads):
         return self.key_table(q).gather(-1, self._index(q))
 
     def value_term(self, att: Tensor) -> Tensor:
-        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N) (export, tests)."""
+        """Σ_j α_ij a^V_ij as (B, count, N, d_h) from α (B, count, N, N), in α's dtype.
+
+        The bucket sums stay float32 in any precision: the two clipped buckets each sum up
+        to n probabilities, and CUDA's scatter_add adds in the tensor's own dtype (atomics),
+        where bf16 stops growing a sum once it is ~2^8 times the term added."""
         B, H, N, _ = att.shape
-        buckets = att.new_zeros(B, H, N, 2 * self.k + 1).scatter_add_(-1, self._index(att), att)
-        return buckets @ self.relative_positions_embeddings.weight.to(att.dtype)
+        buckets = att.new_zeros(B, H, N, 2 * self.k + 1, dtype=torch.float32)
+        buckets.scatter_add_(-1, self._index(att), att.float())
+        return (buckets @ self.relative_positions_embeddings.weight.float()).to(att.dtype)
 
     def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
         return RelativeRows(self.key_table(q), self.relative_positions_embeddings.weight, self.k)

@@ -79,6 +79,8 @@ def head_labels(att: Tensor, related: Tensor, pad_mask: Tensor, fgate: float = 0
     related: (B, N, N) bool Dep_mask; pad_mask: (B, N) True at padding; fgate 0 = dynamic.
     important: (B, H) bool; hconf, syn_attn: (B, H) float. No gradient."""
     with torch.no_grad():
+        # float32 statistics (means over n rows, compared with the gate); the chunked
+        # kernel hands the Labeller float32 probabilities too
         peak, syn = row_sums(att.float(), related.unsqueeze(1), (~pad_mask).unsqueeze(1))
         return decide(peak, syn, pad_mask, fgate)
 

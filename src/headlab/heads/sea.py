@@ -50,10 +50,11 @@ Choices where the paper is ambiguous (tested in tests/test_heads_sea.py):
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.errors import ConfigError
-from headlab.heads.base import HeadContext
+from headlab.heads.base import HeadContext, no_autocast
 from headlab.heads.chunked import MaskRows, ScoreBias, biased_attention
 from headlab.heads.kinds import LearnedHeads
 from headlab.heads.spec import register_head_kind
@@ -168,9 +169,14 @@ class PhraseBias(nn.Module):
         self.U_P = nn.Linear(d_head, 1, bias=False)
 
     def values(self) -> Tensor:
-        """(2k+2,) float: P for clip(RP) = -k..k, then for RP = ∞ (-inf with ``mask``)."""
-        w = self.relative_phrase_embeddings.weight
-        p = -self.U_P(torch.tanh(self.W_P(w))).squeeze(-1).abs()
+        """(2k+2,) float32: P for clip(RP) = -k..k, then for RP = ∞ (-inf with ``mask``).
+
+        Float32 under any precision (autocast, ``-precision fp16`` weights): 2k+2 numbers,
+        rounded once where they meet the logits (``depth_factors``, ``_mask``)."""
+        w = self.relative_phrase_embeddings.weight.float()
+        with no_autocast(w):
+            hidden = torch.tanh(F.linear(w, self.W_P.weight.float(), self.W_P.bias.float()))
+            p = -F.linear(hidden, self.U_P.weight.float()).squeeze(-1).abs()
         if self.outside == "mask":
             p = torch.cat([p, p.new_full((1,), float("-inf"))])
         return p
