@@ -78,6 +78,8 @@ rule study_table:
                labels={"table": "{name}"}),
         csv=f"{RESULTS}/{{outdir}}/{{name}}.csv",
         tex=f"{RESULTS}/{{outdir}}/{{name}}.tex",
+        # the numbers behind the table, one row per run (seed): the table shows their mean ± sd
+        tidy=f"{RESULTS}/{{outdir}}/{{name}}.tidy.csv",
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
         name=_names("TABLES"),

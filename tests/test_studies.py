@@ -140,7 +140,18 @@ def test_effects_are_declared_outputs():
     report build it); results/effects.md only where some configured study judges claims."""
     from headlab.studies import outputs, study_outputs
 
-    assert "r/paper_A/effects.csv" in study_outputs("paper_A", "r")
+    assert {"r/paper_A/effects.csv", "r/paper_A/T1.tidy.csv"} <= set(study_outputs("paper_A", "r"))
     assert not [p for p in study_outputs("baseline", "r") if "effects" in p]
     assert "r/effects.md" in outputs({"studies": {"baseline": {}, "paper_D": {}}}, "r")
     assert "r/effects.md" not in outputs({"studies": {"baseline": {}}}, "r")
+
+
+def test_mucow_items_give_table_6s_average_precision(tmp_path):
+    """Per-sentence MuCoW outcomes -> (hit, hit or miss) for TED and Tatoeba; their summed
+    precision average is Table 6's number: TED 1 hit / 2 decided, Tatoeba 2 / 2 -> 0.75."""
+    (tmp_path / "key").write_text("".join(f"{i}\t{c}\tw\ta\tb\n" for i, c in
+                                          enumerate(["ted", "ted", "ted", "tatoeba", "tatoeba", "books"])))
+    (tmp_path / "details").write_text("hit\nmiss\nother\nhit\nhit\nmiss\n")
+    stats = paper_A._mucow_stats(str(tmp_path / "details"), str(tmp_path / "key"))
+    assert stats.tolist() == [[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0]]
+    assert paper_A._mean_precision(stats.sum(0))[0] == pytest.approx(0.75)

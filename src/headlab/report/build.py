@@ -36,8 +36,10 @@ def main(argv: list[str]) -> int:
         with atomic_write(args.out + ".csv") as handle:
             frame.to_csv(handle, index=False)
     elif args.name in module.TABLES:
-        table, _ = studies.builder(config, args.study, args.name, args.results)[1]()
+        table, tidy = studies.builder(config, args.study, args.name, args.results)[1]()
         write_table(table, args.out)
+        with atomic_write(args.out + ".tidy.csv") as handle:      # one row per run (seed)
+            tidy.to_csv(handle, index=False)
     else:
         tidy, style = studies.builder(config, args.study, args.name, args.results)[1]()
         with atomic_write(args.out + ".csv") as handle:

@@ -89,7 +89,7 @@ def study_outputs(name: str, root: str) -> list[str]:
     """The final files of one study."""
     module = STUDIES[name]
     prefix = f"{root}/{module.OUTDIR}"
-    files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
+    files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex", "tidy.csv")]
     files += [f"{prefix}/{fig}.{ext}" for fig in [*module.FIGURES, *COMMON_FIGURES] for ext in ("png", "pdf", "csv")]
     if judges_effects(name):
         files.append(f"{prefix}/{EFFECTS}.csv")

@@ -470,7 +470,7 @@ def _mean_precision(summed):
     import numpy as np
 
     summed = np.atleast_2d(summed)
-    return 50.0 * (summed[:, 0] / np.maximum(summed[:, 1], 1) + summed[:, 2] / np.maximum(summed[:, 3], 1))
+    return 0.5 * (summed[:, 0] / np.maximum(summed[:, 1], 1) + summed[:, 2] / np.maximum(summed[:, 3], 1))
 
 
 def effects(f: Files):
@@ -541,7 +541,7 @@ def effects(f: Files):
                      for w, name in ((1, ABLATED), (-1, FIXED))]
             judge.items(Claim("§5.3: disabling the learned head H8 lowers MuCoW accuracy",
                               f"{ABLATED} − {FIXED} (MuCoW TED+Tatoeba, {s.get('wsd_pair', 'de-en')}, {role} {lay})",
-                              "<", 0.0, _paper_t6(_paper_layers(s, lay)), unit="precision (%)"),
+                              "<", 0.0, _paper_t6(_paper_layers(s, lay)), unit="precision"),
                         terms, _mean_precision)
         return judge.frame()
     return inputs, build

@@ -636,8 +636,8 @@ def effects(f: Files):
         heads = joined()[1]
         for model, g in heads.groupby("model", sort=False):
             syn = g[g["syntactic"].astype(bool)]
-            value = float(syn["kept"].mean() - g["kept"].mean()) if len(syn) else float("nan")
-            if len(syn):
+            if len(syn):        # no head beats its baselines by 20 points: nothing to judge
+                value = float(syn["kept"].mean() - g["kept"].mean())
                 judge.per_seed(Claim("§3.4: the gates keep the syntactic heads (those beating the best offset "
                                      "baseline by 20 points) more often than heads at large",
                                      f"share kept of syntactic heads − of all heads ({model}, seed {first_seed(s)})",
