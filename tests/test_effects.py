@@ -79,12 +79,17 @@ def test_rows_from_hypothesis_files(tmp_path):
 
 
 def test_readme_counts_one_seed_rows(tmp_path):
+    row = dict(study="s", claim="c", compared="x", unit="BLEU", direction=">", null=0.0, paper=1.0, ours=2.0,
+               ci_low=1.0, ci_high=3.0, p_value=0.01, seeds=3, runs="3/3", interval=BOTH, verdict=HOLDS)
     frame = pd.DataFrame([
-        dict(study="s", claim="c", compared="x", unit="BLEU", direction=">", null=0.0, paper=1.0, ours=2.0, ci_low=1.0,
-             ci_high=3.0, p_value=0.01, seeds=3, runs="3/3", interval=BOTH, verdict=HOLDS),
-        dict(study="s", claim="d", compared="y", unit="BLEU", direction=">", null=0.0, paper=1.0, ours=-2.0,
-             ci_low=-3.0, ci_high=-1.0, p_value=0.0001, seeds=1, runs="1/1", interval=TEST_ONLY, verdict=REVERSED)])
+        row,
+        {**row, "claim": "d", "ours": -2.0, "ci_low": -3.0, "ci_high": -1.0, "p_value": 0.0001, "seeds": 1,
+         "runs": "1/1", "interval": TEST_ONLY, "verdict": REVERSED},
+        {**row, "claim": "e", "seeds": 1, "runs": "3/1"}])     # pooled: one system has a single seed
     frame.to_csv(tmp_path / "e.csv", index=False)
     lines = readme_lines(str(tmp_path / "e.csv"))
-    assert "1 hold, 1 reversed, 0 inconclusive at this scale; 1 of 2 from one seed" in lines[2]
-    assert "| < 0.001 |" in lines[-2] and "reversed (1 seed: test sentences only)" in lines[-2]
+    assert "2 hold, 1 reversed, 0 inconclusive at this scale; 1 of 3 from one seed" in lines[2]
+    table = [line for line in lines if line.startswith("| ")][1:]      # after the header
+    assert table[0].endswith("| 3/3 | holds |")
+    assert "| < 0.001 |" in table[1] and table[1].endswith("| reversed (1 seed: test sentences only) |")
+    assert table[2].endswith("| 3/1 | holds (a system with 1 seed: the others' seed variance stands for it) |")

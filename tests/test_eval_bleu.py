@@ -76,3 +76,16 @@ def test_confidence_interval_is_sacrebleus():
     assert result["signature"] == corpus_scores(hyps, refs)["signature"] and "bs:" not in result["signature"]
     assert result["confidence_signature"].startswith("nrefs:1|bs:200|seed:12345|case:mixed")
     assert "bleu_ci" not in corpus_scores(hyps, refs)
+
+
+def test_confidence_when_some_resamples_score_nothing():
+    """sacreBLEU 2.6.0's own corpus_score(n_bootstrap=N) raises TypeError on these (chrF mixes
+    float and float32 scores across resamples); ours gives the interval."""
+    from sacrebleu.metrics import CHRF
+
+    hyps, refs = ["a a a a a a a", "b", "c"], ["a b c", "d e f", "g h"]
+    with pytest.raises(TypeError, match="coerce"):
+        CHRF().corpus_score(hyps, [refs], n_bootstrap=100)
+    result = corpus_scores(hyps, refs, confidence=100)
+    assert result["chrf_ci_low"] <= result["chrf_mu"] <= result["chrf_ci_high"]
+    assert result["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score, abs=1e-4)

@@ -165,9 +165,11 @@ def _bucket_interval(refs: list[list[str]], outs: list[list[str]], samples: int)
     """sacreBLEU's 95% bootstrap interval (mu ± ci) of one bucket's BLEU."""
     from sacrebleu.metrics import BLEU
 
+    from headlab.eval.bleu import corpus_score
+
     if len(outs) < 2:
         return {"ci_low": float("nan"), "ci_high": float("nan")}
-    score = BLEU().corpus_score([" ".join(o) for o in outs], [[" ".join(r) for r in refs]], n_bootstrap=samples)
+    score = corpus_score(BLEU(), [" ".join(o) for o in outs], [" ".join(r) for r in refs], samples)
     return {"ci_low": round(float(score._mean - score._ci), 4), "ci_high": round(float(score._mean + score._ci), 4)}
 
 

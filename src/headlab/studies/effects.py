@@ -167,6 +167,8 @@ def _verdict(row) -> str:
         text += " (1 seed: test sentences only)"
     elif row["interval"] == NONE:
         text += " (1 seed: no interval)"
+    elif row["interval"] == BOTH and row["seeds"] <= 1:
+        text += " (a system with 1 seed: the others' seed variance stands for it)"
     return text
 
 
