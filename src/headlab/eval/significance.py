@@ -101,21 +101,24 @@ def resample_counts(n: int, samples: int = DEFAULT_SAMPLES, seed: int = SACREBLE
     return counts
 
 
-def _metric(name: str):
+def _metric(name: str, trg_lang: str = ""):
     from sacrebleu.metrics import BLEU, CHRF
 
     if name not in METRICS:
         raise DataError(f"unknown metric {name!r} ({', '.join(METRICS)})")
-    return BLEU() if name == "bleu" else CHRF()
+    return BLEU(trg_lang=trg_lang) if name == "bleu" else CHRF()
 
 
-def sentence_stats(hyps: Sequence[str], refs: Sequence[str], metric: str = "bleu") -> np.ndarray:
-    """sacreBLEU's per-sentence sufficient statistics of a system, ``(n, k)``."""
+def sentence_stats(hyps: Sequence[str], refs: Sequence[str], metric: str = "bleu", *,
+                   trg_lang: str = "") -> np.ndarray:
+    """sacreBLEU's per-sentence sufficient statistics of a system, ``(n, k)`` (``trg_lang``:
+    the target language, whose default tokeniser BLEU uses, as ``headlab bleu`` does)."""
     if len(hyps) != len(refs):
         raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references")
     if not hyps:
         raise DataError("no sentences to score")
-    return np.asarray(_metric(metric)._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.float64)
+    return np.asarray(_metric(metric, trg_lang)._extract_corpus_statistics(list(hyps), [list(refs)]),
+                      dtype=np.float64)
 
 
 def scorer(metric: str = "bleu") -> Scorer:

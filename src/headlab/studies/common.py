@@ -85,6 +85,11 @@ class StudyFiles:
         return (f"{results_paths(self.root)['data']}/{m['corpus']}/{m['pair']}/{m['size']}/raw/"
                 f"{split or self.test(m['corpus'])}.tgt")
 
+    def scored(self, m, ablation: str = "full") -> tuple[str, str, str]:
+        """(translation, reference, target language) of what the ``bleu`` rule scored: a run
+        of a system in :meth:`headlab.studies.effects.Judge.systems`."""
+        return self.hyp(m, ablation), self.ref(m), m["pair"].split("-")[1]
+
     def samples(self) -> int:
         """Bootstrap resamples of the test set (``evaluation.bootstrap_samples``)."""
         return int(self.config.get("evaluation", {}).get("bootstrap_samples", 1000))

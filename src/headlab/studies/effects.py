@@ -65,8 +65,9 @@ def verdict(ci_low: float, ci_high: float, direction: str, null: float = 0.0) ->
     return INCONCLUSIVE
 
 
-#: a system in a contrast: weight, seed -> (hypothesis file, reference file)
-Runs = Mapping[str, tuple[str, str]]
+#: a system in a contrast: seed -> (hypothesis file, reference file[, target language]), the
+#: target language picking sacreBLEU's tokeniser as the ``bleu`` rule does (zh, ja, ko)
+Runs = Mapping[str, tuple[str, ...]]
 
 
 class Judge:
@@ -76,14 +77,14 @@ class Judge:
         self.study, self.samples, self.rows = study, int(samples), []
         self._stats: dict[tuple[str, str, str], np.ndarray] = {}
 
-    def stats(self, hyp: str, ref: str, metric: str = "bleu") -> np.ndarray:
+    def stats(self, hyp: str, ref: str, trg_lang: str = "", metric: str = "bleu") -> np.ndarray:
         from headlab.eval.common import read_aligned
         from headlab.eval.significance import sentence_stats
 
-        key = (hyp, ref, metric)
+        key = (hyp, ref, trg_lang, metric)
         if key not in self._stats:
             texts = read_aligned(hyp=hyp, ref=ref)
-            self._stats[key] = sentence_stats(texts["hyp"], texts["ref"], metric)
+            self._stats[key] = sentence_stats(texts["hyp"], texts["ref"], metric, trg_lang=trg_lang)
         return self._stats[key]
 
     def _add(self, claim: Claim, result, interval: str) -> dict:
@@ -105,7 +106,7 @@ class Judge:
         """A contrast of systems' corpus scores (weights: +1 / -1 for a difference)."""
         from headlab.eval.significance import Term, scorer
 
-        stats = [Term(w, {s: self.stats(h, r, metric) for s, (h, r) in runs.items()}) for w, runs in terms]
+        stats = [Term(w, {s: self.stats(*run, metric=metric) for s, run in runs.items()}) for w, runs in terms]
         return self.items(claim, stats, scorer(metric))
 
     def items(self, claim: Claim, terms, score: Callable) -> dict:
@@ -132,11 +133,6 @@ class Judge:
         import pandas as pd
 
         return pd.DataFrame(self.rows, columns=list(COLUMNS))
-
-
-def runs(models: Sequence[Mapping[str, str]], hyp: Callable, ref: Callable, **kwargs) -> dict[str, tuple[str, str]]:
-    """seed -> (hypothesis, reference) of the runs of one system (``models``: one per seed)."""
-    return {str(m["seed"]): (hyp(m, **kwargs), ref(m)) for m in models}
 
 
 # -- rendering -------------------------------------------------------------------------------

@@ -517,14 +517,14 @@ def effects(f: Files):
     first_pair = _pairs(s["data"])[0]
     params = {h: _model(s, *first_pair, s["deep"], h) for h in (base, FIXED, eight)}
     wsd = _three_by_role(f, s.get("wsd_pair", "de-en"), lambda m, a: (m, a), study_seeds(s))
-    inputs = [path for claim, terms in claims for _, runs, a in terms for m in runs for path in (f.hyp(m, a), f.ref(m))]
+    inputs = [path for claim, terms in claims for _, runs, a in terms for m in runs for path in f.scored(m, a)[:2]]
     inputs += [f.params(m) for m in params.values()]
     inputs += [x for *_, (m, a) in wsd for x in (f.mucow(m, a), _details(f, m, a), _mucow_key(f, m))]
 
     def build():
         judge = Judge("paper_A", f.samples())
         for claim, terms in claims:
-            judge.systems(claim, [(w, {m["seed"]: (f.hyp(m, a), f.ref(m)) for m in runs}) for w, runs, a in terms])
+            judge.systems(claim, [(w, {m["seed"]: f.scored(m, a) for m in runs}) for w, runs, a in terms])
         count = {h: load_json(f.params(m))["params"] / 1e6 for h, m in params.items()}
         for big, small in ((base, FIXED), (FIXED, eight)):
             judge.exact(Claim(f"§4.4: fixing heads saves parameters: #params {big} > {small}",

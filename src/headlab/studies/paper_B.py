@@ -549,7 +549,7 @@ def effects(f: Files):
             claims.append((Claim("§5 (T4): DHICM's gain over T-optimal is larger at small training sizes",
                                  f"(DHICM − T-optimal) at {', '.join(map(str, s.get('sizes', [])))} pairs − at the "
                                  f"full set ({c} {p})", ">", 0.0, _paper_t4_gain()), terms))
-    inputs = [path for _, terms in claims for _, ms in terms for m in ms for path in (f.hyp(m), f.ref(m))]
+    inputs = [path for _, terms in claims for _, ms in terms for m in ms for path in f.scored(m)[:2]]
 
     def run_id(m):
         return m["seed"] if m["size"] == "full" else f"{m['size']}/{m['seed']}"
@@ -557,7 +557,7 @@ def effects(f: Files):
     def build():
         judge = Judge("paper_B", f.samples())
         for claim, terms in claims:
-            judge.systems(claim, [(w, {run_id(m): (f.hyp(m), f.ref(m)) for m in ms}) for w, ms in terms])
+            judge.systems(claim, [(w, {run_id(m): f.scored(m) for m in ms}) for w, ms in terms])
         return judge.frame()
     return inputs, build
 

@@ -654,12 +654,12 @@ def effects(f: Files):
                        + [(-1 / len(fixed), at_seeds(f4[g], seeds), "full") for g in fixed]))
     ablation = {"full": f.ablation}
     inputs = [x for _, terms in claims for _, ms, a in terms for m in ms
-              for x in (f.hyp(m, ablation.get(a, a)), f.ref(m))]
+              for x in f.scored(m, ablation.get(a, a))[:2]]
 
     def build():
         judge = Judge("paper_C", f.samples())
         for claim, terms in claims:
-            judge.systems(claim, [(w, {m["seed"]: (f.hyp(m, ablation.get(a, a)), f.ref(m)) for m in ms})
+            judge.systems(claim, [(w, {m["seed"]: f.scored(m, ablation.get(a, a)) for m in ms})
                                   for w, ms, a in terms])
         return judge.frame()
     return inputs, build

@@ -600,7 +600,7 @@ def effects(f: Files):
     sweep = {(c, p): {seed: [gated(s, c, p, lam, seed=seed) for lam in sorted(lambdas(s))] for seed in seeds}
              for c, p in _pairs(s)}
     joined_inputs, joined = join(f)
-    inputs = [x for *_, ms in cells for m in ms.values() for x in (f.hyp(m), f.ref(m))]
+    inputs = [x for *_, ms in cells for m in ms.values() for x in f.scored(m)[:2]]
     inputs += [f.gates(m) for ms in gated_runs.values() for m in ms]
     inputs += [f.gates(m) for by_seed in sweep.values() for ms in by_seed.values() for m in ms]
     inputs += joined_inputs
@@ -612,7 +612,7 @@ def effects(f: Files):
             mine = [(seed, ms) for c_, p_, seed, ms in cells if (c_, p_) == (c, p)]
             for text, weights in T3_CLAIMS:
                 judge.systems(Claim(text, f"{_term_text(weights)} ({where})", ">", 0.0, _paper_t3(weights)),
-                              [(w, {seed: (f.hyp(ms[row]), f.ref(ms[row])) for seed, ms in mine})
+                              [(w, {seed: f.scored(ms[row]) for seed, ms in mine})
                                for row, w in weights.items()])
             gates = {m["seed"]: pd.read_csv(f.gates(m)).query("site == 'enc'") for m in gated_runs[(c, p)]}
             model = f"gated baseline, lambda_l0 {lambdas(s)[0]:g} ({where})"
