@@ -103,14 +103,16 @@ rule mucow_accuracy:
         hyp=f"{TRANS}/{MODEL}/mucow.{{ablation}}.txt",
         key=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/mucow.key",
     output:
-        f"{SCORES}/{MODEL}/mucow.{{ablation}}.mucow.csv",
+        csv=f"{SCORES}/{MODEL}/mucow.{{ablation}}.mucow.csv",
+        # hit / miss / other per sentence: the paired tests of effects.csv resample them
+        details=f"{SCORES}/{MODEL}/mucow.{{ablation}}.mucow.details.txt",
     log:
         f"{LOGS}/contrastive/{MODEL}/mucow.{{ablation}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab contrastive mucow --hyp {input.hyp} --key {input.key} --lang-pair {wildcards.pair} "
-        "--system {wildcards.heads} --out {output} 2> {log}"
+        "--system {wildcards.heads} --details {output.details} --out {output.csv} 2> {log}"
 
 
 # compare-mt over several systems of one group (same data, preset, layers and seed):

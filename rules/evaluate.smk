@@ -1,5 +1,6 @@
 # Evaluation: beam search on every configured test set (optionally with an encoder head
-# disabled, paper A §4.3), un-BPE + detruecase + detokenise, then sacreBLEU.
+# disabled, paper A §4.3), un-BPE + detruecase + detokenise, then sacreBLEU with its 95%
+# bootstrap confidence interval (evaluation.bootstrap_samples resamples; 0 or 1: none).
 import headlab.engine.config
 
 
@@ -103,9 +104,11 @@ rule bleu:
         f"{SCORES}/{MODEL}/{{split}}.{{ablation}}.json",
     params:
         pair=lambda w: w.pair,
+        confidence=config.get("evaluation", {}).get("bootstrap_samples", 1000),
     log:
         f"{LOGS}/bleu/{MODEL}/{{split}}.{{ablation}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
-        "headlab bleu --hyp {input.hyp} --ref {input.ref} --lang-pair {params.pair} --out {output} 2> {log}"
+        "headlab bleu --hyp {input.hyp} --ref {input.ref} --lang-pair {params.pair} "
+        "--confidence {params.confidence} --out {output} 2> {log}"

@@ -1,5 +1,6 @@
-# Study outputs: tables (csv/md/tex), figures (png/pdf + data csv) and generated READMEs.
-# One generic rule each; the builders live in src/headlab/studies/<study>.py.
+# Study outputs: tables (csv/md/tex), figures (png/pdf + data csv), the paper's claims judged
+# (effects.csv) and generated READMEs; results/effects.md over every study. One generic rule
+# each; the builders live in src/headlab/studies/<study>.py.
 
 OUTDIRS = {STUDIES[name].OUTDIR: name for name in config["studies"]}
 
@@ -8,17 +9,18 @@ def _finished_stages(study, until=None):
     """Wait for the study's search stages (Snakemake checkpoints) before naming the models
     they choose: all of them, or the earlier stages of ``until``'s (corpus, pair, stage)."""
     stages = getattr(STUDIES[study], "STAGES", ())
+    order = lambda stage: stages.index(stage.rsplit("/", 1)[-1])  # "seedN/gates": one stage per seed
     for key in headlab.studies.stage_keys(config, study):
         if until is not None and ((key["corpus"], key["pair"]) != until[:2]
-                                  or stages.index(key["stage"]) >= stages.index(until[2])):
+                                  or order(key["stage"]) >= order(until[2])):
             continue
         checkpoints.study_stage.get(outdir=STUDIES[study].OUTDIR, **key)
 
 
-def _study_output_inputs(w):
+def _study_output_inputs(w, name=None):
     study = OUTDIRS[w.outdir]
     _finished_stages(study)
-    return headlab.studies.inputs(config, study, getattr(w, "name", "README"), RESULTS)
+    return headlab.studies.inputs(config, study, name or getattr(w, "name", "README"), RESULTS)
 
 
 def _stage_inputs(w):
@@ -54,7 +56,8 @@ checkpoint study_stage:
         f"{RESULTS}/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.json",
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
-        stage=r"[A-Za-z0-9_]+",
+        # a stage, or one stage per seed (paper D: seedN/gates)
+        stage=r"(?:seed[0-9]+/)?[A-Za-z0-9_]+",
     params:
         study=lambda w: OUTDIRS[w.outdir],
         **SLICES,
@@ -75,6 +78,8 @@ rule study_table:
                labels={"table": "{name}"}),
         csv=f"{RESULTS}/{{outdir}}/{{name}}.csv",
         tex=f"{RESULTS}/{{outdir}}/{{name}}.tex",
+        # the numbers behind the table, one row per run (seed): the table shows their mean ± sd
+        tidy=f"{RESULTS}/{{outdir}}/{{name}}.tidy.csv",
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
         name=_names("TABLES"),
@@ -111,6 +116,43 @@ rule study_figure:
     shell:
         "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
         f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+
+
+# The paper's claims judged on this run: one row per claim, the difference over seeds with
+# its 95% interval, p-value and verdict (headlab.studies.effects).
+rule study_effects:
+    input:
+        lambda w: _study_output_inputs(w, headlab.studies.EFFECTS),
+    output:
+        report(f"{RESULTS}/{{outdir}}/effects.csv", caption="../report/effects.rst", category="{outdir}",
+               labels={"table": "effects"}),
+    wildcard_constraints:
+        outdir="|".join(o for o, s in OUTDIRS.items() if headlab.studies.judges_effects(s)) or "^$",
+    params:
+        study=lambda w: OUTDIRS[w.outdir],
+        **SLICES,
+    log:
+        f"{LOGS}/study/{{outdir}}/effects.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab study-table --study {params.study} --name effects --results {RESULTS} "
+        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/effects 2> {log}"
+
+
+# What this run reproduces: every configured study's claims at a glance.
+rule effects_summary:
+    input:
+        headlab.studies.effects_files(config, RESULTS),
+    output:
+        report(f"{RESULTS}/{headlab.studies.SUMMARY}", caption="../report/effects.rst", category="effects"),
+    log:
+        f"{LOGS}/study/effects_summary.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab effects-summary " + " ".join(f"--in {p}" for p in headlab.studies.effects_files(config, RESULTS))
+        + " --out {output} 2> {log}"
 
 
 rule study_readme:

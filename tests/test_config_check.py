@@ -93,3 +93,31 @@ def test_fewer_steps_than_report_every_is_an_error_when_the_dag_is_built():
     overrides = {k: v for k, v in SMOKE["training"]["overrides"].items() if k != "train_steps"}
     message = _error(_config(**{"training.overrides": {**overrides, "report_every": 10 ** 9}}))
     assert message.startswith("[training.overrides.report_every] train_steps ")
+
+
+def _schema_errors(config) -> list[str]:
+    import jsonschema
+
+    schema = yaml.safe_load((ROOT / "config/schema.yaml").read_text())
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in jsonschema.Draft202012Validator(schema).iter_errors(config)]
+
+
+def test_seed_keys_in_the_schema():
+    """Every study takes ``seeds``, the papers ``headline_seeds``; seed 0 (OpenNMT-py leaves it
+    unseeded), a repeated seed and the old single ``seed`` are errors naming the key."""
+    shipped = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    assert _schema_errors(shipped) == []
+    assert all(shipped["studies"][s]["headline_seeds"] == [1, 2, 3] for s in ("paper_A", "paper_B", "paper_C", "paper_D"))
+    for name in ("multi30k-gpu.yaml", "paper.yaml"):
+        config = yaml.safe_load((ROOT / "config" / name).read_text())
+        assert {s: study.get("seeds") for s, study in config["studies"].items()} == {
+            s: [1, 2, 3] for s in config["studies"]}, name
+    bad = {"studies.paper_B.seeds": [0], "studies.paper_C.headline_seeds": [2, 2], "studies.paper_D.seed": 1,
+           "studies.baseline.headline_seeds": [1, 2]}
+    for key, value in bad.items():
+        config = copy.deepcopy(shipped)
+        set_dotted(config, {key: value})
+        errors = _schema_errors(config)
+        study, field = key.rsplit(".", 1)
+        assert len(errors) == 1 and errors[0].startswith(study) and field in errors[0], errors

@@ -56,3 +56,36 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     (tmp_path / "ref").write_text("ok\nfine\n")
     with pytest.raises(DataError, match=r"hyp:2:"):
         main(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--out", str(tmp_path / "o")])
+
+
+def test_confidence_interval_is_sacrebleus():
+    """--confidence N: sacreBLEU's own bootstrap interval (mu ± ci), the plain signature kept."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    refs = ["The cat sat on the mat.", "A dog barked loudly at night.", "Two men play chess.", "It rains."] * 5
+    hyps = ["The cat is on the mat.", "A dog barked at night.", "Two men play chess.", "It is raining."] * 5
+    result = corpus_scores(hyps, refs, confidence=200)
+    bleu = BLEU().corpus_score(hyps, [refs], n_bootstrap=200)
+    chrf = CHRF().corpus_score(hyps, [refs], n_bootstrap=200)
+    assert result["bleu_mu"] == pytest.approx(bleu._mean, abs=1e-4)
+    assert result["bleu_ci"] == pytest.approx(bleu._ci, abs=1e-4) and result["bleu_ci"] > 0
+    assert result["chrf_ci"] == pytest.approx(chrf._ci, abs=1e-4)
+    assert (result["bleu_ci_low"], result["bleu_ci_high"]) == pytest.approx(
+        (bleu._mean - bleu._ci, bleu._mean + bleu._ci), abs=2e-4)
+    assert result["bleu"] == corpus_scores(hyps, refs)["bleu"]
+    assert result["signature"] == corpus_scores(hyps, refs)["signature"] and "bs:" not in result["signature"]
+    assert result["confidence_signature"].startswith("nrefs:1|bs:200|seed:12345|case:mixed")
+    assert "bleu_ci" not in corpus_scores(hyps, refs)
+
+
+def test_confidence_when_some_resamples_score_nothing():
+    """sacreBLEU 2.6.0's own corpus_score(n_bootstrap=N) raises TypeError on these (chrF mixes
+    float and float32 scores across resamples); ours gives the interval."""
+    from sacrebleu.metrics import CHRF
+
+    hyps, refs = ["a a a a a a a", "b", "c"], ["a b c", "d e f", "g h"]
+    with pytest.raises(TypeError, match="coerce"):
+        CHRF().corpus_score(hyps, [refs], n_bootstrap=100)
+    result = corpus_scores(hyps, refs, confidence=100)
+    assert result["chrf_ci_low"] <= result["chrf_mu"] <= result["chrf_ci_high"]
+    assert result["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score, abs=1e-4)

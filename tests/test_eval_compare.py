@@ -65,6 +65,23 @@ def test_length_buckets_hand_counts():
     assert list(custom.bucket) == ["<10", "[10,20)", ">=20"] and list(custom["count"]) == [2, 2, 2]
 
 
+def test_length_buckets_carry_sacrebleus_interval():
+    """confidence=N: each bucket's 95% interval is sacreBLEU's bootstrap on its sentences."""
+    from sacrebleu.metrics import BLEU
+
+    ref = _corpus(80)
+    hyp = _corpus(80, seed=5)
+    frame = length_buckets(ref, {"sys": hyp}, cutoffs=(10,), confidence=200)
+    assert list(frame.columns) == ["system", "bucket", "bleu", "count", "ci_low", "ci_high"]
+    short = [i for i, r in enumerate(ref) if len(r.split()) < 10]
+    score = BLEU().corpus_score([hyp[i] for i in short], [[ref[i] for i in short]], n_bootstrap=200)
+    row = frame.iloc[0]
+    assert row["count"] == len(short) and row["bleu"] == pytest.approx(score.score, abs=1e-3)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((score._mean - score._ci, score._mean + score._ci),
+                                                            abs=1e-3)
+    assert row["ci_low"] < row["bleu"] < row["ci_high"]
+
+
 def test_cli(tmp_path):
     ref = _corpus()
     (tmp_path / "ref").write_text("\n".join(ref) + "\n")

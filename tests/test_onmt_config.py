@@ -47,6 +47,17 @@ def test_train_config_fills_grid_values():
     assert options["data"]["corpus_1"] == {"path_src": "a.src", "path_tgt": "a.tgt"}
 
 
+def test_a_seed_changes_the_seed_option_and_nothing_else():
+    """Two seeds of one model: the OpenNMT-py configs differ in ``seed`` only (initialisation,
+    dropout and batch order all follow it: headlab.studies.common), and in the model's own
+    folder, whose path names the seed."""
+    one = train_config(preset="mini", layers="2+2", heads="7Ftoken+1L", seed=1, **PATHS)
+    two = train_config(preset="mini", layers="2+2", heads="7Ftoken+1L", seed=2, **PATHS)
+    assert {k for k in one.keys() | two.keys() if one.get(k) != two.get(k)} == {"seed"}
+    elsewhere = train_config(preset="mini", layers="2+2", heads="7Ftoken+1L", seed=2, **dict(PATHS, save_dir="m2"))
+    assert {k for k in one if one[k] != elsewhere[k]} == {"seed", "save_model", "save_data"}
+
+
 def test_one_vocabulary_is_shared_two_are_per_side():
     shared = train_config(preset="tiny", layers="1+1", heads="8L", **PATHS)
     assert shared["share_vocab"] is True and shared["src_vocab"] == shared["tgt_vocab"]

@@ -42,6 +42,30 @@ def test_grid_before_and_after_stage_one(tmp_path):
     assert paper_B.final_models(STUDY, root, "multi30k", "de-en") is None
 
 
+def test_search_once_finals_at_every_seed(tmp_path):
+    """headline_seeds [1, 2]: the grid search stays at seed 1; T3's three systems on the full
+    set at seeds 1 and 2 (seed 1's DHICM is stage 2's winner); the sweep at seed 1."""
+    study = {**STUDY, "headline_seeds": [1, 2]}
+    root = str(tmp_path)
+    for stage, chosen in (("stage1", {"heads": 4, "lambda_kl": 0.1}),
+                          ("stage2", {"heads": 4, "lambda_kl": 0.1, "dropout": [0.0]})):
+        path = tmp_path / paper_B.stage_file(".", "multi30k", "de-en", stage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"chosen": chosen}))
+    models = [m for m, _ in paper_B.models(study, root)]
+    candidates = [m for stage in paper_B.STAGES for m, _ in paper_B.stage_models(study, root, "multi30k", "de-en", stage)]
+    assert {m["seed"] for m in candidates} == {"1"}
+    seed2 = {(m["size"], m["heads"].split("@")[0], m["variant"]) for m in models if m["seed"] == "2"}
+    assert seed2 == {("full", "8L", "default"), ("full", "4L", "dropout=0.0+heads=4+lambda_kl=0.1"),
+                     ("full", "*4L.4L~dhicm", "dropout=0.0+heads=4+lambda_kl=0.1")}
+    winner = paper_B.final_models(study, root, "multi30k", "de-en")["DHICM"][0]
+    assert winner in candidates
+    assert {m["seed"] for m in models if m["size"] != "full"} == {"1"}
+    # seed 1: T-base, 3 distinct candidates (the winner is the DHICM final), T-optimal; 2 subsamples
+    # x 3 systems; seed 2: 3 systems
+    assert len({paper_B.model_path(m) for m in models}) == 5 + 6 + 3
+
+
 @pytest.mark.parametrize("grid, key", [
     ({"stage1": {}, "stage2": {"dropout": [0.1]}}, "studies.paper_B.grid.stage1"),
     ({"stage1": {"heads": []}, "stage2": {"dropout": [0.1]}}, "studies.paper_B.grid.stage1.heads"),
@@ -88,7 +112,8 @@ def test_dry_run_stage_two_waits_for_stage_one(tmp_path, mirror):
 
 @pytest.mark.slow
 def test_end_to_end_paper_b(tmp_path, mirror):
-    config = _paper_b_config(tmp_path, mirror)
+    # Table 3 at two seeds (issue 22): mean ± sd, and the seed-aware tests of effects.csv
+    config = _paper_b_config(tmp_path, mirror, headline_seeds=[1, 2])
     result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
     assert result.returncode == 0, result.stderr[-5000:]
     out = tmp_path / "results/paper_B"
@@ -111,7 +136,20 @@ def test_end_to_end_paper_b(tmp_path, mirror):
     assert float(t3["WMT17-CS"]["DHICM paper"]) == 25.68
     assert 0.0 <= float(t3["multi30k de-en"]["DHICM ours"]) <= 100.0
     readme = (out / "README.md").read_text()
-    assert "DHICM >= T-optimal" in readme and "T-optimal >= T-base" in readme
+    assert "DHICM >= T-optimal" in readme and "T-optimal > T-base" in readme
+    assert "± " in (out / "T3.md").read_text() and "(n=2)" in (out / "T3.md").read_text()
+    assert int(t3["multi30k de-en"]["DHICM ours n"]) == 2 and float(t3["multi30k de-en"]["DHICM ours sd"]) >= 0
+    import pandas as pd
+    effects = pd.read_csv(out / "effects.csv")
+    table3 = effects[effects["claim"].str.startswith("§5 (T3)")]
+    assert len(table3) == 2 and list(table3["runs"]) == ["2/2", "2/2"]
+    assert set(table3["interval"]) == {"seeds and test sentences"}
+    assert (table3["ci_low"] < table3["ours"]).all() and (table3["ours"] < table3["ci_high"]).all()
+    gain = effects[effects["claim"].str.startswith("§5 (T4)")].iloc[0]
+    assert gain["runs"] == "2/2/2/2"     # DHICM, T-optimal: 2 subsamples of 150 pairs (seed 1); the full set: seeds 1, 2
+    for _, row in effects.iterrows():           # every verdict in the README, as effects.csv has it
+        assert f"| {row['claim']} | {row['compared']} |" in readme
+    assert "## paper_B" in (tmp_path / "results/effects.md").read_text()
     # the DHICM model of stage 2's choice is the final one: not trained twice
     trained = list((tmp_path / "results/models").rglob("model.pt"))
     assert len(trained) == len({p.parent for p in trained})
@@ -121,7 +159,7 @@ def test_end_to_end_paper_b(tmp_path, mirror):
     # and the finals if the choice moves); stage 1 and T-base are not retrained
     before = {p: p.stat().st_mtime for p in (tmp_path / "results/models").rglob("model.pt")}
     changed = write_config(tmp_path, mirror, **{
-        "studies": {"paper_B": {**STUDY, "grid": {**STUDY["grid"], "stage2": {"dropout": [0.0, 0.2],
+        "studies": {"paper_B": {**STUDY, "headline_seeds": [1, 2], "grid": {**STUDY["grid"], "stage2": {"dropout": [0.0, 0.2],
                                                                              "label_smoothing": [0.1]}}}},
         "training.overrides.valid_steps": 3, "training.overrides.save_checkpoint_steps": 3})
     rerun = snakemake("--cores", "2", "--configfile", str(changed), timeout=1500)
@@ -130,4 +168,5 @@ def test_end_to_end_paper_b(tmp_path, mirror):
     assert any("dropout=0.2" in str(p) for p in set(after) - set(before))
     stage1_models = {c["model"] for c in stage1["candidates"]}
     kept = [p for p in before if any(m in str(p) for m in stage1_models) or "/default/" in str(p)]
-    assert len(kept) == 2 + 1 + 2 and all(after[p] == before[p] for p in kept)
+    # stage 1's two candidates, T-base on the full set (seeds 1, 2) and on the two subsamples
+    assert len(kept) == 2 + 2 + 2 and all(after[p] == before[p] for p in kept)

@@ -58,6 +58,21 @@ def test_models_share_what_they_can():
     assert len(models) == 14 + 2 + 1 + 2 + 2   # T1; T2: Rel_Pos+RHE, Localness+RHE; T3 k=0; A2; F4
 
 
+def test_headline_seeds_on_the_analysis_pair_share_paper_As_transformer():
+    """headline_seeds [1, 2, 3]: T1's Transformer, +DEA+RHE and +LPEA+RHE on en-de at three
+    seeds (the Transformer of each seed is paper A's 8L model of that seed), the rest at one."""
+    study = {**STUDY, "headline_seeds": [1, 2, 3]}
+    models = [m for m, _ in paper_C.models(study)]
+    extra = {(m["pair"], m["heads"], m["variant"], m["seed"]) for m in models if m["seed"] != "1"}
+    assert extra == {("en-de", h, "default", s) for h in ("8L", "8RHEdea.*8L", "8RHElpea.*8L") for s in "23"}
+    assert len(models) == 14 + 2 + 1 + 2 + 2 + 6
+    paper_a = {paper_C.model_path(m) for m, _ in paper_A.models(
+        {"data": {"multi30k": ["en-de"]}, "layers": ["2+2"], "shallow": "2+2", "deep": "2+2",
+         "heads": ["8L", "7Ftoken+1L"], "preset": "mini", "headline_seeds": [1, 2, 3]})}
+    assert {f"multi30k/en-de/full/mini/default/2+2/8L/seed{s}" for s in "123"} <= paper_a & {
+        paper_C.model_path(m) for m in models}
+
+
 @pytest.mark.parametrize("change, key", [
     ({"k": [-1]}, "studies.paper_C.k"),
     ({"fixed_gates": [0.0]}, "studies.paper_C.fixed_gates"),
@@ -124,6 +139,9 @@ def test_end_to_end_paper_c(tmp_path, mirror):
     assert all(len(tok.split("￨")) == 7 for tok in featured.read_text(encoding="utf-8").split())
     readme = (out / "README.md").read_text()
     assert "RHE lifts DEA" in readme and "average of the last 2 checkpoints" in readme
+    import pandas as pd
+    effects = pd.read_csv(out / "effects.csv")     # judged on the averaged checkpoints' translations
+    assert {c.split(":")[0] for c in effects["claim"]} == {"§5.2", "§5.3.1", "§5.3.2"}   # one k, one range
 
 
 # the embedded default's Figure 5 sentence, as the mini BPE splits it (27 pieces, 11 words)

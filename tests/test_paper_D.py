@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
 
 TINY = dict(hidden_size=64, heads=8, transformer_ff=128, enc_layers=2, dec_layers=1, dropout=0.0,
@@ -249,7 +249,7 @@ def test_finetune_config_command(parent, tmp_path):
     parent_cfg = tmp_path / "parent.yaml"
     parent_cfg.write_text(yaml.safe_dump({"encoder_type": "headlab", "enc_layers": 2, "dec_layers": 1,
                                           "heads": 8, "hidden_size": 64, "enc_heads": "8L", "train_steps": 250,
-                                          "save_model": "old/model", "src_vocab": "v", "data": {}}))
+                                          "save_model": "old/model", "src_vocab": "v", "data": {}, "seed": 3}))
     out = tmp_path / "child" / "onmt.yaml"
     main(["--parent", str(path), "--parent-config", str(parent_cfg), "--tune",
           "/ft_gate=enc+lambda_l0=0.1+train_steps=40", "--save-dir", str(tmp_path / "child"), "--out", str(out)])
@@ -257,6 +257,7 @@ def test_finetune_config_command(parent, tmp_path):
     assert cfg["train_from"] == f"{tmp_path}/child/init.pt" and cfg["reset_optim"] == "all"
     assert cfg["lambda_l0"] == 0.1 and cfg["train_steps"] == 40 and cfg["enc_heads"] == "8L|gate"
     assert cfg["save_model"] == f"{tmp_path}/child/model"
+    assert cfg["seed"] == 3                     # a fine-tune keeps its parent's seed (issue 22)
     assert (tmp_path / "child" / "init.pt").is_file()
 
 
@@ -331,20 +332,50 @@ def test_stage_masks_and_models(tmp_path):
     gates.parent.mkdir(parents=True)
     pd.DataFrame({"site": "enc", "layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "gate": [1.0, 0.0, 0.0, 0.0],
                   "kept": [1, 0, 0, 0]}).to_csv(gates, index=False)
-    assert paper_D.stage_inputs(f, "multi30k", "en-de", "gates") == [str(gates)]
-    stage = paper_D.select(f, "multi30k", "en-de", "gates")
+    assert paper_D.stage_inputs(f, "multi30k", "en-de", "seed1/gates") == [str(gates)]
+    stage = paper_D.select(f, "multi30k", "en-de", "seed1/gates")
     assert (stage["mask"], stage["inverse"], stage["kept"], stage["heads"]) == ("10.00", "01.11", 1, 4)
     before = [model_path(m) for m, _ in paper_D.models(STUDY, str(tmp_path))]
-    assert len(before) == 6       # baseline, 2 gated, control, fixed, fixed gated: the pruned need the stage
-    assert before[3].endswith("/8L/seed1/ft_save_checkpoint_steps=125+train_steps=250")
-    out = tmp_path / "paper_D" / "stages" / "multi30k" / "en-de" / "gates.json"
+    assert len(before) == 6       # baseline, gated, control, the sweep's gated, fixed, fixed gated: the pruned need the stage
+    assert before[2].endswith("/8L/seed1/ft_save_checkpoint_steps=125+train_steps=250")
+    out = tmp_path / "paper_D" / "stages" / "multi30k" / "en-de" / "seed1" / "gates.json"
     out.parent.mkdir(parents=True)
     import json
     out.write_text(json.dumps(stage))
     after = [model_path(m) for m, _ in paper_D.models(STUDY, str(tmp_path))]
-    assert after[-2].endswith("/8L/seed1/ft_enc_head_mask=10.00+save_checkpoint_steps=125+train_steps=250")
-    assert after[-1].endswith("/8L/seed1/ft_enc_head_mask=01.11+save_checkpoint_steps=125+train_steps=250")
+    assert after[3].endswith("/8L/seed1/ft_enc_head_mask=10.00+save_checkpoint_steps=125+train_steps=250")
+    assert after[4].endswith("/8L/seed1/ft_enc_head_mask=01.11+save_checkpoint_steps=125+train_steps=250")
     assert paper_D.curve_steps(STUDY) == [0, 125, 250]
+
+
+def test_seeds_each_pruned_from_its_own_gated_model(tmp_path):
+    """headline_seeds [1, 2]: Table 3's fine-tunes keep their parent's seed, and seed 2's masks
+    come from seed 2's gated model (its stage); the sweep and the fixed-head model stay at seed 1."""
+    import json
+
+    from headlab.naming import model_path
+    from headlab.studies import paper_D
+
+    study = {**STUDY, "headline_seeds": [1, 2]}
+    assert [k["stage"] for k in paper_D.stage_keys(study)] == ["seed1/gates", "seed2/gates"]
+    f = paper_D.Files({"corpora": {"multi30k": {"tests": ["t"]}}, "studies": {"paper_D": study}}, study, str(tmp_path))
+    gated2 = paper_D.gated(study, "multi30k", "en-de", seed="2")
+    assert model_path(gated2).endswith("/8L/seed2/ft_gate=enc+lambda_l0=0.01+train_steps=400")
+    assert paper_D.stage_inputs(f, "multi30k", "en-de", "seed2/gates") == [f.gates(gated2)]
+    for seed, mask in (("1", "10.00"), ("2", "01.00")):
+        path = tmp_path / paper_D.stage_file(".", "multi30k", "en-de", seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"mask": mask, "inverse": "x", "kept": 1, "heads": 4}))
+    trained = [model_path(m) for m, _ in paper_D.models(study, str(tmp_path))]
+    assert len(trained) == len(set(trained)) == 2 * 5 + 1 + 2   # 5 per Table 3 seed, sweep, fixed + gated
+    assert any(p.endswith("/8L/seed2/ft_enc_head_mask=01.00+save_checkpoint_steps=125+train_steps=250")
+               for p in trained)
+    assert not any("seed2/ft_enc_head_mask=10.00" in p for p in trained)
+    assert [p for p in trained if "lambda_l0=0.1" in p] == [
+        "multi30k/en-de/full/mini/default/2+2/8L/seed1/ft_gate=enc+lambda_l0=0.1+train_steps=400"]
+    assert all("seed1" in p for p in trained if "7Ftoken" in p)
+    with pytest.raises(DataError, match="seedN/gates"):
+        paper_D.stage_seed("gates")
 
 
 def test_join_profile_takes_each_heads_most_syntactic_relation():
@@ -392,7 +423,7 @@ def test_dry_run_pruned_finetunes_wait_for_the_gates(tmp_path, mirror):
     result = snakemake("-n", "--configfile", str(_paper_d_config(tmp_path, mirror)))
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout + result.stderr
-    assert "rule finetune_config" in out and "stages/multi30k/en-de/gates.json" in out
+    assert "rule finetune_config" in out and "stages/multi30k/en-de/seed1/gates.json" in out
     assert "8L/seed1/ft_gate=enc+lambda_l0=0.1+train_steps=4/onmt.yaml" in out
     assert "ft_enc_head_mask" not in out          # named only once the gates are known
 
@@ -412,7 +443,7 @@ def test_end_to_end_paper_d(tmp_path, mirror):
             assert (out / f"{name}.{ext}").stat().st_size > 0, name
     for name in ("F1", "F2", "F_gates", "curve", "learning_curves"):
         assert (out / f"{name}.png").stat().st_size > 0, name
-    stage = json.loads((out / "stages/multi30k/en-de/gates.json").read_text())
+    stage = json.loads((out / "stages/multi30k/en-de/seed1/gates.json").read_text())
     models = tmp_path / "results/models/multi30k/en-de/300/tiny/default/1+1/8L/seed1"
     pruned = models / f"ft_enc_head_mask={stage['mask']}+save_checkpoint_steps=2+train_steps=4"
     assert (pruned / "model.pt").is_file() and (pruned / "step_0/model.pt").is_file()
@@ -420,6 +451,9 @@ def test_end_to_end_paper_d(tmp_path, mirror):
     assert float(t3.set_index("row").loc["Baseline (converged)", "BLEU paper"]) == 29.3
     readme = (out / "README.md").read_text()
     assert "gates converge" in readme and "kept and frozen" in readme
+    effects = pd.read_csv(out / "effects.csv")
+    assert any(c.startswith("§3.6") for c in effects["claim"]) and (effects["study"] == "paper_D").all()
+    assert "## paper_D" in (tmp_path / "results/effects.md").read_text()
     # a retrained parent retrains exactly its children (and nothing else): touch the 7Ftoken+1L parent
     import os
     import re

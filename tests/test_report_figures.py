@@ -42,3 +42,23 @@ def test_legend_clear_of_panels():
     for ax in figure.axes:
         panel = ax.get_window_extent(renderer)
         assert legend.x0 >= panel.x1 or not legend.overlaps(panel), ax.get_title()
+
+
+def test_intervals_and_counts_on_categories():
+    """Paper A Fig. 2/3: each point's interval as an error bar in its line's colour, the number
+    of items under each category, in every panel."""
+    from matplotlib.collections import LineCollection
+
+    from headlab.report.figures import plot
+
+    rows = [{"system": s, "bucket": b, "bleu": 20.0 + i, "ci_low": 18.0 + i, "ci_high": 23.0 + i, "count": n,
+             "layers": lay}
+            for s in ("8L", "7F") for lay in ("2+1", "2+2") for i, (b, n) in enumerate((("<10", 40), (">=10", 7)))]
+    figure = plot(pd.DataFrame(rows), x="bucket", y="bleu", hue="system", col="layers",
+                  interval=("ci_low", "ci_high"), counts="count")
+    for ax in figure.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["<10\n(n=40)", ">=10\n(n=7)"]
+        bars = [c for c in ax.collections if isinstance(c, LineCollection)]
+        assert len(bars) == 2                           # one per system
+        segments = bars[0].get_segments()
+        assert [(s[0][1], s[1][1]) for s in segments] == [(18.0, 23.0), (19.0, 24.0)]

@@ -153,3 +153,23 @@ def test_text_marks_are_kept_and_boolean_words_are_not():
     flags = pivot(tidy.assign(mark=[True, False, "true", "no"]), index="system", columns="config",
                   values="bleu", mark="mark")
     assert list(flags.marks["x"]) == ["*", "", "*", ""]
+
+
+def test_runs_of_several_seeds_render_mean_sd_and_n():
+    """over="seed": a cell of runs 10, 12, 14 is 12.00 ± 2.00 (n=3); a one-run cell its number."""
+    tidy = pd.DataFrame({"system": ["8L"] * 3 + ["1L"], "layers": ["2+2"] * 4, "seed": [1, 2, 3, 1],
+                         "bleu": [10.0, 12.0, 14.0, 9.5], "low": [False, False, False, True]})
+    table = pivot(tidy, index="system", columns="layers", values="bleu", over="seed", mark="low", best=None)
+    assert table.values.loc["8L", "2+2"] == 12.0 and table.runs("8L", "2+2") == (2.0, 3)
+    assert table.runs("1L", "2+2")[1] == 1
+    assert to_markdown(table).splitlines()[2:] == ["| 8L | 12.00 ± 2.00 (n=3) |", "| 1L | 9.50\\* |"]
+    assert r"12.00 $\pm$ 2.00 (n=3) \\" in to_latex(table)
+    assert to_csv(table).splitlines() == ["system,2+2,2+2 sd,2+2 n,2+2 mark", "8L,12.0,2.0,3,", "1L,9.5,,1,*"]
+    both = beside(table, pivot(tidy.assign(bleu=30.0).iloc[:1], index="system", columns="layers", values="bleu",
+                               best=None))
+    assert both.runs("8L", "2+2 ours") == (2.0, 3) and both.runs("8L", "2+2 paper")[1] == 1
+    assert "12.00 ± 2.00 (n=3) | 30.00 |" in to_markdown(both)
+    with pytest.raises(DataError, match="two values"):
+        pivot(pd.concat([tidy, tidy.iloc[:1]]), index="system", columns="layers", values="bleu", over="seed")
+    single = pivot(tidy[tidy["seed"] == 1], index="system", columns="layers", values="bleu", over="seed")
+    assert single.n is None and "±" not in to_markdown(single)

@@ -188,6 +188,9 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     score = json.loads(next((tmp_path / "results/scores").rglob("test_2016_flickr.full.json")).read_text())
     assert score["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert score["n"] == 20
+    # sacreBLEU's 95% bootstrap interval beside every score
+    assert score["bleu_ci_low"] <= score["bleu_mu"] <= score["bleu_ci_high"] and score["chrf_ci"] >= 0
+    assert score["confidence_signature"].startswith("nrefs:1|bs:1000|seed:12345")
     # paper A: every table and figure, each table with the paper's numbers beside ours
     paper = tmp_path / "results/paper_A"
     for name in ("T1", "T2", "T3", "T4", "T5", "T6"):
@@ -212,6 +215,21 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     assert float(t5["8Ftoken"]["en-vi low-res paper"]) == 31.45
     readme = (paper / "README.md").read_text()
     assert "## Which effects of the paper hold here" in readme and "§4.4" in readme
+    # the verdicts come from effects.csv; one seed here, and the README says so
+    import pandas as pd
+    effects = pd.read_csv(paper / "effects.csv")
+    assert set(effects["verdict"]) <= {"holds", "reversed", "inconclusive at this scale"} and len(effects) >= 10
+    assert {"§4.1", "§4.2", "§4.3", "§4.4", "§5.3"} <= {c.split(":")[0].split(" ")[0] for c in effects["claim"]}
+    assert (effects["runs"] != "").all() and "(1 seed: test sentences only)" in readme
+    holds = effects[effects["verdict"] == "holds"]
+    assert ((holds["direction"] == ">") & (holds["ci_low"] > holds["null"])
+            | (holds["direction"] == "<") & (holds["ci_high"] < holds["null"])).all()
+    summary = (tmp_path / "results/effects.md").read_text()
+    assert "| paper_A | " in summary and "## paper_A" in summary
+    f2 = pd.read_csv(paper / "F2.csv")
+    assert {"ci_low", "ci_high", "count"} <= set(f2.columns)
+    tidy = pd.read_csv(paper / "T1.tidy.csv")          # the numbers behind T1, one row per run
+    assert len(tidy) == 2 * 1 * 4 and set(tidy["seed"]) == {1}
     f3 = (paper / "F3.csv").read_text().splitlines()
     assert f3[0].startswith("system,suite,category,by,bucket,correct,total,accuracy")
     # the finished study as a folder for git, with its provenance

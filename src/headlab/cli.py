@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "suite-split": ("headlab.eval.suite_split", "turn a contrastive/WSD suite into src/tgt split files"),
     "contrastive": ("headlab.eval.contrastive", "contrastive suites (DistilLingEval, MuCoW, ContraWSD, LingEval97)"),
     "study-table": ("headlab.report.build", "build one study's table, figure or README from the workflow's results"),
+    "effects-summary": ("headlab.studies.effects", "results/effects.md: every configured study's judged claims at a glance"),
     "study-stage": ("headlab.studies", "one stage of a study's search (paper B's grid): the choice, as JSON"),
     "learning-curve": ("headlab.engine.logs", "a model's training/validation loss and accuracy over steps from its train.log"),
     "publish": ("headlab.workflow.publish", "copy a finished study's tables, scores, hypotheses and provenance for git"),

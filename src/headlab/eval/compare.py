@@ -18,7 +18,10 @@ samples, sample_ratio, seed; one row per system, the baseline included (its win 
 empty, flags false), so the CSV alone gives paper A Table 1's numbers and marks.
 ``--tag KEY=VALUE`` adds constant leading columns (e.g. ``config=6+1``).
 ``--length-out`` columns: system, bucket, bleu, count (one row per system and bucket,
-buckets in compare-mt order: ``<10``, ``[10,20)`` ..., ``>=60``).
+buckets in compare-mt order: ``<10``, ``[10,20)`` ..., ``>=60``); with ``confidence=N``
+(:func:`length_buckets`, paper A Figure 2) also ``ci_low, ci_high``: sacreBLEU's own 95%
+bootstrap interval of the bucket's BLEU (``corpus_score(n_bootstrap=N)``, mu ± ci, on the
+bucket's sentences joined as compare-mt's SacreBleuScorer joins them).
 
 ``--scorer sacrebleu`` (default) is compare-mt's SacreBleuScorer: sacreBLEU's BLEU
 (13a) on the re-joined line, i.e. the same metric as ``headlab bleu``; ``bleu`` is
@@ -129,12 +132,13 @@ def baseline_row(ref: list[str], hyp: list[str], name: str, **settings) -> dict:
 
 
 def length_buckets(ref: list[str], systems: dict[str, list[str]], *,
-                   cutoffs=DEFAULT_CUTOFFS, scorer: str = "sacrebleu"):
+                   cutoffs=DEFAULT_CUTOFFS, scorer: str = "sacrebleu", confidence: int = 0):
     """BLEU by reference length (paper A Figure 2) as a tidy DataFrame.
 
     Columns ``system, bucket, bleu, count``; the bucket of a sentence is the number of
     whitespace tokens of its reference, cut by compare-mt's LengthSentenceBucketer
     (``<10, [10,20), ..., >=60`` by default). Empty buckets get ``bleu`` NaN, count 0.
+    ``confidence`` > 1 (scorer ``sacrebleu``): also ``ci_low``, ``ci_high`` (module doc).
     """
     import pandas as pd
     from compare_mt import bucketers
@@ -149,8 +153,24 @@ def length_buckets(ref: list[str], systems: dict[str, list[str]], *,
         corpus = bucketer.create_bucketed_corpus(_tokens(hyp), ref=ref_t)
         for label, (outs, refs, _) in zip(bucketer.bucket_strs, corpus):
             bleu = float(score_fn.score_corpus(refs, outs)[0]) if outs else float("nan")
-            rows.append({"system": name, "bucket": label, "bleu": round(bleu, 4), "count": len(outs)})
-    return pd.DataFrame(rows, columns=["system", "bucket", "bleu", "count"])
+            row = {"system": name, "bucket": label, "bleu": round(bleu, 4), "count": len(outs)}
+            if confidence > 1:
+                row.update(_bucket_interval(refs, outs, confidence))
+            rows.append(row)
+    columns = ["system", "bucket", "bleu", "count"] + (["ci_low", "ci_high"] if confidence > 1 else [])
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _bucket_interval(refs: list[list[str]], outs: list[list[str]], samples: int) -> dict:
+    """sacreBLEU's 95% bootstrap interval (mu ± ci) of one bucket's BLEU."""
+    from sacrebleu.metrics import BLEU
+
+    from headlab.eval.bleu import corpus_score
+
+    if len(outs) < 2:
+        return {"ci_low": float("nan"), "ci_high": float("nan")}
+    score = corpus_score(BLEU(), [" ".join(o) for o in outs], [" ".join(r) for r in refs], samples)
+    return {"ci_low": round(float(score._mean - score._ci), 4), "ci_high": round(float(score._mean + score._ci), 4)}
 
 
 def _cutoffs(text: str) -> tuple[int, ...]:

@@ -1,8 +1,8 @@
 """``headlab study-table``: one output of a study (a table, a figure or its README), rendered.
 
 A study builds data (a :class:`headlab.studies.tables.Table`, or a tidy frame and plot
-keywords, or README text); this module writes it (``PREFIX.csv/md/tex``, ``.png/pdf/csv``
-or ``.md``). The generic rules of ``rules/tables.smk`` call it for every study output.
+keywords, its judged claims, or README text); this module writes it (``PREFIX.csv/md/tex``,
+``.png/pdf/csv``, ``effects.csv`` or ``.md``). The generic rules of ``rules/tables.smk`` call it for every study output.
 """
 from __future__ import annotations
 
@@ -31,9 +31,15 @@ def main(argv: list[str]) -> int:
         with atomic_write(args.out + ".md") as handle:
             provenance = {**studies.provenance(config), **studies.data_provenance(config, args.study, args.results)}
             handle.write(module.readme(files, provenance))
+    elif args.name == studies.EFFECTS:
+        frame = studies.builder(config, args.study, args.name, args.results)[1]()
+        with atomic_write(args.out + ".csv") as handle:
+            frame.to_csv(handle, index=False)
     elif args.name in module.TABLES:
-        table, _ = studies.builder(config, args.study, args.name, args.results)[1]()
+        table, tidy = studies.builder(config, args.study, args.name, args.results)[1]()
         write_table(table, args.out)
+        with atomic_write(args.out + ".tidy.csv") as handle:      # one row per run (seed)
+            tidy.to_csv(handle, index=False)
     else:
         tidy, style = studies.builder(config, args.study, args.name, args.results)[1]()
         with atomic_write(args.out + ".csv") as handle:

@@ -6,6 +6,11 @@
 
 x values keep the order in which they first appear in the CSV (compare-mt's bucket
 order ``<10, [10,20) ...``; distance bins ``1 .. 15, >15``), unless ``--x-order``.
+Intervals: a line plot over categories draws each point's 95% interval from two columns
+(``interval=("ci_low", "ci_high")``: paper A Figures 2-3) and writes each category's number
+of items under its tick (``counts="count"``); over a numeric x (learning curves), several
+runs of one line (seeds) are drawn as their mean with a band (``errorbar="sd"``: ± one
+standard deviation).
 Paper A Figure 2 = ``headlab compare --length-out`` (x bucket, y bleu, hue system);
 Figure 3 = ``headlab contrastive distil`` rows with ``by == 'distance'`` (x bucket,
 y accuracy, hue system).
@@ -23,12 +28,14 @@ FORMATS = ("png", "pdf")
 
 def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = None, kind: str = "line", style: str | None = None,
          col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None,
-         x_numeric: bool = False, col_wrap: int | None = None, value: str | None = None):
+         x_numeric: bool = False, col_wrap: int | None = None, value: str | None = None,
+         interval: tuple[str, str] | None = None, counts: str | None = None, errorbar=None):
     """Return a matplotlib Figure (Agg backend, nothing shown). ``x_numeric``: a line plot
     over a numeric x (training steps) instead of ordered categories. ``kind="heatmap"``:
     one cell per (x, y) holding ``value`` (attention maps, head importance), x and y in
     the order they first appear, one panel per ``col``. ``kind="arcs"``: word-to-word
-    attention arcs, one panel per ``panel`` (:func:`headlab.syntax.arcs.draw`; no x/y)."""
+    attention arcs, one panel per ``panel`` (:func:`headlab.syntax.arcs.draw`; no x/y).
+    ``interval``, ``counts``, ``errorbar``: see the module doc."""
     import matplotlib
     matplotlib.use("Agg")
     import seaborn as sns
@@ -39,14 +46,14 @@ def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = 
     if kind == "arcs":                  # paper D Figs. 1-2: word-to-word attention arcs
         from headlab.syntax.arcs import draw
         return draw(tidy, title=title)
-    for name in [x, y] + [c for c in (hue, style, col) if c]:
+    for name in [x, y] + [c for c in (hue, style, col, counts, *(interval or ())) if c]:
         if name not in tidy.columns:
             raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")
     tidy = tidy.copy()
     sns.set_theme(style="whitegrid", context="paper")
     if x_numeric:
         grid = sns.relplot(data=tidy, x=x, y=y, hue=hue, style=style or hue, col=col, col_wrap=col_wrap if col else None,
-                           kind="line", dashes=True, height=3.2, aspect=1.4)
+                           kind="line", dashes=True, height=3.2, aspect=1.4, errorbar=errorbar)
         return _finish(grid, x, y, xlabel, ylabel, title, ylim)
     tidy[x] = tidy[x].astype(str)
     order = list(x_order) if x_order else list(dict.fromkeys(tidy[x]))
@@ -56,17 +63,45 @@ def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = 
     if kind == "line":
         # categorical x kept in order: map to positions, label the ticks
         tidy["_pos"] = tidy[x].map({v: i for i, v in enumerate(order)})
+        hues = list(dict.fromkeys(tidy[hue])) if hue else [None]
+        palette = dict(zip(hues, sns.color_palette(n_colors=len(hues)))) if hue else None
         grid = sns.relplot(data=tidy, x="_pos", y=y, hue=hue, style=style or hue, col=col, kind="line",
-                           markers=True, dashes=False, height=3.2, aspect=1.4)
-        for ax in grid.axes.flat:
+                           markers=True, dashes=False, height=3.2, aspect=1.4, hue_order=hues if hue else None,
+                           palette=palette, errorbar=errorbar)
+        panels = grid.axes_dict.items() if col else [(None, grid.ax)]
+        for panel, ax in panels:
+            part = tidy if panel is None else tidy[tidy[col] == panel]
             ax.set_xticks(range(len(order)))
-            ax.set_xticklabels(order)
+            ax.set_xticklabels(_tick_labels(part, x, order, counts))
+            if interval:
+                _error_bars(ax, part, y, hue, hues, palette, interval)
     elif kind == "bar":
         grid = sns.catplot(data=tidy, x=x, y=y, hue=hue, col=col, kind="bar", order=order,
                            height=3.2, aspect=1.4)
     else:
         raise DataError(f"unknown figure kind {kind!r} (line or bar)")
     return _finish(grid, x, y, xlabel, ylabel, title, ylim)
+
+
+def _tick_labels(part, x, order, counts: str | None) -> list[str]:
+    """Category labels, with the category's number of items under it (``counts``)."""
+    if not counts:
+        return list(order)
+    n = part.groupby(x, sort=False)[counts].first()
+    return [f"{v}\n(n={int(n[v])})" if v in n.index and n[v] == n[v] else str(v) for v in order]
+
+
+def _error_bars(ax, part, y, hue, hues, palette, interval: tuple[str, str]) -> None:
+    """Each point's interval as an error bar, in its line's colour (lines side by side)."""
+    low, high = interval
+    for i, name in enumerate(hues):
+        rows = part if hue is None else part[part[hue] == name]
+        rows = rows.dropna(subset=[y, low, high])
+        if rows.empty:
+            continue
+        shift = (i - (len(hues) - 1) / 2) * 0.06
+        ax.errorbar(rows["_pos"] + shift, rows[y], yerr=[rows[y] - rows[low], rows[high] - rows[y]], fmt="none",
+                    ecolor=palette[name] if palette else "black", elinewidth=1, capsize=2)
 
 
 def _heatmap(tidy, *, x: str, y: str, value: str | None, col: str | None, xlabel, ylabel, title,

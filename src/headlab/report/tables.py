@@ -2,7 +2,8 @@
 
 Renders a :class:`headlab.studies.tables.Table` (a grid of numbers with significance marks
 per cell and the best value per column in bold; studies build them, this module writes
-them). As a command it also builds one from tidy result CSVs:
+them). A cell of several runs (seeds) is ``mean ± sd (n=N)`` in Markdown and LaTeX; the
+CSV has the mean and, beside the column, ``<column> sd`` and ``<column> n``. As a command it also builds one from tidy result CSVs:
 
     headlab table --in results.csv [--in more.csv] --index system --columns config --values bleu
         [--where "suite == 'x'"] [--mark significantly_lower] [--best max|min|none]
@@ -49,6 +50,15 @@ def _number(table: Table, row, col) -> str | None:
     return f"{v:.{table.places(col, row)}f}"
 
 
+def _runs(table: Table, row, col, latex: bool = False) -> str:
+    """`` ± sd (n=N)`` of a cell of two or more runs, else nothing."""
+    sd, n = table.runs(row, col)
+    if n < 2:
+        return ""
+    pm = r" $\pm$ " if latex else " ± "
+    return f"{pm}{sd:.{table.places(col)}f} (n={n})"
+
+
 def to_markdown(table: Table) -> str:
     best = _best_cells(table)
     head = [table.index_name] + [str(c) for c in table.values.columns]
@@ -63,7 +73,7 @@ def to_markdown(table: Table) -> str:
             if (row, col) in best:
                 text = f"**{text}**"
             mark = table.mark(row, col)
-            cells.append(text + "".join("\\" + ch if ch in "*_" else ch for ch in mark))
+            cells.append(text + "".join("\\" + ch if ch in "*_" else ch for ch in mark) + _runs(table, row, col))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -108,7 +118,7 @@ def to_latex(table: Table) -> str:
             if (row, col) in best:
                 text = rf"\textbf{{{text}}}"
             mark = table.mark(row, col)
-            cells.append(text + (rf"$^{{{mark}}}$" if mark else ""))
+            cells.append(text + (rf"$^{{{mark}}}$" if mark else "") + _runs(table, row, col, latex=True))
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     body = "\n".join(lines)
@@ -134,6 +144,12 @@ def to_csv(table: Table) -> str:
         for col in list(table.values.columns):
             if col in table.bold.columns and table.bold[col].any():
                 frame.insert(frame.columns.get_loc(col) + 1, f"{col} bold", table.bold[col])
+    if table.n is not None:
+        for col in list(table.values.columns):
+            if col in table.n.columns and (table.n[col] > 1).any():
+                at = frame.columns.get_loc(col) + 1
+                frame.insert(at, f"{col} n", table.n[col].astype("Int64"))
+                frame.insert(at, f"{col} sd", table.sd[col].round(table.places(col)))
     frame.index.name = table.index_name or "row"
     return frame.to_csv(lineterminator="\n")
 

@@ -6,6 +6,9 @@
 - ``Files(config, study, results_root)``: where the generic rules wrote what it reads;
 - ``TABLES`` / ``FIGURES``: name -> builder(files) -> (inputs, build); ``build()`` returns
   (Table, tidy DataFrame) for tables and (tidy DataFrame, plot keywords) for figures;
+- optionally ``effects(files) -> (inputs, build)``: the paper's claims judged on our runs,
+  ``build()`` returning the rows of ``effects.csv`` (:mod:`headlab.studies.effects`); the
+  README renders its verdicts from that file and ``results/effects.md`` lists every study's;
 - optionally ``readme(files, provenance) -> str`` (a generated ``README.md``);
 - optionally stages of a data-dependent DAG (paper B's grid search): ``STAGES``,
   ``stage_keys(study)`` (dicts of corpus, pair, stage, in order), ``stage_inputs(files,
@@ -73,20 +76,37 @@ def _learning_curves(config, study: str, root: str):
 COMMON_FIGURES = {"learning_curves": _learning_curves}
 
 
+#: the output name of a study's judged claims (``<outdir>/effects.csv``)
+EFFECTS = "effects"
+SUMMARY = "effects.md"
+
+
+def judges_effects(name: str) -> bool:
+    return hasattr(STUDIES[name], EFFECTS)
+
+
 def study_outputs(name: str, root: str) -> list[str]:
     """The final files of one study."""
     module = STUDIES[name]
     prefix = f"{root}/{module.OUTDIR}"
-    files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex")]
+    files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex", "tidy.csv")]
     files += [f"{prefix}/{fig}.{ext}" for fig in [*module.FIGURES, *COMMON_FIGURES] for ext in ("png", "pdf", "csv")]
+    if judges_effects(name):
+        files.append(f"{prefix}/{EFFECTS}.csv")
     if hasattr(module, "readme"):
         files.append(f"{prefix}/README.md")
     return files
 
 
+def effects_files(config, root: str) -> list[str]:
+    """The ``effects.csv`` of every configured study that judges its paper's claims."""
+    return [f"{root}/{STUDIES[name].OUTDIR}/{EFFECTS}.csv" for name in config["studies"] if judges_effects(name)]
+
+
 def outputs(config, root: str) -> list[str]:
-    """Every final file of the configured studies."""
-    return [path for name in config["studies"] for path in study_outputs(name, root)]
+    """Every final file of the configured studies, and ``effects.md`` over all of them."""
+    files = [path for name in config["studies"] for path in study_outputs(name, root)]
+    return files + ([f"{root}/{SUMMARY}"] if effects_files(config, root) else [])
 
 
 #: top-level config sections every study output may read (beside its own study and corpora)
@@ -156,7 +176,8 @@ def builder(config, study: str, name: str, root: str):
         return COMMON_FIGURES[name](config, study, root)
     module = STUDIES[study]
     files = module.Files(config, config["studies"][study], root)
-    kind = module.TABLES.get(name) or module.FIGURES.get(name)
+    kind = module.TABLES.get(name) or module.FIGURES.get(name) or (
+        getattr(module, EFFECTS) if name == EFFECTS and judges_effects(study) else None)
     if kind is None:
         raise KeyError(f"study {study!r} has no output {name!r}")
     return kind(files)
@@ -166,8 +187,9 @@ def inputs(config, study: str, name: str, root: str) -> list[str]:
     if name == "README":
         module = STUDIES[study]
         prefix = f"{root}/{module.OUTDIR}"
-        return ([f"{prefix}/{t}.csv" for t in module.TABLES] + [f"{prefix}/{f}.csv" for f in module.FIGURES]
-                + [i for n in [*module.TABLES, *module.FIGURES] for i in builder(config, study, n, root)[0]]
+        judged = [EFFECTS] if judges_effects(study) else []
+        return ([f"{prefix}/{t}.csv" for t in [*module.TABLES, *judged]] + [f"{prefix}/{f}.csv" for f in module.FIGURES]
+                + [i for n in [*module.TABLES, *module.FIGURES, *judged] for i in builder(config, study, n, root)[0]]
                 + data_reports(config, study, root))
     return builder(config, study, name, root)[0]
 

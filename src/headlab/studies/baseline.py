@@ -1,7 +1,8 @@
 """The 8L baseline: BLEU of every model of the ``baseline`` study on every test set.
 
-Rows: pair (and corpus/size/layers/heads/seed when the study varies them); columns:
-test sets. The sacreBLEU signature goes into the caption (all scores share one)."""
+Rows: pair (and corpus/size/layers/heads when the study varies them); columns: test sets;
+several ``seeds``: each cell the mean ± sd (n) over them (the tidy rows keep one per seed).
+The sacreBLEU signature goes into the caption (all scores share one)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from headlab.studies.tables import pivot
 from headlab.naming import model_path, results_paths, study_models
 
 OUTDIR = "tables"
-_VARYING = ("size", "layers", "heads", "seed")  # shown in the row label only when they vary
+_VARYING = ("size", "layers", "heads")  # shown in the row label only when they vary
 
 
 def models(study: Mapping[str, Any], root: str | None = None):
@@ -48,7 +49,7 @@ def baseline(f: Files):
         caption = (f"BLEU of the {', '.join(study['heads'])} model(s), preset {study['preset']}, layers "
                    f"{', '.join(study['layers'])}. sacreBLEU: {'; '.join(sorted(set(tidy['signature'].dropna())))}")
         table = pivot(tidy, index="system", columns="test", values="bleu", best=None, caption=caption,
-                      label="tab:baseline")
+                      label="tab:baseline", over="seed")
         return table, tidy
     return inputs, build
 

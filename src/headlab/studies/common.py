@@ -1,4 +1,16 @@
-"""Helpers every paper study uses: score files, the paper's reference numbers, verdicts."""
+"""Helpers every paper study uses: score files, the paper's reference numbers, seeds, the
+README's end.
+
+Seeds (issue 22): ``seeds`` trains every model of a study at each listed seed;
+``headline_seeds`` trains the models of the paper's headline comparison (each study names
+them: paper A's T1 deep row and T2, paper B's T3, paper C's T1 on the analysis pair, paper
+D's T3) at those seeds too (the union, in order), so that the comparison the paper is about
+has several runs while the rest of the grid stays at ``seeds``. A seed changes OpenNMT-py's
+``seed`` option only: parameter initialisation, dropout and the order of the batches (see
+:mod:`headlab.engine.config`). Tables average a cell over its runs (``pivot(...,
+over="seed")``); analyses of one model's internals (attention maps, gates, head profiles)
+and the figures of one system's behaviour use the first seed.
+"""
 from __future__ import annotations
 
 import json
@@ -22,12 +34,24 @@ def reference(csv_name: str, table: str, dtype=None) -> pd.DataFrame:
     return ref[ref["table"] == table].copy()
 
 
-def verdict(hits: int, total: int) -> str:
-    """A paper claim checked on ``total`` cases, ``hits`` of which agree."""
-    if total == 0:
-        return "not measured in this run"
-    word = "holds" if hits == total else ("partly holds" if hits else "does not hold")
-    return f"{word} ({hits} of {total})"
+def seeds(study: Mapping[str, Any]) -> list[str]:
+    """The seeds every model of the study is trained at (``seeds``, default [1])."""
+    return [str(s) for s in study.get("seeds", [1])]
+
+
+def headline_seeds(study: Mapping[str, Any]) -> list[str]:
+    """The seeds of the headline comparison's models: ``seeds``, then ``headline_seeds``."""
+    out = seeds(study)
+    return out + [str(s) for s in study.get("headline_seeds", []) if str(s) not in out]
+
+
+def first_seed(study: Mapping[str, Any]) -> str:
+    return seeds(study)[0]
+
+
+def at_seeds(model: Mapping[str, str], which: list[str]) -> list[dict[str, str]]:
+    """The model at each of ``which`` seeds (its runs)."""
+    return [{**model, "seed": str(s)} for s in which]
 
 
 @dataclass
@@ -50,6 +74,26 @@ class StudyFiles:
     def bleu(self, m, ablation: str = "full") -> str:
         return f"{self._scores(m)}/{self.test(m['corpus'])}.{ablation}.json"
 
+    def hyp(self, m, ablation: str = "full", split: str | None = None) -> str:
+        """A model's detokenised translation of the test set (what ``bleu`` scored)."""
+        from headlab.naming import model_path, results_paths
+        return f"{results_paths(self.root)['translations']}/{model_path(m)}/{split or self.test(m['corpus'])}.{ablation}.txt"
+
+    def ref(self, m, split: str | None = None) -> str:
+        """The reference the ``bleu`` rule scores a model's test translation against."""
+        from headlab.naming import results_paths
+        return (f"{results_paths(self.root)['data']}/{m['corpus']}/{m['pair']}/{m['size']}/raw/"
+                f"{split or self.test(m['corpus'])}.tgt")
+
+    def scored(self, m, ablation: str = "full") -> tuple[str, str, str]:
+        """(translation, reference, target language) of what the ``bleu`` rule scored: a run
+        of a system in :meth:`headlab.studies.effects.Judge.systems`."""
+        return self.hyp(m, ablation), self.ref(m), m["pair"].split("-")[1]
+
+    def samples(self) -> int:
+        """Bootstrap resamples of the test set (``evaluation.bootstrap_samples``)."""
+        return int(self.config.get("evaluation", {}).get("bootstrap_samples", 1000))
+
     def options(self) -> dict:
         """The study preset's options with the config's training overrides (what its models
         were trained with, for READMEs and speeds)."""
@@ -57,10 +101,12 @@ class StudyFiles:
         return {**resolve_preset(self.study["preset"]), **self.config.get("training", {}).get("overrides", {})}
 
 
-def readme_tail(provenance: Mapping[str, Any], effects: list[tuple[str, str]], outputs: list[str]) -> list[str]:
-    """The end of a generated study README: provenance lines, the paper's effects with our
-    verdicts, and the list of outputs."""
-    return [*[f"- {k}: {v}" for k, v in provenance.items()], "",
-            "## Which effects of the paper hold here", "", "| claim | here |", "|---|---|",
-            *[f"| {claim} | {v} |" for claim, v in effects], "", "## Outputs", "",
-            *[f"- {line}" for line in outputs], ""]
+def readme_tail(provenance: Mapping[str, Any], effects_csv: str, outputs: list[str]) -> list[str]:
+    """The end of a generated study README: provenance lines, the paper's effects rendered
+    from the study's ``effects.csv`` (:func:`headlab.studies.effects.readme_lines`), and the
+    list of outputs."""
+    from headlab.studies.effects import readme_lines
+
+    return [*[f"- {k}: {v}" for k, v in provenance.items()], "", *readme_lines(effects_csv), "## Outputs", "",
+            "- `effects.csv`: every claim of the paper judged here (mean difference over seeds, 95% interval, "
+            "p-value, verdict)", *[f"- {line}" for line in outputs], ""]

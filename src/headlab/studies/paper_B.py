@@ -32,6 +32,16 @@ size wildcard ``N.sK``: its own BPE and vocabulary), T-base, T-optimal and DHICM
 on each with the chosen hyper-parameters (§4.3: "we used the optimal hyper-parameters
 learned using the full training set"); BLEU mean and standard deviation per size; the
 full size is Table 3's models.
+
+Seeds. The grid search runs **once**, at the study's first seed, and the final models are
+trained at every seed: the search picks hyper-parameters for the task (paper B searched
+once), and a search per seed would make "T-optimal" a different system per seed (a seed
+that happened to favour another dropout would change the comparison, not only its noise)
+and multiply the search's cost (6 candidates on the embedded default) by the seeds. The
+first seed's DHICM final model is the search's winner itself; at the other seeds T-optimal
+and DHICM are trained with the chosen options. T3's systems (T-base, T-optimal, DHICM on
+the full set) are the headline comparison (``headline_seeds``); the sweep's subsampled
+models are trained at ``seeds`` (Table 4 averages over subsamples and seeds).
 """
 from __future__ import annotations
 
@@ -46,7 +56,8 @@ import pandas as pd
 
 from headlab.errors import ConfigError, DataError
 from headlab.studies import common
-from headlab.studies.common import load_json, verdict
+from headlab.studies.common import first_seed, headline_seeds, load_json, seeds as study_seeds
+from headlab.studies.effects import Claim, Judge
 from headlab.studies.tables import beside, pivot
 from headlab.studies.timing import training_time
 from headlab.naming import heads_name, model_path, results_paths, variant_name
@@ -82,10 +93,17 @@ def _heads(study, overrides: Mapping, dhicm: bool) -> str:
     return heads_name(spec, spec, spec)
 
 
-def _model(study, corpus, pair, overrides: Mapping, dhicm: bool, size="full") -> dict[str, str]:
+def _model(study, corpus, pair, overrides: Mapping, dhicm: bool, size="full", seed=None) -> dict[str, str]:
+    """A model at ``seed`` (default: the first seed, where the grid search runs)."""
     return dict(corpus=corpus, pair=pair, size=str(size), preset=study["preset"], layers=study["layers"],
-                heads=_heads(study, overrides, dhicm), seed=str(study.get("seed", 1)),
+                heads=_heads(study, overrides, dhicm), seed=str(seed or first_seed(study)),
                 variant=variant_name(overrides))
+
+
+def size_seeds(study, size) -> list[str]:
+    """Seeds of the final models at ``size``: the full set is Table 3 (the headline
+    comparison, ``headline_seeds``), the sweep's subsamples use ``seeds``."""
+    return headline_seeds(study) if str(size) == "full" else study_seeds(study)
 
 
 def _grid(grid: Mapping[str, list]) -> list[dict]:
@@ -144,14 +162,16 @@ def stage_models(study, root: str | None, corpus: str, pair: str, stage: str) ->
     return [(_model(study, corpus, pair, o, dhicm=True), o) for o in candidates(study, stage, before)]
 
 
-def final_models(study, root: str | None, corpus: str, pair: str, size="full") -> dict[str, tuple[dict, dict]] | None:
-    """system -> (model, overrides) at ``size``; None while the search runs."""
+def final_models(study, root: str | None, corpus: str, pair: str, size="full",
+                 seed=None) -> dict[str, tuple[dict, dict]] | None:
+    """system -> (model, overrides) at ``size`` and ``seed`` (default the first); None while
+    the search runs."""
     best = chosen(study, root, corpus, pair)
     if best is None:
         return None
-    return {"T-base": (_model(study, corpus, pair, {}, dhicm=False, size=size), {}),
-            "T-optimal": (_model(study, corpus, pair, best, dhicm=False, size=size), best),
-            "DHICM": (_model(study, corpus, pair, best, dhicm=True, size=size), best)}
+    return {"T-base": (_model(study, corpus, pair, {}, dhicm=False, size=size, seed=seed), {}),
+            "T-optimal": (_model(study, corpus, pair, best, dhicm=False, size=size, seed=seed), best),
+            "DHICM": (_model(study, corpus, pair, best, dhicm=True, size=size, seed=seed), best)}
 
 
 def sweep_sizes(study, corpus: str, pair: str) -> list[str]:
@@ -166,15 +186,16 @@ def models(study: Mapping[str, Any], root: str | None = None) -> Iterator[tuple[
     before the stage files exist, only what is known without the search: T-base and the
     stage-1 candidates."""
     for corpus, pair in _pairs(study):
-        yield _model(study, corpus, pair, {}, dhicm=False), {}
-        for size in sweep_sizes(study, corpus, pair):
-            yield _model(study, corpus, pair, {}, dhicm=False, size=size), {}
+        for size in ["full", *sweep_sizes(study, corpus, pair)]:
+            for seed in size_seeds(study, size):
+                yield _model(study, corpus, pair, {}, dhicm=False, size=size, seed=seed), {}
         for stage in STAGES:
             for m, o in stage_models(study, root, corpus, pair, stage) or []:
                 yield m, o
         for size in ["full", *sweep_sizes(study, corpus, pair)]:
-            for m, o in (final_models(study, root, corpus, pair, size) or {}).values():
-                yield m, o
+            for seed in size_seeds(study, size):
+                for m, o in (final_models(study, root, corpus, pair, size, seed) or {}).values():
+                    yield m, o
 
 
 def stage_keys(study) -> list[dict[str, str]]:
@@ -224,8 +245,8 @@ class Files(common.StudyFiles):
         name = "--".join(f"{h}.full" for h in systems)
         return f"{results_paths(self.root)['scores']}/compare/{group}/{self.test(m['corpus'])}/{name}.bootstrap.csv"
 
-    def finals(self, corpus, pair, size="full"):
-        found = final_models(self.study, self.root, corpus, pair, size)
+    def finals(self, corpus, pair, size="full", seed=None):
+        found = final_models(self.study, self.root, corpus, pair, size, seed)
         if found is None:
             raise DataError(f"paper_B: the grid search of {corpus} {pair} has not finished "
                             f"({stage_file(self.root, corpus, pair, STAGES[-1])} is missing)")
@@ -319,82 +340,87 @@ def t2grid(f: Files):
 
 
 def _t3_cells(f: Files):
-    cells = []
-    for c, p in _pairs(f.study):
-        finals = f.finals(c, p)
-        cells.append((c, p, finals))
-    return cells
+    """(corpus, pair, seed -> the finals at that seed) of Table 3 (the full set)."""
+    return [(c, p, {seed: f.finals(c, p, seed=seed) for seed in size_seeds(f.study, "full")})
+            for c, p in _pairs(f.study)]
 
 
 def t3(f: Files):
-    """BLEU of T-base / T-optimal / DHICM per pair (Table 3); ⇑/↑ DHICM significantly better
-    than T-optimal (paired bootstrap, p < 0.01 / the configured level)."""
+    """BLEU of T-base / T-optimal / DHICM per pair (Table 3), mean ± sd over seeds; ⇑/↑ DHICM
+    significantly better than T-optimal (paired bootstrap on the first seed, p < 0.01 / the
+    configured level; the seed-aware test is in effects.csv)."""
     cells = _t3_cells(f)
-    inputs = [f.bleu(m) for _, _, finals in cells for m, _ in finals.values()]
-    inputs += [f.compare(finals["T-optimal"][0], [finals["T-optimal"][0]["heads"], finals["DHICM"][0]["heads"]])
-               for _, _, finals in cells]
+    first = first_seed(f.study)
+    inputs = [f.bleu(m) for _, _, runs in cells for finals in runs.values() for m, _ in finals.values()]
+    inputs += [f.compare(runs[first]["T-optimal"][0], [runs[first]["T-optimal"][0]["heads"],
+                                                       runs[first]["DHICM"][0]["heads"]])
+               for _, _, runs in cells]
 
     def build():
         rows = []
-        for c, p, finals in cells:
-            opt, dh = finals["T-optimal"][0], finals["DHICM"][0]
+        for c, p, runs in cells:
+            opt, dh = runs[first]["T-optimal"][0], runs[first]["DHICM"][0]
             boot = pd.read_csv(f.compare(opt, [opt["heads"], dh["heads"]]))
             row = boot[boot["system"] == f"{dh['heads']}.full"].iloc[0]
-            for system, (m, _) in finals.items():
-                mark = ""
-                if system == "DHICM" and bool(row["significantly_higher"]):
-                    mark = "⇑" if 1.0 - float(row["win_system"]) < 0.01 else "↑"
-                rows.append(dict(row=_label(c, p), column=system, bleu=load_json(f.bleu(m))["bleu"], mark=mark,
-                                 p_value=float(row["p_value"]) if system == "DHICM" else None))
+            for seed, finals in runs.items():
+                for system, (m, _) in finals.items():
+                    mark = ""
+                    if system == "DHICM" and bool(row["significantly_higher"]):
+                        mark = "⇑" if 1.0 - float(row["win_system"]) < 0.01 else "↑"
+                    rows.append(dict(row=_label(c, p), column=system, seed=seed, bleu=load_json(f.bleu(m))["bleu"],
+                                     mark=mark, p_value=float(row["p_value"]) if system == "DHICM" else None))
         ours = pd.DataFrame(rows)
         paper = reference("T3").assign(value=lambda r: r["value"].astype(float))
         table = beside(pivot(ours, index="row", columns="column", values="bleu", mark="mark", best=None,
-                             col_order=list(SYSTEMS)),
+                             col_order=list(SYSTEMS), over="seed"),
                        pivot(paper, index="row", columns="column", values="value", best=None, col_order=list(SYSTEMS)))
-        table.caption = ("Paper B Table 3: BLEU (sacreBLEU) of T-base, T-optimal and DHICM. ⇑ / ↑: DHICM better than "
-                         "T-optimal by paired bootstrap (compare-mt), p < 0.01 / p < the configured level.")
+        table.caption = ("Paper B Table 3: BLEU (sacreBLEU) of T-base, T-optimal and DHICM; several seeds: mean ± sd (n). "
+                         "⇑ / ↑: DHICM better than T-optimal by paired bootstrap (compare-mt, seed "
+                         f"{first}), p < 0.01 / p < the configured level; the seed-aware test is in effects.csv.")
         return table, ours
     return inputs, build
 
 
-def _sweep(f: Files):
+def _sweep(f: Files, seeds: list[str] | None = None):
+    """(corpus, pair, size, system, seed, model) of Table 4 (default: every seed of each size)."""
     out = []
     for c, p in _pairs(f.study):
         for size in ["full", *sweep_sizes(f.study, c, p)]:
-            for system, (m, _) in f.finals(c, p, size).items():
-                out.append((c, p, size, system, m))
+            for seed in seeds or size_seeds(f.study, size):
+                for system, (m, _) in f.finals(c, p, size, seed).items():
+                    out.append((c, p, size, system, seed, m))
     return out
 
 
 def t4(f: Files):
-    """BLEU by training-set size, mean (± standard deviation) over the random subsamples (Table 4)."""
+    """BLEU by training-set size, mean (± standard deviation) over the random subsamples and
+    seeds (Table 4)."""
     cells = _sweep(f)
     inputs = [f.bleu(m) for *_, m in cells]
 
     def build():
-        rows = [dict(pair=_label(c, p), size=str(size).split(".s")[0], subsample=size, system=system,
-                     bleu=load_json(f.bleu(m))["bleu"]) for c, p, size, system, m in cells]
+        rows = [dict(pair=_label(c, p), size=str(size).split(".s")[0], subsample=size, seed=seed, system=system,
+                     run=f"{size}/seed{seed}", bleu=load_json(f.bleu(m))["bleu"])
+                for c, p, size, system, seed, m in cells]
         ours = pd.DataFrame(rows)
-        stats = ours.groupby(["pair", "size", "system"], sort=False)["bleu"].agg(["mean", "std", "count"]).reset_index()
-        stats["row"] = stats["pair"] + " " + stats["size"]
-        table = pivot(stats, index="row", columns="system", values="mean", best=None, col_order=list(SYSTEMS))
-        spread = stats.pivot(index="row", columns="system", values="std").reindex(
-            index=table.values.index, columns=table.values.columns)
-        table.marks = spread.map(lambda v: "" if pd.isna(v) else f"±{v:.1f}")
+        ours["row"] = ours["pair"] + " " + ours["size"]
+        table = pivot(ours, index="row", columns="system", values="bleu", best=None, col_order=list(SYSTEMS),
+                      over="run")
         paper = reference("T4").assign(value=lambda r: r["value"].astype(float))
         table = beside(table, pivot(paper, index="row", columns="column", values="value", best=None,
                                     col_order=list(SYSTEMS)))
-        table.caption = (f"Paper B Table 4: BLEU by training-set size, mean ± standard deviation over "
-                         f"{f.study.get('subsamples', 3)} random subsamples (full size: one run). The paper: IWSLT14 "
-                         f"10K-160K, ours: {', '.join(sorted(set(stats['pair'])))}.")
-        return table, ours.merge(stats[["pair", "size", "system", "mean", "std"]], on=["pair", "size", "system"])
+        table.caption = (f"Paper B Table 4: BLEU by training-set size, mean ± standard deviation (n runs) over "
+                         f"{f.study.get('subsamples', 3)} random subsamples x seeds {study_seeds(f.study)} (full size: "
+                         f"Table 3's seeds). The paper: IWSLT14 10K-160K, ours: {', '.join(sorted(set(ours['pair'])))}.")
+        stats = ours.groupby(["pair", "size", "system"], sort=False)["bleu"].agg(["mean", "std"]).reset_index()
+        return table, ours.merge(stats, on=["pair", "size", "system"])
     return inputs, build
 
 
 def importance(f: Files):
     """Beyond the paper: DHICM's importance G per head over the test set, every DHICM model:
     mean importance and mean entropy (nats; ln H = uniform) per site and head."""
-    models_ = [(c, p, size, m) for c, p, size, system, m in _sweep(f) if system == "DHICM"]
+    models_ = [(c, p, size, m) for c, p, size, system, _, m in _sweep(f, [first_seed(f.study)]) if system == "DHICM"]
     inputs = [f.attention(m, site) for *_, m in models_ for site in ("enc", "cross")]
     inputs += [f.attention(m, "dec") for *_, m in models_]
 
@@ -421,7 +447,8 @@ def importance(f: Files):
         table.values["ln H"] = ent["uniform_entropy"].reindex(table.values.index)
         table.marks = None
         table.caption = ("DHICM importance G (eq. 1) of the last layer of each site over the test set: mean "
-                         "per head, and the mean entropy of G per token (ln H = all heads equal).")
+                         "per head, and the mean entropy of G per token (ln H = all heads equal); first seed "
+                         f"({first_seed(f.study)}).")
         return table, ours
     return inputs, build
 
@@ -496,26 +523,58 @@ TABLES: dict[str, Callable] = {"T2": t2, "T2grid": t2grid, "T3": t3, "T4": t4, "
 FIGURES: dict[str, Callable] = {"F1": f1, "F2": f2, "F3": f3}
 
 
-# -- the generated README -----------------------------------------------------------------
+# -- the paper's claims, judged (effects.csv) ----------------------------------------------
+
+def _paper_gap(a: str, b: str) -> float:
+    """The paper's mean of a - b over its Table 3 corpora."""
+    ref = reference("T3").assign(value=lambda r: r["value"].astype(float)).pivot(index="row", columns="column",
+                                                                                 values="value")
+    return float((ref[a] - ref[b]).mean())
 
 
+def _paper_t4_gain() -> float:
+    """The paper's DHICM - T-optimal at its smallest size minus at its full size (Table 4)."""
+    ref = reference("T4").assign(value=lambda r: r["value"].astype(float)).pivot(index="row", columns="column",
+                                                                                 values="value")
+    gap = ref["DHICM"] - ref["T-optimal"]
+    sizes = sorted(gap.index, key=lambda r: int(r.split()[-1].rstrip("K")))
+    return float(gap[sizes[0]] - gap[sizes[-1]])
 
-def effects(f: Files) -> list[tuple[str, str]]:
-    out = []
-    t3_ours = t3(f)[1]()[1].pivot(index="row", columns="column", values="bleu")
-    out.append(("§5: T-optimal >= T-base", verdict(int((t3_ours["T-optimal"] >= t3_ours["T-base"]).sum()), len(t3_ours))))
-    out.append(("§5: DHICM >= T-optimal", verdict(int((t3_ours["DHICM"] >= t3_ours["T-optimal"]).sum()), len(t3_ours))))
-    t4_ours = t4(f)[1]()[1].drop_duplicates(["pair", "size", "system"])
-    gaps = t4_ours.pivot_table(index=["pair", "size"], columns="system", values="mean")
-    gaps = (gaps["DHICM"] - gaps["T-optimal"]).reset_index(name="gap")
-    checks = []
-    for _, g in gaps.groupby("pair"):
-        full = g[g["size"] == "full"]["gap"]
-        small = g[g["size"] != "full"]["gap"]
-        if len(full) and len(small):
-            checks.append(bool(small.mean() > full.iloc[0]))
-    out.append(("§5 Table 4: DHICM's gain over T-optimal is larger at small training sizes", verdict(sum(checks), len(checks))))
-    return out
+
+def effects(f: Files):
+    """(inputs, build) of ``effects.csv``: §5's claims, Table 3 at every seed and Table 4's
+    gain at small sizes (the subsamples and seeds as runs)."""
+    s = f.study
+    claims = []
+    for c, p, runs in _t3_cells(f):
+        by = {system: [finals[system][0] for finals in runs.values()] for system in SYSTEMS}
+        claims.append((Claim("§5 (T3): the grid search's hyper-parameters beat the default: T-optimal > T-base",
+                             f"T-optimal − T-base ({c} {p})", ">", 0.0, _paper_gap("T-optimal", "T-base")),
+                       [(1, by["T-optimal"]), (-1, by["T-base"])]))
+        claims.append((Claim("§5 (T3): DHICM > T-optimal (DHICM >= T-optimal in every pair)",
+                             f"DHICM − T-optimal ({c} {p})", ">", 0.0, _paper_gap("DHICM", "T-optimal")),
+                       [(1, by["DHICM"]), (-1, by["T-optimal"])]))
+        small = sweep_sizes(s, c, p)
+        if small:
+            sweep = [(size, system, m) for c_, p_, size, system, _, m in _sweep(f) if (c_, p_) == (c, p)]
+            # (DHICM - T-optimal) over every small run (sizes x subsamples x seeds) minus on the full set
+            terms = [(sign * (1 if small_size else -1), [m for size, sys_, m in sweep
+                                                         if sys_ == system and (size != "full") == small_size])
+                     for system, sign in (("DHICM", 1), ("T-optimal", -1)) for small_size in (True, False)]
+            claims.append((Claim("§5 (T4): DHICM's gain over T-optimal is larger at small training sizes",
+                                 f"(DHICM − T-optimal) at {', '.join(map(str, s.get('sizes', [])))} pairs − at the "
+                                 f"full set ({c} {p})", ">", 0.0, _paper_t4_gain()), terms))
+    inputs = [path for _, terms in claims for _, ms in terms for m in ms for path in f.scored(m)[:2]]
+
+    def run_id(m):
+        return m["seed"] if m["size"] == "full" else f"{m['size']}/{m['seed']}"
+
+    def build():
+        judge = Judge("paper_B", f.samples())
+        for claim, terms in claims:
+            judge.systems(claim, [(w, {run_id(m): f.scored(m) for m in ms}) for w, ms in terms])
+        return judge.frame()
+    return inputs, build
 
 
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
@@ -538,8 +597,10 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         + (" (tuned by the grid)" if any("lambda_kl" in (s["grid"].get(st) or {}) for st in STAGES) else ""),
         "- grid: " + "; ".join(f"{st}: " + ", ".join(f"{k} {v}" for k, v in s['grid'][st].items()) for st in STAGES),
         f"- data-size sweep: {', '.join(map(str, s.get('sizes', [])))} x {s.get('subsamples', 3)} subsamples, and the full set",
+        f"- seeds: the grid search at seed {first_seed(s)}; T3's systems at {headline_seeds(s)}, the sweep at "
+        f"{study_seeds(s)}",
         f"- training: {training_time([m for m, _ in models(s, f.root)], f.root)}",
-        *common.readme_tail(provenance, effects(f), [
+        *common.readme_tail(provenance, f"{f.root}/{OUTDIR}/effects.csv", [
             "`T2`: default and chosen hyper-parameters; `T2grid`: every candidate's validation cross-entropy",
             "`T3`: T-base / T-optimal / DHICM BLEU with paired-bootstrap marks (DHICM vs T-optimal)",
             "`T4`: BLEU by training size (mean ± sd over subsamples)",

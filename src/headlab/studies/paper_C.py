@@ -27,6 +27,12 @@ Figure 4 (fixed Syn_gate values vs the dynamic gate) and Figure 5 (one layer-1 h
 attention on the paper's example sentence). Speed (Table 2, A2) is training steps per
 second of wall time from each train rule's snakemake benchmark (startup, validation and
 checkpoints included).
+
+Seeds: every model at each of ``seeds``; Table 1's headline comparison on the analysis pair
+(the Transformer, +DEA+RHE and +LPEA+RHE) also at ``headline_seeds``. Each table's cell is
+the mean over its runs (± sd, n); Table 1's ⇑/↑ are compare-mt's paired bootstrap on the
+first seed (the paper's test), the seed-aware tests are in ``effects.csv``; the redundant
+shares and Figure 5 (one model's attention) use the first seed.
 """
 from __future__ import annotations
 
@@ -41,7 +47,8 @@ from headlab.errors import ConfigError, DataError
 from headlab.studies.tables import beside, pivot
 from headlab.studies.timing import training_time
 from headlab.studies import common
-from headlab.studies.common import load_json, verdict
+from headlab.studies.common import at_seeds, first_seed, headline_seeds, load_json, seeds as study_seeds
+from headlab.studies.effects import Claim, Judge
 from headlab.naming import heads_name, model_path, results_paths, variant_name
 
 OUTDIR = "paper_C"
@@ -143,12 +150,25 @@ def canonical(study, overrides: Mapping) -> dict:
 
 
 def _model(study, corpus, pair, kind, layers=None, overrides: Mapping | None = None) -> dict[str, str]:
+    """One system at the study's first seed (:func:`runs`: all of its seeds)."""
     n_enc = _encoder_layers(study)
     layers = layers or layer_range(study.get("enhanced", "1-1"), n_enc, "studies.paper_C.enhanced")
     spec = enhanced_spec(kind, layers, int(study.get("heads", 8)))
     return dict(corpus=corpus, pair=pair, size=str(study.get("size", "full")), preset=study["preset"],
-                layers=study["layers"], heads=heads_name(spec), seed=str(study.get("seed", 1)),
+                layers=study["layers"], heads=heads_name(spec), seed=first_seed(study),
                 variant=variant_name(canonical(study, overrides or {})))
+
+
+#: Table 1's systems of the headline comparison (on the analysis pair)
+HEADLINE = ("Transformer", "+DEA+RHE", "+LPEA+RHE")
+
+
+def runs(study, m) -> list[dict[str, str]]:
+    """The runs of system ``m``: at ``headline_seeds`` if it is one of Table 1's headline
+    systems on the analysis pair (the same model wherever a table uses it), else at ``seeds``."""
+    c, p = analysis_pair(study)
+    headline = {model_path(x) for name, x in t1_models(study, c, p).items() if name in HEADLINE}
+    return at_seeds(m, headline_seeds(study) if model_path(m) in headline else study_seeds(study))
 
 
 def t1_models(study, corpus, pair) -> dict[str, dict]:
@@ -190,17 +210,17 @@ def f4_models(study) -> dict[str, dict]:
 
 
 def models(study: Mapping[str, Any], root: str | None = None) -> Iterator[tuple[dict, dict]]:
-    """(model, OpenNMT overrides) of every model the study trains."""
+    """(model, OpenNMT overrides) of every model the study trains, at each of its seeds."""
     seen = set()
 
     def emit(m, overrides):
-        if model_path(m) not in seen:
-            seen.add(model_path(m))
-            yield m, canonical(study, overrides)
+        for run in runs(study, m):
+            if model_path(run) not in seen:
+                seen.add(model_path(run))
+                yield run, canonical(study, overrides)
     for corpus, pair in _pairs(study):
         for m in t1_models(study, corpus, pair).values():
             yield from emit(m, {})
-    c, p = analysis_pair(study)
     for m in t2_models(study).values():
         yield from emit(m, {})
     for k, m in t3_models(study).items():
@@ -299,10 +319,11 @@ def _bleu(f: Files, m) -> float:
 # -- tables -----------------------------------------------------------------------------------
 
 def t1(f: Files):
-    """BLEU and #params of the seven systems per pair (Table 1); ⇑/↑ better than the
-    Transformer by paired bootstrap (p < 0.01 / p < 0.05)."""
+    """BLEU and #params of the seven systems per pair (Table 1), BLEU the mean over seeds;
+    ⇑/↑ better than the Transformer by paired bootstrap on the first seed (p < 0.01 / p < 0.05)."""
     cells = [(c, p, t1_models(f.study, c, p)) for c, p in _pairs(f.study)]
-    inputs = [x for _, _, ms in cells for m in ms.values() for x in (f.bleu(m), f.params(m))]
+    inputs = [f.bleu(r) for _, _, ms in cells for m in ms.values() for r in runs(f.study, m)]
+    inputs += [f.params(m) for _, _, ms in cells for m in ms.values()]
     inputs += [f.compare(list(ms.values())) for _, _, ms in cells]
 
     def build():
@@ -317,9 +338,10 @@ def t1(f: Files):
                     p_value = 1.0 - float(row["win_system"])
                     if bool(row["significantly_higher"]):
                         mark = "⇑" if p_value < 0.01 else "↑"
-                rows.append(dict(row=f"{_label(c, p)} {BLEU}", column=system, value=_bleu(f, m), mark=mark,
-                                 p_value=p_value, model=model_path(m)))
-                rows.append(dict(row=f"{_label(c, p)} {PARA_K}", column=system,
+                for r in runs(f.study, m):
+                    rows.append(dict(row=f"{_label(c, p)} {BLEU}", column=system, seed=r["seed"], value=_bleu(f, r),
+                                     mark=mark, p_value=p_value, model=model_path(r)))
+                rows.append(dict(row=f"{_label(c, p)} {PARA_K}", column=system, seed=m["seed"],
                                  value=load_json(f.params(m))["params"] / 1e3, mark="", p_value=None,
                                  model=model_path(m)))
         ours = pd.DataFrame(rows)
@@ -327,21 +349,25 @@ def t1(f: Files):
         paper = paper.assign(row=paper["column"], column=paper["row"])
         order = list(T1_SYSTEMS)
         table = beside(pivot(ours, index="row", columns="column", values="value", mark="mark", best=None,
-                             col_order=order, decimals=2),
+                             col_order=order, decimals=2, over="seed"),
                        pivot(paper, index="row", columns="column", values="value", mark="mark", best=None,
                              col_order=order))
-        table.caption = ("Paper C Table 1: BLEU (sacreBLEU) and trainable parameters (ours in thousands, the paper in millions) of the Transformer, "
+        table.caption = ("Paper C Table 1: BLEU (sacreBLEU; several seeds: mean ± sd (n)) and trainable parameters "
+                         "(ours in thousands, the paper in millions) of the Transformer, "
                          "Rel_Pos, Localness, DEA, DEA+RHE, LPEA and LPEA+RHE (enhanced encoder layers: "
                          f"{f.study.get('enhanced', '1-1')}). ⇑ / ↑: better than the Transformer by paired bootstrap "
-                         "(compare-mt), p < 0.01 / p < 0.05.")
+                         f"(compare-mt, seed {first_seed(f.study)}), p < 0.01 / p < 0.05; the seed-aware tests are "
+                         "in effects.csv.")
         return table, ours
     return inputs, build
 
 
 def _delta_table(f: Files, ours: pd.DataFrame, paper_table: str, caption: str, order):
-    base = ours.loc[ours["row"] == order[0], "bleu"]
-    ours = ours.assign(delta=ours["bleu"] - (float(base.iloc[0]) if len(base) else math.nan))
-    tidy = ours.melt(id_vars=["row"], value_vars=[c for c in ("speed", "bleu", "delta") if c in ours],
+    """Speed, BLEU and Δ BLEU vs the first row (``order[0]``) of the same seed; several seeds:
+    mean ± sd (n) of each."""
+    base = ours[ours["row"] == order[0]].set_index("seed")["bleu"]
+    ours = ours.assign(delta=ours["bleu"] - ours["seed"].map(base).astype(float))
+    tidy = ours.melt(id_vars=["row", "seed"], value_vars=[c for c in ("speed", "bleu", "delta") if c in ours],
                      var_name="column", value_name="value")
     tidy["column"] = tidy["column"].map({"speed": SPEED, "bleu": BLEU, "delta": DELTA})
     paper = reference(paper_table)
@@ -351,7 +377,7 @@ def _delta_table(f: Files, ours: pd.DataFrame, paper_table: str, caption: str, o
         paper = pd.concat([paper[["row", "column", "value"]], deltas], ignore_index=True)
     cols = [c for c in (SPEED, BLEU, DELTA) if c in set(tidy["column"])]
     table = beside(pivot(tidy, index="row", columns="column", values="value", best=None, col_order=cols,
-                         row_order=order, decimals=2),
+                         row_order=order, decimals=2, over="seed"),
                    pivot(paper, index="row", columns="column", values="value", best=None, col_order=cols))
     table.caption = caption
     return table, ours
@@ -361,11 +387,14 @@ def t2(f: Files):
     """RHE on Rel_Pos and Localness, and RHE pruning (Table 2): speed, BLEU, Δ vs Transformer."""
     ms = t2_models(f.study)
     ablations = {name: ablation for name, (_, ablation) in T2_SYSTEMS.items()}
-    inputs = [x for name, m in ms.items() for x in (f.bleu(m, ablations[name]), f.benchmark(m))]
+    seeds = study_seeds(f.study)
+    inputs = [x for name, m in ms.items() for r in at_seeds(m, seeds)
+              for x in (f.bleu(r, ablations[name]), f.benchmark(r))]
 
     def build():
-        ours = pd.DataFrame([dict(row=name, bleu=load_json(f.bleu(m, ablations[name]))["bleu"], speed=f.speed(m),
-                                  model=model_path(m)) for name, m in ms.items()])
+        ours = pd.DataFrame([dict(row=name, seed=r["seed"], bleu=load_json(f.bleu(r, ablations[name]))["bleu"],
+                                  speed=f.speed(r), model=model_path(r))
+                             for name, m in ms.items() for r in at_seeds(m, seeds)])
         c, p = analysis_pair(f.study)
         return _delta_table(f, ours, "T2", (
             f"Paper C Table 2 ({c} {p}): RHE enlivening Rel_Pos / Localness heads, and pruning the redundant "
@@ -379,11 +408,14 @@ def t3(f: Files):
     """LPEA+RHE by the clipping distance k (Table 3)."""
     ms = t3_models(f.study)
     base = _model(f.study, *analysis_pair(f.study), "L")
-    inputs = [f.bleu(m) for m in [base, *ms.values()]]
+    seeds = study_seeds(f.study)
+    inputs = [f.bleu(r) for m in [base, *ms.values()] for r in at_seeds(m, seeds)]
 
     def build():
-        rows = [dict(row="Transformer", bleu=_bleu(f, base), k=None, model=model_path(base))]
-        rows += [dict(row=f"k={k}", bleu=_bleu(f, m), k=k, model=model_path(m)) for k, m in sorted(ms.items())]
+        rows = [dict(row="Transformer", seed=r["seed"], bleu=_bleu(f, r), k=None, model=model_path(r))
+                for r in at_seeds(base, seeds)]
+        rows += [dict(row=f"k={k}", seed=r["seed"], bleu=_bleu(f, r), k=k, model=model_path(r))
+                 for k, m in sorted(ms.items()) for r in at_seeds(m, seeds)]
         ours = pd.DataFrame(rows)
         table, ours = _delta_table(f, ours, "T3", "", ["Transformer", *[f"k={k}" for k in sorted(ms)]])
         c, p = analysis_pair(f.study)
@@ -397,11 +429,12 @@ def t3(f: Files):
 def a2(f: Files):
     """LPEA+RHE on different encoder layers (Table A2): speed, BLEU, Δ vs the Transformer ([0-0])."""
     ms = a2_models(f.study)
-    inputs = [x for m in ms.values() for x in (f.bleu(m), f.benchmark(m))]
+    seeds = study_seeds(f.study)
+    inputs = [x for m in ms.values() for r in at_seeds(m, seeds) for x in (f.bleu(r), f.benchmark(r))]
 
     def build():
-        ours = pd.DataFrame([dict(row=name, bleu=_bleu(f, m), speed=f.speed(m), model=model_path(m))
-                             for name, m in ms.items()])
+        ours = pd.DataFrame([dict(row=name, seed=r["seed"], bleu=_bleu(f, r), speed=f.speed(r), model=model_path(r))
+                             for name, m in ms.items() for r in at_seeds(m, seeds)])
         c, p = analysis_pair(f.study)
         return _delta_table(f, ours, "A2", (
             f"Paper C Table A2 ({c} {p}, {f.study['layers']} layers): LPEA+RHE on encoder layers [first-last] "
@@ -414,16 +447,18 @@ def a3(f: Files):
     """Parsers (Table A3): bracketing F1 on the PTB sample, and BLEU of LPEA+RHE with each."""
     ms = a3_models(f.study)
     c, p = analysis_pair(f.study)
-    inputs = [f.bleu(m) for m in ms.values()] + [f.parser_f1(parser) for parser in ms]
+    seeds = study_seeds(f.study)
+    inputs = [f.bleu(r) for m in ms.values() for r in at_seeds(m, seeds)] + [f.parser_f1(parser) for parser in ms]
 
     def build():
         rows = []
         for parser, m in ms.items():
             score = pd.read_csv(f.parser_f1(parser)).iloc[0]
-            rows.append(dict(row=parser, column="WSJ F1", value=float(score["f1"]), model=None))
-            rows.append(dict(row=parser, column=f"{_label(c, p)} {BLEU}", value=_bleu(f, m), model=model_path(m)))
+            rows.append(dict(row=parser, column="WSJ F1", seed=seeds[0], value=float(score["f1"]), model=None))
+            rows += [dict(row=parser, column=f"{_label(c, p)} {BLEU}", seed=r["seed"], value=_bleu(f, r),
+                          model=model_path(r)) for r in at_seeds(m, seeds)]
         ours = pd.DataFrame(rows)
-        table = beside(pivot(ours, index="row", columns="column", values="value", best=None, decimals=2),
+        table = beside(pivot(ours, index="row", columns="column", values="value", best=None, decimals=2, over="seed"),
                        pivot(reference("A3"), index="row", columns="column", values="value", best=None))
         table.caption = ("Paper C Table A3: constituency parsers, bracketing F1 (evalb) on the NLTK Penn "
                          "Treebank WSJ sample (ours) / the WSJ test set (paper), and BLEU of LPEA+RHE with each "
@@ -478,19 +513,23 @@ def redundant(f: Files):
 # -- figures ----------------------------------------------------------------------------------
 
 def f4(f: Files):
-    """Fixed Syn_gate values vs the dynamic gate (Figure 4), the Transformer as a reference line."""
+    """Fixed Syn_gate values vs the dynamic gate (Figure 4), the Transformer as a reference line;
+    several seeds: the mean with a ± sd band."""
     ms = f4_models(f.study)
-    inputs = [f.bleu(m) for m in ms.values()]
+    seeds = study_seeds(f.study)
+    inputs = [f.bleu(r) for m in ms.values() for r in at_seeds(m, seeds)]
 
     def build():
         gates = [g for g in ms if g not in ("dynamic", "Transformer")]
         rows = []
         for g in gates:
-            rows.append(dict(gate=g, system="fixed Syn_gate", bleu=_bleu(f, ms[g])))
-            rows.append(dict(gate=g, system="dynamic Syn_gate", bleu=_bleu(f, ms["dynamic"])))
-            rows.append(dict(gate=g, system="Transformer", bleu=_bleu(f, ms["Transformer"])))
+            for seed in seeds:
+                at = {name: {**m, "seed": seed} for name, m in ms.items()}
+                rows.append(dict(gate=g, seed=seed, system="fixed Syn_gate", bleu=_bleu(f, at[g])))
+                rows.append(dict(gate=g, seed=seed, system="dynamic Syn_gate", bleu=_bleu(f, at["dynamic"])))
+                rows.append(dict(gate=g, seed=seed, system="Transformer", bleu=_bleu(f, at["Transformer"])))
         c, p = analysis_pair(f.study)
-        return pd.DataFrame(rows), dict(kind="line", x="gate", y="bleu", hue="system",
+        return pd.DataFrame(rows), dict(kind="line", x="gate", y="bleu", hue="system", errorbar="sd",
                                         title=f"Paper C Fig. 4: fixed vs dynamic Syn_gate, LPEA+RHE ({c} {p})")
     return inputs, build
 
@@ -560,42 +599,89 @@ FIGURES: dict[str, Callable] = {"F4": f4, "F5": f5}
 
 # -- the generated README ---------------------------------------------------------------------
 
-def effects(f: Files) -> list[tuple[str, str]]:
-    out = []
-    t1_ours = t1(f)[1]()[1]
-    bleu = t1_ours[t1_ours["row"].str.endswith(BLEU)].pivot(index="row", columns="column", values="value")
-    n = len(bleu)
+def _paper_value(table: str, row: str, column: str) -> float | None:
+    ref = reference(table)
+    found = ref[(ref["table"] == table) & (ref["row"] == row) & (ref["column"] == column)]["value"]
+    return float(found.iloc[0]) if len(found) else None
 
-    def count(a, b):
-        return int((bleu[a] > bleu[b]).sum())
-    out.append(("§5.2: LPEA+RHE beats the Transformer", verdict(count("+LPEA+RHE", "Transformer"), n)))
-    out.append(("§5.2: RHE lifts DEA (DEA+RHE > DEA)", verdict(count("+DEA+RHE", "+DEA"), n)))
-    out.append(("§5.2: RHE lifts LPEA (LPEA+RHE > LPEA)", verdict(count("+LPEA+RHE", "+LPEA"), n)))
+
+def _paper_t1(a: str, b: str, pair: str, weights=None) -> float | None:
+    """The paper's Table 1 a - b (BLEU) on its WMT16 column of ``pair`` (en-de, en-cs), else
+    the mean over its columns; ``a``/``b`` may be lists (their mean)."""
+    ref = reference("T1")
+    ref = ref[ref["column"].str.endswith("BLEU")].pivot(index="column", columns="row", values="value")
+    wanted = {"en-de": "En-De (WMT16) BLEU", "en-cs": "En-Cs (WMT16) BLEU"}.get(pair)
+    if wanted in ref.index:
+        ref = ref.loc[[wanted]]
+    mean = lambda names: ref[[names] if isinstance(names, str) else list(names)].mean(axis=1)  # noqa: E731
+    return float((mean(a) - mean(b)).mean())
+
+
+def _paper_delta(table: str, a: str, b: str) -> float | None:
+    x, y = _paper_value(table, a, BLEU), _paper_value(table, b, BLEU)
+    return None if x is None or y is None else x - y
+
+
+def effects(f: Files):
+    """(inputs, build) of ``effects.csv``: §5.2-§A.2's claims. Table 1's on every pair (the
+    analysis pair's headline systems with all their seeds), the analyses on the analysis pair."""
+    s = f.study
+    seeds = study_seeds(s)
+    claims = []      # (claim, [(weight, [runs], ablation)])
     sea = ["+DEA", "+DEA+RHE", "+LPEA", "+LPEA+RHE"]
-    hits = sum(int((bleu[s] > bleu[[ "+Rel_Pos", "+Localness"]].max(axis=1)).sum()) for s in sea)
-    out.append(("§5.2: every SEA system beats both Rel_Pos and Localness", verdict(hits, n * len(sea))))
-    marks = t1_ours[(t1_ours["column"] == "+LPEA+RHE") & (t1_ours["mark"] != "")]
-    out.append(("§5.2: LPEA+RHE significantly better than the Transformer", verdict(len(marks), n)))
-    t2_ours = t2(f)[1]()[1].set_index("row")["bleu"]
-    out.append(("§5.3.1: RHE lifts Rel_Pos and Localness",
-                verdict(int(t2_ours["Rel_Pos+RHE"] > t2_ours["Rel_Pos"]) + int(t2_ours["Localness+RHE"] > t2_ours["Localness"]), 2)))
-    out.append(("§5.3.1: pruning the redundant heads costs at most 0.5 BLEU",
-                verdict(int(t2_ours["Transformer"] - t2_ours["+RHE (Prune)"] <= 0.5), 1)))
-    t3_ours = t3(f)[1]()[1].dropna(subset=["k"])
-    if len(t3_ours) > 1:
-        best = int(t3_ours.loc[t3_ours["bleu"].idxmax(), "k"])
-        out.append(("§5.3.3: BLEU rises with k up to a best k inside the range (paper: 6 of 0-8)",
-                    verdict(int(best not in (t3_ours["k"].min(), t3_ours["k"].max())), 1) + f"; best k = {best}"))
-    a2_ours = a2(f)[1]()[1].set_index("row")["bleu"]
-    enhanced = a2_ours.drop("[0-0]", errors="ignore")
-    if len(enhanced) > 1:
-        out.append(("§A.2: enhancing the first layer only is best", verdict(int(enhanced.idxmax() == "[1-1]"), 1)))
-    f4_ours = f4(f)[1]()[0]
-    fixed = f4_ours[f4_ours["system"] == "fixed Syn_gate"]["bleu"]
-    dynamic = f4_ours[f4_ours["system"] == "dynamic Syn_gate"]["bleu"]
-    if len(fixed):
-        out.append(("§5.3.2: the dynamic gate beats every fixed gate", verdict(int((dynamic.iloc[0] > fixed).sum()), len(fixed))))
-    return out
+    for c, p in _pairs(s):
+        ms = {name: runs(s, m) for name, m in t1_models(s, c, p).items()}
+        where = f"{c} {p}"
+        for a, b, text in (("+LPEA+RHE", "Transformer", "§5.2: LPEA+RHE beats the Transformer"),
+                           ("+DEA+RHE", "+DEA", "§5.2: RHE lifts DEA (DEA+RHE > DEA)"),
+                           ("+LPEA+RHE", "+LPEA", "§5.2: RHE lifts LPEA (LPEA+RHE > LPEA)")):
+            claims.append((Claim(text, f"{a} − {b} ({where})", ">", 0.0, _paper_t1(a, b, p)),
+                           [(1, ms[a], "full"), (-1, ms[b], "full")]))
+        claims.append((Claim("§5.2: the syntax-enhanced systems beat Rel_Pos and Localness (their means)",
+                             f"mean(DEA, DEA+RHE, LPEA, LPEA+RHE) − mean(Rel_Pos, Localness) ({where})", ">", 0.0,
+                             _paper_t1(sea, ["+Rel_Pos", "+Localness"], p)),
+                       [(1 / 4, ms[x], "full") for x in sea] + [(-1 / 2, ms[x], "full") for x in ("+Rel_Pos", "+Localness")]))
+    c, p = analysis_pair(s)
+    where = f"{c} {p}"
+    t2 = {name: at_seeds(m, seeds) for name, m in t2_models(s).items()}
+    for a, b in (("Rel_Pos+RHE", "Rel_Pos"), ("Localness+RHE", "Localness")):
+        claims.append((Claim(f"§5.3.1: RHE lifts {b}", f"{a} − {b} ({where})", ">", 0.0, _paper_delta("T2", a, b)),
+                       [(1, t2[a], "full"), (-1, t2[b], "full")]))
+    claims.append((Claim("§5.3.1: pruning the redundant heads costs at most 0.5 BLEU against the Transformer",
+                         f"+RHE (Prune) − Transformer ({where})", ">", -0.5, _paper_delta("T2", "+RHE (Prune)", "Transformer")),
+                   [(1, t2["+RHE (Prune)"], PRUNE), (-1, t2["Transformer"], "full")]))
+    ks = sorted(t3_models(s))
+    if len(ks) > 1:
+        best = 6 if 6 in ks else ks[-1]
+        t3 = t3_models(s)
+        claims.append((Claim(f"§5.3.3: local-phrase clipping matters: k={best} (the paper's best) beats k={ks[0]}",
+                             f"LPEA+RHE k={best} − k={ks[0]} ({where})", ">", 0.0,
+                             _paper_delta("T3", f"k={best}", f"k={ks[0]}")),
+                       [(1, at_seeds(t3[best], seeds), "full"), (-1, at_seeds(t3[ks[0]], seeds), "full")]))
+    a2 = a2_models(s)
+    for name, m in a2.items():
+        if name not in ("[0-0]", "[1-1]") and "[1-1]" in a2:
+            claims.append((Claim("§A.2: enhancing the first encoder layer only is best",
+                                 f"LPEA+RHE [1-1] − {name} ({where})", ">", 0.0, _paper_delta("A2", "[1-1]", name)),
+                           [(1, at_seeds(a2["[1-1]"], seeds), "full"), (-1, at_seeds(m, seeds), "full")]))
+    f4 = f4_models(s)
+    fixed = [g for g in f4 if g not in ("dynamic", "Transformer")]
+    if fixed:
+        claims.append((Claim("§5.3.2: the dynamic Syn_gate beats fixed gates", f"dynamic − mean(fixed gates "
+                             f"{', '.join(fixed)}) ({where})", ">", 0.0),
+                       [(1, at_seeds(f4["dynamic"], seeds), "full")]
+                       + [(-1 / len(fixed), at_seeds(f4[g], seeds), "full") for g in fixed]))
+    ablation = {"full": f.ablation}
+    inputs = [x for _, terms in claims for _, ms, a in terms for m in ms
+              for x in f.scored(m, ablation.get(a, a))[:2]]
+
+    def build():
+        judge = Judge("paper_C", f.samples())
+        for claim, terms in claims:
+            judge.systems(claim, [(w, {m["seed"]: f.scored(m, ablation.get(a, a)) for m in ms})
+                                  for w, ms, a in terms])
+        return judge.frame()
+    return inputs, build
 
 
 def readme(f: Files, provenance: Mapping[str, Any]) -> str:
@@ -620,8 +706,10 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         f"{_option_defaults().get('lpea_k')}; T3 k in {s.get('k', [])}; A2 layers {s.get('layer_ranges', [])}; "
         f"F4 fixed gates {s.get('fixed_gates', [])}; parsers {s.get('parsers', [])}",
         f"- translation: {'average of the last %d checkpoints' % int(s.get('average_last', 1)) if f.ablation != 'full' else 'the trained model (no checkpoint averaging)'}",
+        f"- seeds: {study_seeds(s)} (every model), {headline_seeds(s)} (T1's Transformer, +DEA+RHE and +LPEA+RHE "
+        f"on {' '.join(analysis_pair(s))})",
         f"- training: {training_time(every, f.root)}",
-        *common.readme_tail(provenance, effects(f), [
+        *common.readme_tail(provenance, f"{f.root}/{OUTDIR}/effects.csv", [
             "`T1`: BLEU and #params of the seven systems, per pair, with paired-bootstrap marks vs the Transformer",
             "`T2`: RHE on Rel_Pos / Localness, and pruning; `T3`: LPEA+RHE by k; `A2`: by enhanced layers; "
             "`A3`: parsers (F1, BLEU); `redundant`: share of heads labelled redundant by training step",

@@ -6,6 +6,12 @@ baseline at p < 0.05) and the best value per column in bold (paper A Table 6).
 :func:`pivot` makes one from tidy rows; :func:`beside` puts a reproduction next to a
 paper's published numbers: each column becomes two, ``ours`` and ``paper``. Rendering
 (CSV, Markdown, LaTeX) is :mod:`headlab.report.tables`.
+
+Runs of several seeds: ``pivot(..., over="seed")`` takes the tidy rows of every run (one
+row per seed, as the tidy CSVs keep them) and makes each cell their mean, with the
+standard deviation (``ddof=1``) and the number of runs beside it (``Table.sd``,
+``Table.n``); a cell of two or more runs renders as ``mean ± sd (n=N)``, a cell of one
+run as its number alone.
 """
 from __future__ import annotations
 
@@ -36,6 +42,10 @@ class Table:
     #: row -> decimals where a row needs other than its column's (paper B Table 2: the number
     #: of heads and the feed-forward size are integers among dropout rates)
     row_decimals: dict = field(default_factory=dict)
+    #: same shape as values: standard deviation over seeds and number of runs of each cell
+    #: (``pivot(..., over="seed")``); None = one run per cell
+    sd: "pd.DataFrame | None" = None  # noqa: F821
+    n: "pd.DataFrame | None" = None  # noqa: F821
 
     def mark(self, row, col) -> str:
         if self.marks is None:
@@ -58,31 +68,54 @@ class Table:
                 self.row_decimals[row] = 0
         return self
 
+    def runs(self, row, col) -> tuple[float, int]:
+        """(sd, n) of a cell; (nan, 1) where it holds one run."""
+        if self.n is None or col not in self.n.columns or row not in self.n.index:
+            return math.nan, 1
+        n = self.n.loc[row, col]
+        if n is None or (isinstance(n, float) and math.isnan(n)):
+            return math.nan, 1
+        return float(self.sd.loc[row, col]), int(n)
+
 
 def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = None,
-          mark_symbol: str = "*", row_order=None, col_order=None, **kwargs) -> Table:
-    """Tidy rows -> :class:`Table`; duplicate (index, column) pairs are an error."""
+          mark_symbol: str = "*", row_order=None, col_order=None, over: str | None = None, **kwargs) -> Table:
+    """Tidy rows -> :class:`Table`; duplicate (index, column) pairs are an error, except
+    that with ``over`` (e.g. ``"seed"``) the rows of one cell that differ in ``over`` are
+    its runs: the cell is their mean, with sd and count (a cell's mark is its first run's)."""
     import pandas as pd
 
-    for col in [index, columns, values] + ([mark] if mark else []):
+    for col in [index, columns, values] + ([mark] if mark else []) + ([over] if over else []):
         if col not in tidy.columns:
             raise DataError(f"no column {col!r} in the results (have {list(tidy.columns)})")
-    dup = tidy.duplicated([index, columns])
+    dup = tidy.duplicated([index, columns] + ([over] if over else []))
     if dup.any():
         first = tidy[dup].iloc[0]
         raise DataError(f"two values for ({first[index]!r}, {first[columns]!r}): filter the rows first")
     rows = list(row_order) if row_order else list(dict.fromkeys(tidy[index]))
     cols = list(col_order) if col_order else list(dict.fromkeys(tidy[columns]))
-    grid = tidy.pivot(index=index, columns=columns, values=values).reindex(index=rows, columns=cols)
-    grid = grid.apply(pd.to_numeric, errors="coerce")
+    numbers = tidy.assign(**{values: pd.to_numeric(tidy[values], errors="coerce")})
+    groups = numbers.groupby([index, columns], sort=False)
+    shape = dict(index=rows, columns=cols)
+
+    def grid_of(series):
+        grid = series.unstack(columns).reindex(**shape)
+        grid.index.name = grid.columns.name = None
+        return grid
+    sd = n = None
+    if over:
+        grid = grid_of(groups[values].mean())
+        n = grid_of(groups[values].count().astype(float))
+        sd = grid_of(groups[values].std(ddof=1))
+        if not (n > 1).any().any():
+            sd = n = None
+    else:
+        grid = grid_of(groups[values].first()).apply(pd.to_numeric, errors="coerce")
     marks = None
     if mark:
         flags = tidy.assign(_m=tidy[mark].map(lambda v: _symbol(v, mark_symbol)))
-        marks = flags.pivot(index=index, columns=columns, values="_m").reindex(index=rows, columns=cols).fillna("")
-    grid.index.name = grid.columns.name = None
-    if marks is not None:
-        marks.index.name = marks.columns.name = None
-    return Table(grid, marks, index_name=index, **kwargs)
+        marks = grid_of(flags.groupby([index, columns], sort=False)["_m"].first()).fillna("")
+    return Table(grid, marks, index_name=index, sd=sd, n=n, **kwargs)
 
 
 def _symbol(v, default: str) -> str:
@@ -108,11 +141,14 @@ def beside(ours: Table, paper: Table) -> Table:
 
     rows = list(dict.fromkeys(list(ours.values.index) + list(paper.values.index)))
     cols = list(dict.fromkeys(list(ours.values.columns) + list(paper.values.columns)))
-    values, marks, groups, places, bold = {}, {}, [], {}, {}
+    values, marks, groups, places, bold, sd, n = {}, {}, [], {}, {}, {}, {}
     for c in cols:
         for sub, t in ((OURS, ours), (PAPER, paper)):
             name = f"{c} {sub}"
             groups.append((str(c), sub))
+            has_runs = t.n is not None and c in t.n.columns
+            n[name] = t.n[c].reindex(rows) if has_runs else pd.Series(float("nan"), index=rows)
+            sd[name] = t.sd[c].reindex(rows) if has_runs else pd.Series(float("nan"), index=rows)
             bold[name] = (t.bold[c].reindex(rows).fillna(False).astype(bool)
                           if t.bold is not None and c in t.bold.columns else pd.Series(False, index=rows))
             if t.places(c) != ours.decimals:
@@ -125,4 +161,6 @@ def beside(ours: Table, paper: Table) -> Table:
     return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
                  column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption,
                  label=ours.label, groups=groups, row_decimals={**paper.row_decimals, **ours.row_decimals},
-                 bold=pd.DataFrame(bold, index=rows) if ours.bold is not None or paper.bold is not None else None)
+                 bold=pd.DataFrame(bold, index=rows) if ours.bold is not None or paper.bold is not None else None,
+                 sd=pd.DataFrame(sd, index=rows) if ours.n is not None or paper.n is not None else None,
+                 n=pd.DataFrame(n, index=rows) if ours.n is not None or paper.n is not None else None)

@@ -15,6 +15,10 @@ preparation, with one error naming the config key:
   count is only known once ``prepare`` has read them (archives, XML): that job fails then;
 * every ``overrides`` mapping anywhere in the config: OpenNMT-py option names, with the
   did-you-mean suggestion of :func:`headlab.engine.config.validate_options`.
+
+Seeds (``seeds``, ``headline_seeds``: positive, no repeats) are checked by the schema (seed
+0 would leave OpenNMT-py unseeded: its ``set_random_seed`` seeds only values > 0); a seed
+changes only OpenNMT-py's ``seed`` option, so each model is checked once, not per seed.
 """
 from __future__ import annotations
 
@@ -188,7 +192,9 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
     global_overrides = dict(config.get("training", {}).get("overrides", {}))
     seen = set()
     for model, overrides in STUDIES[name].models(study):
-        ident = (tuple(sorted(model.items())), tuple(sorted(map(str, overrides.items()))))
+        # a seed changes the `seed` option only: one check per model whatever its seeds
+        ident = (tuple(sorted((k, v) for k, v in model.items() if k != "seed")),
+                 tuple(sorted(map(str, overrides.items()))))
         if ident in seen:
             continue
         seen.add(ident)
