@@ -11,6 +11,27 @@ def _data(w, split, side, kind="bpe"):
     return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/{kind}/{split}.{side}"
 
 
+def _train_config(w, input):
+    """A model's OpenNMT-py config as YAML text, built in the workflow's own process by
+    :func:`headlab.engine.config.train_config` (which ``headlab onmt-config`` also calls):
+    the DAG check has already built every model's config here, and a job of its own would
+    start Python and import torch (through the head-kind registry) for each of ~100 models,
+    1.8 s of CPU each. Being the job's params, the whole config is also what reruns a model:
+    a changed preset, override or option reruns the models it changes, and only them
+    (presets.yaml as an input reran every model when any preset was added or edited)."""
+    overrides = {**study_overrides(w), **headlab.engine.logs.tensorboard_options(config, model_dir(w))}
+    options = headlab.engine.config.train_config(
+        preset=w.preset, layers=w.layers, heads=w.heads, seed=int(w.seed),
+        train_src=input.train[0], train_tgt=input.train[1], valid_src=input.valid[0],
+        valid_tgt=input.valid[1], vocab=list(input.vocab), save_dir=model_dir(w), overrides=overrides,
+        device="gpu" if GPU else "cpu", precision=PRECISION)
+    return headlab.engine.config.to_yaml(options)
+
+
+# writes the config built above: no Python process, and on SLURM no cluster job (localrules)
+localrules: onmt_config
+
+
 rule onmt_config:
     input:
         train=lambda w: [_data(w, corpus(w.corpus)["train"], s) for s in ("src", "tgt")],
@@ -23,24 +44,9 @@ rule onmt_config:
     wildcard_constraints:
         tune=r"(?:)",           # trained from scratch (fine-tunes: finetune_config)
     params:
-        # the resolved preset: a changed preset reruns the models that use it, and only them
-        # (presets.yaml as an input reran every model when any preset was added or edited)
-        preset=lambda w: json.dumps(headlab.engine.config.resolve_preset(w.preset), sort_keys=True),
-        sets=lambda w: " ".join(
-            f"--set {k}={json.dumps(v)!r}" for k, v in sorted(study_overrides(w).items())
-        ) + headlab.engine.logs.tensorboard_args(config, model_dir(w)),
-        gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
-        precision="" if PRECISION == "preset" else f"--precision {PRECISION}",
-        save_dir=model_dir,
-    log:
-        f"{LOGS}/onmt_config/{MODEL}.log",
-    conda:
-        "../envs/onmt.yaml"
+        text=_train_config,
     shell:
-        "headlab onmt-config --preset {wildcards.preset} --layers '{wildcards.layers}' "
-        "--heads '{wildcards.heads}' --seed {wildcards.seed} --train {input.train} "
-        "--valid {input.valid} --vocab {input.vocab} --save-dir {params.save_dir} "
-        "{params.sets} {params.gpu} {params.precision} --out {output} 2> {log}"
+        "printf '%s' {params.text:q} > {output:q}"
 
 
 def _parent_dir(w):

@@ -34,3 +34,23 @@ def test_onmt_import_deprecations_silenced_and_nothing_else():
     assert result.returncode == 0, result.stderr
     assert "custom_fwd" not in result.stderr and "custom_bwd" not in result.stderr
     assert "FutureWarning: another FutureWarning" in result.stderr
+DETERMINISM_PROBE = """
+import os, torch
+import headlab.engine.plugin
+print(torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
+      os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+"""
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, "False False None"), ("0", "False False None"), ("1", "True False :4096:8")])
+def test_deterministic_switch(value, expected):
+    """HEADLAB_DETERMINISTIC=1 (README "Same inputs, same numbers") turns on torch's
+    deterministic algorithms and cuBLAS's fixed workspace; unset or 0 leaves torch as is."""
+    import os
+    env = {k: v for k, v in os.environ.items() if k not in ("HEADLAB_DETERMINISTIC", "CUBLAS_WORKSPACE_CONFIG")}
+    if value is not None:
+        env["HEADLAB_DETERMINISTIC"] = value
+    result = subprocess.run([sys.executable, "-c", DETERMINISM_PROBE], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[-2] == expected

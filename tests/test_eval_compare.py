@@ -52,6 +52,26 @@ def test_seeded_and_restores_global_rng():
     assert r1.win_system + r1.win_baseline + r1.ties == pytest.approx(1.0)
 
 
+def test_cached_statistics_give_compare_mt_numbers():
+    # the statistics handed to compare-mt as one array (speed) must not change a draw or a
+    # win: compare-mt run on its own, from the same seed, gives the same ratios
+    import numpy as np
+    from compare_mt import scorers, sign_utils
+
+    ref, noise = _corpus(120), _corpus(120, seed=1)
+    # each system is right on its own half of the sentences: close scores, fractional wins
+    a = [r if i % 2 else n for i, (r, n) in enumerate(zip(ref, noise))]
+    b = [n if i % 2 else r for i, (r, n) in enumerate(zip(ref, noise))]
+    r = paired_bootstrap(ref, a, b, samples=300, seed=5)
+    tok = [[line.strip().split(" ") for line in text] for text in (ref, a, b)]
+    np.random.seed(5)
+    wins, _ = sign_utils.eval_with_paired_bootstrap(
+        tok[0], tok[1:], [None] * len(ref), scorers.create_scorer_from_profile("sacrebleu"),
+        compare_directions=[(0, 1)], num_samples=300, sample_ratio=0.5)
+    assert 0.0 < r.win_system < 1.0 or 0.0 < r.win_baseline < 1.0
+    assert (r.win_system, r.win_baseline) == (wins[0][0], wins[0][1])
+
+
 def test_length_buckets_hand_counts():
     # reference lengths (whitespace tokens): 3, 9, 10, 19, 25, 61 -> <10: 2, [10,20): 2, [20,30): 1, >=60: 1
     ref = [" ".join(["w"] * n) for n in (3, 9, 10, 19, 25, 61)]

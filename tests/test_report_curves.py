@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from headlab.engine.logs import parse_log, read_curve, tensorboard_args
+from headlab.engine.logs import parse_log, read_curve, tensorboard_options
 from headlab.studies.curves import figure
 
 LOG = """\
@@ -48,9 +48,9 @@ def test_read_curve_writes_nothing_but_rows_of_the_log(tmp_path):
 
 
 def test_tensorboard_is_one_config_key():
-    assert tensorboard_args({"training": {}}, "m") == ""
-    assert tensorboard_args({"training": {"tensorboard": True}}, "r/m") == \
-        """ --set tensorboard=true --set tensorboard_log_dir='"r/m/tb"'"""
+    assert tensorboard_options({"training": {}}, "m") == {}
+    assert tensorboard_options({"training": {"tensorboard": True}}, "r/m") == \
+        {"tensorboard": True, "tensorboard_log_dir": "r/m/tb"}
 
 
 def test_study_figure_draws_every_model(tmp_path):

@@ -33,10 +33,13 @@ beside every training report, and in validation; they never enter the loss in va
 """
 from __future__ import annotations
 
+import onmt.utils
 import torch
 from onmt.utils.loss import LossCompute
 from onmt.utils.logging import logger
 from onmt.utils.statistics import Statistics
+
+from headlab.engine import xent
 
 #: term name -> (option holding its weight, sign in the loss)
 AUX_TERMS = {"kl": ("lambda_kl", -1.0), "l0": ("lambda_l0", 1.0)}
@@ -75,6 +78,21 @@ class AuxLossCompute(LossCompute):
         compute.aux_weights = weights(opt)
         return compute
 
+    def _cpu_xent(self, batch, output, trunc_start, trunc_size):
+        """``LossCompute.forward`` of the plain case (:func:`xent.applies`): the same loss
+        and statistics, computed by :mod:`headlab.engine.xent` on the real target tokens."""
+        if trunc_size is None:
+            trunc_size = batch["tgt"].size(1) - trunc_start
+        first, last = trunc_start + self.tgt_shift_index, trunc_start + trunc_size
+        target = batch["tgt"][:, first:last, 0].reshape(-1)
+        output = output[:, trunc_start:last, :].reshape(-1, output.size(2))
+        loss, correct, words = xent.generator_xent(self.generator, output, target, self.padding_idx,
+                                                   self.criterion.label_smoothing)
+        n_sents = len(batch["srclen"]) if trunc_start == 0 else 0
+        stats = onmt.utils.Statistics(loss=loss.item(), n_batchs=1 if n_sents else 0, n_sents=n_sents,
+                                      n_words=words, n_correct=correct)
+        return loss, stats
+
     def share(self, batch) -> int:
         """This sub-batch's part of the trainer's ``normalization`` (same count)."""
         if self.norm_method == "tokens":
@@ -83,7 +101,10 @@ class AuxLossCompute(LossCompute):
         return len(batch["tgt"])
 
     def forward(self, batch, output, attns, trunc_start=0, trunc_size=None):
-        loss, stats = super().forward(batch, output, attns, trunc_start, trunc_size)
+        if xent.applies(self, output):
+            loss, stats = self._cpu_xent(batch, output, trunc_start, trunc_size)
+        else:
+            loss, stats = super().forward(batch, output, attns, trunc_start, trunc_size)
         terms = model_terms(self._model)
         if not terms:
             return loss, stats

@@ -363,6 +363,30 @@ def _patch_bf16_training() -> None:
         setattr(onmt.trainer.Trainer, name, with_amp_dtype(getattr(onmt.trainer.Trainer, name)))
 
 
+#: environment switch for deterministic GPU training (README "Same inputs, same numbers")
+DETERMINISTIC_ENV = "HEADLAB_DETERMINISTIC"
+
+
+def _deterministic_gpu() -> None:
+    """``HEADLAB_DETERMINISTIC=1``: the torch settings a GPU needs for bit-identical reruns,
+    which OpenNMT-py 3.5.1 does not make. Its ``-seed`` (``onmt.utils.misc.set_random_seed``)
+    seeds torch (CPU and CUDA), ``random`` and numpy and sets ``cudnn.deterministic``; here
+    also ``torch.use_deterministic_algorithms(True)`` (atomic-add kernels such as
+    ``index_add``/``scatter_add`` backward switch to deterministic ones, SDPA's flash and
+    memory-efficient backward included; an op without one raises, naming itself),
+    ``cudnn.benchmark = False`` and cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG``,
+    read when CUDA starts, which is later in this process). Meant for GPUs: CPU runs are
+    reproducible without it (with it, a few CPU kernels switch to other deterministic ones,
+    so the last bits may differ from a run without it). No model path changes."""
+    import os
+    if os.environ.get(DETERMINISTIC_ENV, "") in ("", "0"):
+        return
+    import torch
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
 def apply() -> None:
     global _APPLIED
     if _APPLIED:
@@ -379,4 +403,5 @@ def apply() -> None:
     _patch_feature_embeddings()
     _patch_optimizer_freezes_pruned_heads()
     _patch_bf16_training()
+    _deterministic_gpu()
     _APPLIED = True

@@ -363,9 +363,14 @@ def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
                               path=source, key="valid_steps")
 
 
+def to_yaml(options: Mapping[str, Any]) -> str:
+    """The YAML text of an OpenNMT-py config, keys in their order."""
+    return yaml.safe_dump(dict(options), sort_keys=False)
+
+
 def write_yaml(options: Mapping[str, Any], path: str | Path) -> None:
     with atomic_write(path) as handle:
-        yaml.safe_dump(dict(options), handle, sort_keys=False)
+        handle.write(to_yaml(options))
 
 
 def main(argv: list[str]) -> int:

@@ -20,12 +20,11 @@ CPU ``mini`` presets: ``valid_steps`` 10^6) give training rows only: set
 
 Each study's ``learning_curves`` figure draws the curves of all its models
 (:mod:`headlab.studies.curves`). ``training.tensorboard: true`` in the config also switches
-on OpenNMT-py's TensorBoard logging (:func:`tensorboard_args`).
+on OpenNMT-py's TensorBoard logging (:func:`tensorboard_options`).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 from typing import Any, Mapping
@@ -81,12 +80,12 @@ def read_curve(path) -> "pd.DataFrame":
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def tensorboard_args(config: Mapping[str, Any], save_dir: str) -> str:
-    """``headlab onmt-config`` arguments for ``training.tensorboard: true``: OpenNMT-py's
-    TensorBoard logging into ``<model dir>/tb`` (it adds a dated folder per run)."""
+def tensorboard_options(config: Mapping[str, Any], save_dir: str) -> dict[str, Any]:
+    """OpenNMT-py options for ``training.tensorboard: true``: TensorBoard logging into
+    ``<model dir>/tb`` (it adds a dated folder per run)."""
     if not config.get("training", {}).get("tensorboard"):
-        return ""  # the onmt_config job's params stay as they were: nothing reruns
-    return f" --set tensorboard=true --set tensorboard_log_dir={json.dumps(save_dir + '/tb')!r}"
+        return {}  # the generated configs stay as they were: nothing reruns
+    return {"tensorboard": True, "tensorboard_log_dir": save_dir + "/tb"}
 
 
 def main(argv: list[str]) -> int:
