@@ -29,7 +29,7 @@ rule onmt_config:
         sets=lambda w: " ".join(
             f"--set {k}={json.dumps(v)!r}" for k, v in sorted(study_overrides(w).items())
         ) + headlab.engine.logs.tensorboard_args(config, model_dir(w)),
-        gpu="--gpu" if config.get("training", {}).get("device") == "gpu" else "",
+        gpu=f"--gpus {TRAIN_GPUS}" if TRAIN_GPUS else "",
         save_dir=model_dir,
     log:
         f"{LOGS}/onmt_config/{MODEL}.log",
@@ -100,7 +100,7 @@ rule train:
         tune=rf"(?:{headlab.naming.TUNE_SEGMENT})*",
     threads: config.get("training", {}).get("threads", 2)
     resources:
-        gpu=GPU,
+        **gpu_resources(TRAIN_GPUS),
     conda:
         "../envs/onmt.yaml"
     shell:

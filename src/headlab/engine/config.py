@@ -155,10 +155,11 @@ def validate_yaml_file(path: str | Path, kind: str = "train") -> dict[str, Any]:
 def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_tgt: str,
                  valid_src: str, valid_tgt: str, vocab: str | Sequence[str], save_dir: str, seed: int = 1,
                  overrides: Mapping[str, Any] | None = None,
-                 presets: Mapping[str, Mapping] | None = None) -> dict[str, Any]:
+                 presets: Mapping[str, Mapping] | None = None, gpus: int = 0) -> dict[str, Any]:
     """The full OpenNMT-py training config for one model of the experiment grid.
 
     ``vocab``: one shared vocabulary (joint BPE), or (source, target) vocabularies.
+    ``gpus``: 0 trains on the CPU, N on GPUs 0..N-1 (:func:`gpu_options`).
     """
     enc_layers, dec_layers = parse_layers(layers)
     vocabs = [vocab] if isinstance(vocab, (str, Path)) else list(vocab)
@@ -205,9 +206,32 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
     if options.get("decoder_type") == "headlab":
         options["dec_heads"], options["cross_heads"] = specs["dec"], specs["cross"]
     syntax_options(options, heads)
+    gpu_options(options, gpus, source=f"preset {preset!r} + overrides")
     validate_options(options, kind="train", source=f"preset {preset!r} + overrides")
     check_values(options, source=f"preset {preset!r} + overrides")
     return options
+
+
+def gpu_options(options: dict[str, Any], gpus: int, source: str = "<config>") -> None:
+    """One model on ``gpus`` GPUs: OpenNMT-py's data parallelism (``world_size`` processes,
+    ``gpu_ranks`` 0..N-1, each reading every N-th batch and all-reducing the gradients).
+    A step then sums N batches, so ``accum_count`` is divided by N: the tokens per step, and
+    with them the model its path names, stay those of one GPU (paper C's 4 GPUs x 4,096
+    tokens = ``base_paper_C``'s 4 accumulated batches on one). An ``accum_count`` that N does
+    not divide is an error: the model would silently change."""
+    if gpus <= 0:
+        return
+    if gpus > 1:
+        accum = options.get("accum_count", [1])
+        accum = list(accum) if isinstance(accum, (list, tuple)) else [accum]
+        if any(int(a) % gpus for a in accum):
+            raise ConfigError(f"training.gpus {gpus} must divide accum_count {accum} (the batches summed per "
+                              f"step on one GPU): with N GPUs each step sums N batches more, which would change "
+                              f"the model without its path saying so; use 1 GPU or a preset whose accum_count "
+                              f"N divides", path=source, key="accum_count")
+        options["accum_count"] = [int(a) // gpus for a in accum]
+    options["world_size"] = gpus
+    options["gpu_ranks"] = list(range(gpus))
 
 
 def syntax_options(options: dict[str, Any], heads: str) -> None:
@@ -289,7 +313,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="override an option (repeatable), value parsed as YAML")
-    parser.add_argument("--gpu", action="store_true", help="train on GPU 0")
+    parser.add_argument("--gpus", type=int, default=0, metavar="N",
+                        help="train on GPUs 0..N-1 (OpenNMT-py world_size N; accum_count divided by N)")
+    parser.add_argument("--gpu", dest="gpus", action="store_const", const=1, help="train on GPU 0 (--gpus 1)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     overrides = {}
@@ -298,11 +324,9 @@ def main(argv: list[str]) -> int:
         if not sep:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = yaml.safe_load(value)
-    if args.gpu:
-        overrides.setdefault("gpu_ranks", [0])
     options = train_config(preset=args.preset, layers=args.layers, heads=args.heads,
                            train_src=args.train[0], train_tgt=args.train[1],
                            valid_src=args.valid[0], valid_tgt=args.valid[1], vocab=args.vocab,
-                           save_dir=args.save_dir, seed=args.seed, overrides=overrides)
+                           save_dir=args.save_dir, seed=args.seed, overrides=overrides, gpus=args.gpus)
     write_yaml(options, args.out)
     return 0
