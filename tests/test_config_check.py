@@ -83,3 +83,15 @@ def test_subsample_larger_than_a_mirrored_corpus_is_a_config_error(mirror, tmp_p
         check(config, mirror=str(mirror))
     check(_config(**{"studies.paper_A.size": 29000, "results": str(tmp_path)}), mirror=str(mirror))
     check(config)  # no mirror, nothing fetched: left to the prepare job
+
+
+@pytest.mark.parametrize("study, option", [("paper_B", "transformer_ff"), ("paper_C", "lpea_k")])
+def test_a_global_override_of_an_option_a_study_varies_is_an_error(study, option):
+    """A grid value equal to the preset's has no override in its model path, so a global
+    override would silently replace it there alone (the CPU overlay's transformer_ff: 64
+    trained paper B's 2048 candidates at 64)."""
+    config = yaml.safe_load((ROOT / "config/multi30k-gpu.yaml").read_text())
+    config["studies"] = {study: config["studies"][study]}
+    config["training"]["overrides"][option] = 64
+    assert _error(config).startswith(f"[training.overrides.{option}] training.overrides sets {option!r}, which study "
+                                     f"{study} varies")
