@@ -123,3 +123,17 @@ def test_end_to_end_paper_c(tmp_path, mirror):
     assert all(len(tok.split("￨")) == 6 for tok in featured.read_text(encoding="utf-8").split())
     readme = (out / "README.md").read_text()
     assert "RHE lifts DEA" in readme and "average of the last 2 checkpoints" in readme
+
+
+def test_table_a3_without_parsers_has_the_papers_rows_alone(tmp_path):
+    """`parsers` defaults to []: Table A3 has no model then, and its table is the paper's
+    numbers beside empty columns of ours (it raised "no column 'row'" before)."""
+    from headlab.report.tables import to_markdown
+    from headlab.studies import builder
+
+    config = {"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}}, "studies": {"paper_C": {**STUDY, "parsers": []}}}
+    inputs, build = builder(config, "paper_C", "A3", str(tmp_path))
+    table, tidy = build()
+    assert inputs == [] and tidy.empty
+    assert table.values.filter(like="ours").isna().all().all() and table.values.filter(like="paper").notna().any().any()
+    assert "Kitaev" in to_markdown(table)

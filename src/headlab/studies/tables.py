@@ -46,9 +46,13 @@ class Table:
 
 def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = None,
           mark_symbol: str = "*", row_order=None, col_order=None, **kwargs) -> Table:
-    """Tidy rows -> :class:`Table`; duplicate (index, column) pairs are an error."""
+    """Tidy rows -> :class:`Table`; duplicate (index, column) pairs are an error. No rows
+    (a study list the config leaves empty, e.g. paper C's ``parsers: []``): an empty table,
+    which :func:`beside` fills with the paper's rows alone."""
     import pandas as pd
 
+    if len(tidy) == 0:
+        return Table(pd.DataFrame(), None, index_name=index, **kwargs)
     for col in [index, columns, values] + ([mark] if mark else []):
         if col not in tidy.columns:
             raise DataError(f"no column {col!r} in the results (have {list(tidy.columns)})")
