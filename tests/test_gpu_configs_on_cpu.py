@@ -35,7 +35,7 @@ def run(tmp_path_factory, mirror):
     targets = [str(results / "paper_B/stages/multi30k/de-en/stage1.json"),
                str(results / "scores" / LPEA_RHE / "test_2016_flickr.avg5.json"),
                str(results / "paper_D/T3.csv")]
-    args = ["--cores", "2", "--scheduler", "greedy", "--configfile", *CONFIGS, str(overlay), "--", *targets]
+    args = ["--profile", "profiles/local", "--cores", "2", "--configfile", *CONFIGS, str(overlay), "--", *targets]
     # first run, interrupted (SIGINT, as Ctrl-C) once some training has saved a checkpoint
     started = time.monotonic()
     proc = subprocess.Popen(SNAKEMAKE + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
