@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "study-stage": ("headlab.studies", "one stage of a study's search (paper B's grid): the choice, as JSON"),
     "learning-curve": ("headlab.engine.logs", "a model's training/validation loss and accuracy over steps from its train.log"),
     "publish": ("headlab.workflow.publish", "copy a finished study's tables, scores, hypotheses and provenance for git"),
+    "gpu-bundle": ("headlab.workflow.bundle", "pack wheels, prepared data and a runner for an offline GPU machine"),
     "table": ("headlab.report.tables", "render result CSVs as CSV/Markdown/LaTeX tables"),
     "figure": ("headlab.report.figures", "render result CSVs as PNG/PDF figures"),
 }
