@@ -15,13 +15,18 @@ STAMP    := $(VENV)/.headlab-installed
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup run test test-fast bench dryrun report clean help
+# the GPU configs executed on CPU: each with its overlay (config/cpu/), merged key by key
+GPU_ON_CPU := config/multi30k-gpu.yaml,config/cpu/multi30k-gpu.yaml config/paper.yaml,config/cpu/paper.yaml
+
+.PHONY: setup run test test-fast bench dryrun report clean help gpu-configs-on-cpu gpu-bundle
 
 help:
 	@echo "make run    set up, then run the workflow on $(CONFIG) (all tables and figures)"
 	@echo "make test   set up, then run the test suite"
 	@echo "make bench  set up, then write results/bench/*.csv"
 	@echo "make dryrun print the DAG of every shipped config"
+	@echo "make gpu-configs-on-cpu  run the whole DAG of both GPU configs on CPU (config/cpu/ overlays)"
+	@echo "make gpu-bundle          pack wheels, prepared data and a runner for an offline GPU machine"
 
 setup: $(STAMP)
 
@@ -61,9 +66,20 @@ dryrun: setup
 	$(BIN)/snakemake -n --quiet rules --configfile config/config.yaml
 	$(BIN)/snakemake -n --quiet rules --configfile config/multi30k-gpu.yaml
 	$(BIN)/snakemake -n --quiet rules --configfile config/paper.yaml
+	for pair in $(GPU_ON_CPU) config/multi30k-gpu.yaml,config/gpu-30min.yaml; do \
+	  $(BIN)/snakemake -n --quiet rules --configfile $$(echo $$pair | tr , ' ') || exit 1; \
+	done
+
+gpu-configs-on-cpu: setup
+	for pair in $(GPU_ON_CPU); do \
+	  $(BIN)/snakemake --profile $(PROFILE) --cores $(CORES) --configfile $$(echo $$pair | tr , ' ') || exit 1; \
+	done
+
+gpu-bundle: setup
+	$(BIN)/headlab gpu-bundle --out gpu-bundle
 
 report: setup
 	$(SNAKE) --cores $(CORES) --report report.html
 
 clean:
-	rm -rf .snakemake results/work results/tables results/paper_A report.html
+	rm -rf .snakemake results/work results/tables results/paper_A results/cpu results/gpu gpu-bundle report.html

@@ -26,11 +26,19 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-# --config values arrive as strings below the top level: give them the schema's types first
+# --config values arrive as strings below the top level: give them the schema's types first.
+# Both they and overlay configfiles (every --configfile after the first, e.g. config/cpu/*.yaml
+# on a GPU config) drop a key with null where the schema allows no null: snakemake merges
+# mappings key by key, so null is the only way an overlay can remove a study or a grid key.
+_schema = headlab.workflow.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml"))
+for _overlay in list(workflow.overwrite_configfiles)[1:]:
+    try:
+        headlab.workflow.config_types.coerce_overrides(
+            config, headlab.workflow.config_types.load_yaml(_overlay), _schema)
+    except HeadlabError as err:
+        raise WorkflowError(f"{_overlay}: {err}") from None
 try:
-    headlab.workflow.config_types.coerce_overrides(
-        config, workflow.config_settings.overwrite_config,
-        headlab.workflow.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml")))
+    headlab.workflow.config_types.coerce_overrides(config, workflow.config_settings.overwrite_config, _schema)
 except HeadlabError as err:
     raise WorkflowError(f"--config: {err}") from None
 validate(config, "config/schema.yaml")

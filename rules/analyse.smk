@@ -69,7 +69,7 @@ rule forced_score:
         f"{LOGS}/forced/{MODEL}/{{split}}.{{ablation}}.benchmark.tsv"
     threads: config["translation"].get("threads", 1)
     resources:
-        gpu=GPU,
+        **gpu_resources(GPU),
     conda:
         "../envs/onmt.yaml"
     shell:
@@ -77,10 +77,41 @@ rule forced_score:
         "-out {output} -batch_size 24 {params.gpu} {params.ablation} > {log} 2>&1"
 
 
+# The spaCy parses of a DistilLingEval suite's sources, for subject-verb distances (paper A
+# Figure 3): once, as data, before any model is scored (each distil_accuracy job parsed them
+# itself before, concurrent jobs all of them, and spaCy had to be where the models are scored).
+rule distil_parses:
+    input:
+        f"{DATA}/raw/distil-lingeval/.verified",
+    output:
+        f"{DATA}/raw/distil-lingeval/{{suite}}.parses{{limit}}.json",
+    wildcard_constraints:
+        suite=r"[a-z_]+",
+        limit=r"|\.first[0-9]+",
+    params:
+        limit=lambda w: f"--limit {w.limit[len('.first'):]}" if w.limit else "",
+    log:
+        f"{LOGS}/suites/distil_{{suite}}.parses{{limit}}.log",
+    conda:
+        "../envs/eval.yaml"
+    shell:
+        "headlab contrastive distil-parse --suite {DATA}/raw/distil-lingeval/{wildcards.suite}.mt "
+        "{params.limit} --out {output} 2> {log}"
+
+
+def _distil_parses(w):
+    """The parse cache a suite's accuracy reads (subject-verb distances: subj_verb_agreement only)."""
+    if w.suite != "subj_verb_agreement":
+        return []
+    limit = corpus(w.corpus).get("test_limit")
+    return [f"{DATA}/raw/distil-lingeval/{w.suite}.parses{f'.first{limit}' if limit else ''}.json"]
+
+
 rule distil_accuracy:
     input:
         scores=f"{SCORES}/{MODEL}/distil_{{suite}}.{{ablation}}.logprob.tsv",
         fetched=f"{DATA}/raw/distil-lingeval/.verified",
+        parses=_distil_parses,
     output:
         f"{SCORES}/{MODEL}/distil_{{suite}}.{{ablation}}.accuracy.csv",
     wildcard_constraints:
@@ -88,6 +119,7 @@ rule distil_accuracy:
     params:
         distance=lambda w: "" if w.suite == "subj_verb_agreement" else "--no-distance",
         limit=_suite_limit,
+        parses=lambda w, input: f"--parse-cache {input.parses}" if input.parses else "",
     log:
         f"{LOGS}/contrastive/{MODEL}/distil_{{suite}}.{{ablation}}.log",
     conda:
@@ -95,7 +127,7 @@ rule distil_accuracy:
     shell:
         "headlab contrastive distil --suite {DATA}/raw/distil-lingeval/{wildcards.suite}.mt "
         "--scores {input.scores} --out {output} --system {wildcards.heads} {params.distance} {params.limit} "
-        "--parse-cache {DATA}/raw/distil-lingeval/{wildcards.suite}.parses.json 2> {log}"
+        "{params.parses} 2> {log}"
 
 
 rule mucow_accuracy:
@@ -272,7 +304,7 @@ rule profile_heads:
     benchmark:
         f"{LOGS}/profile/{MODEL}/{{treebank}}.benchmark.tsv"
     resources:
-        gpu=GPU,
+        **gpu_resources(GPU),
     conda:
         "../envs/onmt.yaml"
     shell:

@@ -22,12 +22,28 @@ for _key, _value in {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOL
     os.environ.setdefault(_key, _value)
 
 RESULTS = config.get("results", "results")
-# 1 when the config trains and decodes on a GPU: the `gpu` resource of every rule that
-# uses one (the local profile runs one at a time; on SLURM it becomes `--gpus=1`)
+# 1 when the config trains and decodes on a GPU (translation, scoring, export: one GPU each)
 GPU = 1 if config.get("training", {}).get("device") == "gpu" else 0
 # training.precision: the GPU precision of every model (`preset`: the preset's model_dtype,
 # base*: fp16 mixed precision); CPU runs train in fp32 (headlab.engine.config.model_dtype)
 PRECISION = config.get("training", {}).get("precision", "preset")
+
+# GPUs of one training job (training.gpus: OpenNMT-py world_size, headlab.engine.config.gpu_options)
+TRAIN_GPUS = config["training"].get("gpus", 1) * GPU
+
+
+def gpu_resources(gpus):
+    """A job's GPU resources: `gpu`, the GPUs it holds (the SLURM executor submits
+    `--gpus=N`), and `gpu_percent`, its share of one GPU's capacity: 100 / jobs_per_gpu for a
+    one-GPU job, so that training.jobs_per_gpu small jobs run on one GPU at once; 100 N for N
+    GPUs (never shared), on one node (`nodes=1`: `sbatch --nodes=1`; OpenNMT-py's processes
+    meet at localhost). profiles/local caps gpu_percent at 100: one GPU. (Snakemake rounds
+    fractional resources to integers, hence percent.)"""
+    if not gpus:
+        return {"gpu": 0, "gpu_percent": 0}
+    if gpus > 1:
+        return {"gpu": gpus, "gpu_percent": 100 * gpus, "nodes": 1}
+    return {"gpu": 1, "gpu_percent": -(-100 // config["training"].get("jobs_per_gpu", 1))}
 DATA = f"{RESULTS}/data"
 MODELS = f"{RESULTS}/models"
 TRANS = f"{RESULTS}/translations"

@@ -19,12 +19,13 @@ rule fetch:
 
 
 def _prepare_size_args(w):
-    """Training data is subsampled to the size wildcard; test sets only where the corpus
-    sets test_limit (smoke tests: a random subset, same for every model)."""
+    """Training data is subsampled to the size wildcard (a full-size one to train_limit where
+    the corpus sets it); test sets only where the corpus sets test_limit (smoke tests and the
+    GPU configs' CPU overlays: a random subset, same for every model)."""
     c = corpus(w.corpus)
     seed = c.get("subsample_seed", 1)
     if w.split == c["train"]:
-        count = headlab.naming.size_count(w.size)
+        count = headlab.naming.size_count(w.size) or c.get("train_limit")
         return "" if count is None else f"--size {count} --seed {headlab.naming.size_seed(w.size, seed)}"
     if c.get("test_limit"):
         return f"--size {c['test_limit']} --seed {seed}"

@@ -70,7 +70,7 @@ rule translate:
         f"{LOGS}/translate/{MODEL}/{{split}}.{{ablation}}.benchmark.tsv"
     threads: config["translation"].get("threads", 1)
     resources:
-        gpu=GPU,
+        **gpu_resources(GPU),
     conda:
         "../envs/onmt.yaml"
     shell:

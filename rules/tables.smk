@@ -7,14 +7,27 @@ OUTDIRS = {STUDIES[name].OUTDIR: name for name in config["studies"]}
 
 def _finished_stages(study, until=None):
     """Wait for the study's search stages (Snakemake checkpoints) before naming the models
-    they choose: all of them, or the earlier stages of ``until``'s (corpus, pair, stage)."""
+    they choose: all of them, or the earlier stages of ``until``'s (corpus, pair, stage).
+    Every pair's first unfinished stage is waited for at once (one exception naming them
+    all, which snakemake turns into one input each): raising at the first one, as
+    ``checkpoints.X.get`` does, ran the searches of paper B's pairs one after another."""
+    from snakemake.exceptions import IncompleteCheckpointException
+
     stages = getattr(STUDIES[study], "STAGES", ())
     order = lambda stage: stages.index(stage.rsplit("/", 1)[-1])  # "seedN/gates": one stage per seed
+    pending, waiting = [], set()
     for key in headlab.studies.stage_keys(config, study):
-        if until is not None and ((key["corpus"], key["pair"]) != until[:2]
-                                  or order(key["stage"]) >= order(until[2])):
+        pair = (key["corpus"], key["pair"])
+        chain = (*pair, key["stage"].rpartition("/")[0])  # the stages of a pair (and seed) run in order
+        if chain in waiting or until is not None and (pair != until[:2] or order(key["stage"]) >= order(until[2])):
             continue
-        checkpoints.study_stage.get(outdir=STUDIES[study].OUTDIR, **key)
+        try:
+            checkpoints.study_stage.get(outdir=STUDIES[study].OUTDIR, **key)
+        except IncompleteCheckpointException as err:
+            pending.append(err)
+            waiting.add(chain)  # its later stages need this one first
+    if pending:
+        raise IncompleteCheckpointException(pending[0].rule, [str(err.targetfile) for err in pending])
 
 
 def _study_output_inputs(w, name=None):

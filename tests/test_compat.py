@@ -54,3 +54,29 @@ def test_deterministic_switch(value, expected):
     result = subprocess.run([sys.executable, "-c", DETERMINISM_PROBE], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split("\n")[-2] == expected
+
+
+MISSING_PROBE = """
+import importlib.util, sys
+real_find_spec = importlib.util.find_spec
+hidden = {"spacy", "fasttext", "rapidfuzz", "ahocorasick"}
+importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] in hidden else real_find_spec(name, *a)
+for name in hidden:                        # as on a machine without them
+    sys.modules.pop(name, None)
+import headlab.engine
+importlib.util.find_spec = real_find_spec
+import onmt.bin.train, onmt.transforms.clean as clean, onmt.transforms.fuzzymatch as fuzzymatch
+try:
+    clean.fasttext.load_model("lid.bin")
+except ImportError as err:
+    print("ImportError:", err)
+"""
+
+
+def test_onmt_starts_without_the_packages_of_transforms_headlab_does_not_use():
+    """The GPU bundle carries no spaCy, fastText, RapidFuzz or pyahocorasick: OpenNMT-py still
+    starts (its transforms import them at start-up), and using one says what is missing."""
+    out = subprocess.run([sys.executable, "-c", MISSING_PROBE], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("ImportError: fasttext.load_model: the package 'fasttext' is not installed "
+                                 "(OpenNMT-py imports it for its transforms clean")

@@ -121,3 +121,15 @@ def test_seed_keys_in_the_schema():
         errors = _schema_errors(config)
         study, field = key.rsplit(".", 1)
         assert len(errors) == 1 and errors[0].startswith(study) and field in errors[0], errors
+
+
+@pytest.mark.parametrize("study, option", [("paper_B", "transformer_ff"), ("paper_C", "lpea_k")])
+def test_a_global_override_of_an_option_a_study_varies_is_an_error(study, option):
+    """A grid value equal to the preset's has no override in its model path, so a global
+    override would silently replace it there alone (the CPU overlay's transformer_ff: 64
+    trained paper B's 2048 candidates at 64)."""
+    config = yaml.safe_load((ROOT / "config/multi30k-gpu.yaml").read_text())
+    config["studies"] = {study: config["studies"][study]}
+    config["training"]["overrides"][option] = 64
+    assert _error(config).startswith(f"[training.overrides.{option}] training.overrides sets {option!r}, which study "
+                                     f"{study} varies")

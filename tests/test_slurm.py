@@ -100,15 +100,30 @@ class _Resources(dict):
     __getattr__ = dict.__getitem__
 
 
-def test_gpu_requests_reach_sbatch_as_gpus(tmp_path):
-    """A GPU config through profiles/slurm: train, translate and forced_score ask for a GPU
-    in the gpu partition (the executor's --gpus), the rest do not; no slurm_extra repeats an
-    option the executor manages (it refuses such jobs)."""
+def _sbatch(rule: str, resources: dict, threads: int) -> str:
+    """The sbatch call the SLURM executor makes for a job of ``rule`` with these resources."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    typed = _Resources({k: int(v) if str(v).isdigit() else v for k, v in resources.items()})
+    job = SimpleNamespace(resources=typed, threads=threads, name=rule, is_group=lambda: False)
+    params = dict(run_uuid="u", slurm_logfile="l.log", comment_str=f"rule_{rule}", account="",
+                  partition=f"-p {typed['slurm_partition']}", workdir="")
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+def test_gpu_requests_reach_sbatch_as_gpus(tmp_path):
+    """A GPU config through profiles/slurm, with training.gpus 2 and jobs_per_gpu 4: train
+    asks for 2 GPUs in the gpu partition (`sbatch --gpus=2`; OpenNMT-py world_size 2),
+    translate and forced_score for one (their gpu_percent share is for local runs and never
+    reaches sbatch), the rest for none; no slurm_extra repeats an option the executor
+    manages (it refuses such jobs)."""
     from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
 
-    result = snakemake("-n", "--profile", "profiles/slurm", "--configfile", "config/multi30k-gpu.yaml",
-                       "--config", f"results={tmp_path / 'results'}")
+    result = snakemake("-n", "-p", "--profile", "profiles/slurm", "--configfile", "config/multi30k-gpu.yaml",
+                       "--config", f"results={tmp_path / 'results'}",
+                       # accum_count 2: 2 GPUs each summing 1 batch a step = the model of 1 GPU
+                       'training={"gpus": 2, "jobs_per_gpu": 4, "overrides": {"accum_count": [2]}}')
     assert result.returncode == 0, result.stderr[-3000:]
     seen = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout + result.stderr):
@@ -116,11 +131,20 @@ def test_gpu_requests_reach_sbatch_as_gpus(tmp_path):
         resources = re.search(r"^\s+resources: (.*)$", block, re.M)
         if rule and resources:
             seen[rule[1]] = _Resources(kv.split("=", 1) for kv in resources[1].split(", "))
-    for rule in ("train", "translate", "forced_score"):
-        assert seen[rule]["gpu"] == "1" and seen[rule]["slurm_partition"] == "gpu", rule
-    assert set_gres_string(SimpleNamespace(resources=_Resources(gpu=1))) == " --gpus=1"
-    assert "gpu" not in seen["bleu"] and seen["bleu"]["slurm_partition"] == "cpu"
     profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    assert (seen["train"]["gpu"], seen["train"]["gpu_percent"], seen["train"]["slurm_partition"]) == ("2", "200", "gpu")
+    train = _sbatch("train", seen["train"], profile["set-threads"]["train"])
+    assert train.endswith(" --gpus=2") and " -p gpu" in train and "--cpus-per-task=8" in train
+    assert " --nodes=1" in train and "percent" not in train  # OpenNMT-py's processes meet at localhost
+    for rule in ("translate", "forced_score"):
+        assert (seen[rule]["gpu"], seen[rule]["gpu_percent"], seen[rule]["slurm_partition"]) == ("1", "25", "gpu"), rule
+        assert _sbatch(rule, seen[rule], profile["set-threads"][rule]).endswith(" --gpus=1"), rule
+    assert "gpu" not in seen["bleu"] and seen["bleu"]["slurm_partition"] == "cpu"
+    assert "--gpus" not in _sbatch("bleu", seen["bleu"], 1)
+    # the model's OpenNMT-py config: 2 processes, one per GPU
+    # (written by the workflow's own process: the dry run prints the config it writes)
+    out = result.stdout + result.stderr
+    assert re.search(r"world_size: 2\b", out) and re.search(r"gpu_ranks:\s*- 0\s*- 1\b", out)
     for rule, resources in profile.get("set-resources", {}).items():
         extra = str(resources.get("slurm_extra", ""))
         for pattern, what in get_forbidden_slurm_options().items():

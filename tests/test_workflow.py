@@ -55,6 +55,33 @@ def test_shipped_configs_dry_run(configfile, tmp_path):
     assert re.search(r"\btrain\b", result.stdout + result.stderr)
 
 
+@pytest.mark.parametrize("configfiles, absent, present", [
+    # paper.yaml on CPU: every corpus swapped for mirror data, offline (config/cpu/paper.yaml)
+    (["config/paper.yaml", "config/cpu/paper.yaml"], ["europarl", "hindencorp05", "--split train_fairseq"],
+     ["data/park-ko-en/cs-en/full/bpe.src.codes", "data/ted-be-en/vi-en/full/bpe.tgt.codes",
+      "--dataset iwslt15-en-vi --pair vi-en --split tst2011", "--offline",
+      # paper B's four searches start at once (they ran one pair after another)
+      *[f"paper_B/stages/{c}/stage1.json" for c in ("iwslt14-de-en-b10k/de-en", "wmt17cs-de-en/de-en",
+                                                     "hindencorp-hi-en/fr-en", "ted-be-en/vi-en")]]),
+    # the GPU bundle's overlay: null removes paper A and grid keys
+    (["config/multi30k-gpu.yaml", "config/gpu-30min.yaml"], ["/paper_A/", "dhicm_dropout=", "/base/default/6+1/"],
+     ["/tables/baseline.csv", "/paper_D/T3.csv", "6+6/7Ftoken+1L/seed1", "model_dtype"]),
+])
+def test_overlays_merge_on_their_config(configfiles, absent, present, tmp_path):
+    result = snakemake("-n", "-p", "--configfile", *configfiles, "--config", f"results={tmp_path / 'results'}")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert [s for s in absent if s in out] == [] and [s for s in present if s not in out] == []
+
+
+def test_overlay_null_for_a_required_key_is_a_config_error(tmp_path):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("corpora:\n  multi30k:\n    train: null\n")
+    result = snakemake("-n", "--configfile", "config/multi30k-gpu.yaml", str(overlay),
+                       "--config", f"results={tmp_path / 'results'}")
+    assert result.returncode != 0 and "'train' is a required property" in result.stdout + result.stderr
+
+
 def test_paper_config_learns_korean_english_bpe_per_side(tmp_path):
     # paper A §4.2: BPE "shared between source and target language, but independent for KO-EN"
     result = snakemake("-n", "--configfile", "config/paper.yaml", "--config", f"results={tmp_path / 'results'}")

@@ -13,3 +13,7 @@ Importing :mod:`headlab.engine.plugin` imports these (registers the encoder and 
 :mod:`headlab.engine.compat` holds the monkeypatches that wire ``aux_loss`` and ``selection``
 into OpenNMT-py's trainer.
 """
+from headlab.engine.compat import defer_optional_imports
+
+# before any OpenNMT-py import of ours: OpenNMT-py's transforms import spaCy & co. at start-up
+defer_optional_imports()

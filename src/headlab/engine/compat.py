@@ -29,20 +29,48 @@ class _DeferredModule(types.ModuleType):
         return getattr(real, attr)
 
 
-def _defer_spacy_import() -> None:
-    """``onmt/transforms/__init__.py`` imports every transform module at start-up, and
-    ``terminology.py`` does ``import spacy`` (1.2 s of the 3.8 s start-up of every
-    train/translate/score process; the workflow starts ~150 of them). spacy is bound to a
-    :class:`_DeferredModule`; the real import happens on first use (the terminology
-    transform, or headlab's SVA parser), so nothing changes but the start-up time."""
-    if "spacy" in sys.modules:
-        return
-    spec = importlib.util.find_spec("spacy")
-    if spec is None:
-        return                      # onmt's own import will raise the usual ImportError
-    module = _DeferredModule("spacy")
-    module.__spec__, module.__file__, module.__loader__ = spec, spec.origin, spec.loader
-    sys.modules["spacy"] = module
+class _MissingModule(types.ModuleType):
+    """Stands for an optional module that is not installed: its attributes are more such
+    placeholders (so ``from rapidfuzz import fuzz`` at import time works), and calling one
+    raises the ImportError the import would have raised."""
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _MissingModule(f"{self.__name__}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        package = self.__name__.split(".")[0]
+        raise ImportError(f"{self.__name__}: the package {package!r} is not installed (OpenNMT-py imports it "
+                          f"for its transforms {OPTIONAL_IMPORTS[package]}, which headlab does not use)")
+
+
+#: what ``onmt/transforms/__init__.py`` imports at start-up (it imports every transform
+#: module) for transforms headlab never uses -> those transforms
+OPTIONAL_IMPORTS = {"spacy": "terminology", "ahocorasick": "terminology, inlinetags", "fasttext": "clean",
+                    "rapidfuzz": "fuzzymatch"}
+
+
+def defer_optional_imports(find_spec=importlib.util.find_spec) -> None:
+    """OpenNMT-py imports every transform module at start-up, so every train/translate/score
+    process paid for ``import spacy`` (terminology.py: 1.2 s of its 3.8 s start-up), and
+    could not start at all where spaCy, fastText, RapidFuzz or pyahocorasick are missing
+    (the GPU bundle carries none of them: 8 MB of wheels, and spaCy's parses are data).
+    An installed spacy is bound to a :class:`_DeferredModule` (the real import happens on
+    first use: the terminology transform, or headlab's parsers); a missing module of
+    :data:`OPTIONAL_IMPORTS` to a :class:`_MissingModule` (an ImportError naming it on first
+    use). Installed ones other than spacy are left alone. Called by
+    ``headlab.engine``'s ``__init__``, so before any OpenNMT-py import of headlab's."""
+    for name in OPTIONAL_IMPORTS:
+        if name in sys.modules:
+            continue
+        spec = find_spec(name)
+        if spec is None:
+            sys.modules[name] = _MissingModule(name)
+        elif name == "spacy":
+            module = _DeferredModule(name)
+            module.__spec__, module.__file__, module.__loader__ = spec, spec.origin, spec.loader
+            sys.modules[name] = module
 
 
 def _build_modules_directly() -> None:
@@ -391,7 +419,7 @@ def apply() -> None:
     global _APPLIED
     if _APPLIED:
         return
-    _defer_spacy_import()
+    defer_optional_imports()
     _build_modules_directly()
     _patch_checkpoint_loading()
     _patch_with_score()

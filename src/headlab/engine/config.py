@@ -214,12 +214,13 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
                  valid_src: str, valid_tgt: str, vocab: str | Sequence[str], save_dir: str, seed: int = 1,
                  overrides: Mapping[str, Any] | None = None,
                  presets: Mapping[str, Mapping] | None = None, device: str = "cpu",
-                 precision: str = "preset") -> dict[str, Any]:
+                 precision: str = "preset", gpus: int = 1) -> dict[str, Any]:
     """The full OpenNMT-py training config for one model of the experiment grid.
 
     ``vocab``: one shared vocabulary (joint BPE), or (source, target) vocabularies.
     ``device`` (``cpu``/``gpu``: GPU 0 unless the overrides set ``gpu_ranks``) and
-    ``precision`` (``training.precision``) give ``model_dtype`` (:func:`model_dtype`).
+    ``precision`` (``training.precision``) give ``model_dtype`` (:func:`model_dtype`);
+    ``gpus`` > 1 (``training.gpus``) trains one model on GPUs 0..N-1 (:func:`gpu_options`).
     """
     enc_layers, dec_layers = parse_layers(layers)
     vocabs = [vocab] if isinstance(vocab, (str, Path)) else list(vocab)
@@ -269,9 +270,33 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
     if options.get("decoder_type") == "headlab":
         options["dec_heads"], options["cross_heads"] = specs["dec"], specs["cross"]
     syntax_options(options, heads)
+    if device == "gpu" and gpus > 1:
+        gpu_options(options, gpus, source=f"preset {preset!r} + overrides")
     validate_options(options, kind="train", source=f"preset {preset!r} + overrides")
     check_values(options, source=f"preset {preset!r} + overrides")
     return options
+
+
+def gpu_options(options: dict[str, Any], gpus: int, source: str = "<config>") -> None:
+    """One model on ``gpus`` GPUs: OpenNMT-py's data parallelism (``world_size`` processes,
+    ``gpu_ranks`` 0..N-1, each reading every N-th batch and all-reducing the gradients).
+    A step then sums N batches, so ``accum_count`` is divided by N: the tokens per step, and
+    with them the model its path names, stay those of one GPU (paper C's 4 GPUs x 4,096
+    tokens = ``base_paper_C``'s 4 accumulated batches on one). An ``accum_count`` that N does
+    not divide is an error: the model would silently change."""
+    if gpus <= 0:
+        return
+    if gpus > 1:
+        accum = options.get("accum_count", [1])
+        accum = list(accum) if isinstance(accum, (list, tuple)) else [accum]
+        if any(int(a) % gpus for a in accum):
+            raise ConfigError(f"training.gpus {gpus} must divide accum_count {accum} (the batches summed per "
+                              f"step on one GPU): with N GPUs each step sums N batches more, which would change "
+                              f"the model without its path saying so; use 1 GPU or a preset whose accum_count "
+                              f"N divides", path=source, key="accum_count")
+        options["accum_count"] = [int(a) // gpus for a in accum]
+    options["world_size"] = gpus
+    options["gpu_ranks"] = list(range(gpus))
 
 
 def feature_options(columns: tuple[str, ...]) -> dict[str, Any]:
@@ -388,7 +413,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="override an option (repeatable), value parsed as YAML")
-    parser.add_argument("--gpu", action="store_true", help="train on GPU 0")
+    parser.add_argument("--gpus", type=int, default=0, metavar="N",
+                        help="train on GPUs 0..N-1 (OpenNMT-py world_size N; accum_count divided by N)")
+    parser.add_argument("--gpu", dest="gpus", action="store_const", const=1, help="train on GPU 0 (--gpus 1)")
     parser.add_argument("--precision", default="preset", choices=PRECISIONS,
                         help="GPU training precision (config key training.precision): preset = the "
                              "preset's model_dtype; CPU always trains in fp32")
@@ -404,6 +431,6 @@ def main(argv: list[str]) -> int:
                            train_src=args.train[0], train_tgt=args.train[1],
                            valid_src=args.valid[0], valid_tgt=args.valid[1], vocab=args.vocab,
                            save_dir=args.save_dir, seed=args.seed, overrides=overrides,
-                           device="gpu" if args.gpu else "cpu", precision=args.precision)
+                           device="gpu" if args.gpus else "cpu", precision=args.precision, gpus=max(args.gpus, 1))
     write_yaml(options, args.out)
     return 0

@@ -111,6 +111,12 @@ def train(argv: list[str]) -> int:
         opt.reset_optim = "none"
         resume_step = int(_STEP.search(last.name)[1])
     tracker = selection.start(opt, resume_step)
+    if opt.world_size > 1:
+        # OpenNMT-py trains each GPU in a process of its own, started with "spawn": a fresh
+        # interpreter that would lack headlab's plugin (no -encoder_type headlab there) and
+        # this run's model selection; the children start in spawned_train below instead
+        import onmt.bin.train
+        onmt.bin.train.spawned_train = spawned_train
     onmt_train(opt)
     done = [(step, path) for step, path in checkpoints(opt.save_model) if step <= opt.train_steps]
     if tracker is not None:
@@ -136,6 +142,22 @@ def train(argv: list[str]) -> int:
         if path != chosen:
             path.unlink()
     return 0
+
+
+def spawned_train(process_fn, opt, device_id, error_queue):
+    """OpenNMT-py's ``spawned_train`` (one GPU of a ``world_size`` > 1 training) in a spawned
+    process, after what ``train`` sets up in its own: the plugin (compat patches, head
+    kinds) and model selection, which records validations and protects the best checkpoint
+    on the process that validates and saves (rank 0); the parent reads its CSV back."""
+    import headlab.engine.plugin  # noqa: F401
+    from onmt.utils.distributed import spawned_train as onmt_spawned_train
+
+    from headlab.engine import selection
+
+    if opt.gpu_ranks[device_id] == 0:
+        resumed = _STEP.search(Path(opt.train_from).name) if opt.train_from else None
+        selection.start(opt, int(resumed[1]) if resumed else 0)
+    onmt_spawned_train(process_fn, opt, device_id, error_queue)
 
 
 def translate(argv: list[str]) -> int:

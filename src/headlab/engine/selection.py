@@ -27,7 +27,10 @@ class Tracker:
 
     def __init__(self, save_model: str, resume_step: int = 0):
         self.save_model = save_model
-        self.rows: list[dict] = [r for r in read_history(self.csv_path) if r["step"] <= resume_step]
+        history = read_history(self.csv_path)
+        self.rows: list[dict] = [r for r in history if r["step"] <= resume_step]
+        if len(self.rows) < len(history):  # the interrupted run's validations after the resume point
+            self._write()
 
     @property
     def csv_path(self) -> Path:
@@ -43,6 +46,9 @@ class Tracker:
     def record(self, step: int, stats) -> None:
         self.rows = [r for r in self.rows if r["step"] != step]
         self.rows.append({"step": step, "xent": stats.xent(), "ppl": stats.ppl(), "acc": stats.accuracy()})
+        self._write()
+
+    def _write(self) -> None:
         with atomic_write(self.csv_path) as handle:
             writer = csv.DictWriter(handle, FIELDS)
             writer.writeheader()
@@ -80,7 +86,12 @@ def start(opt, resume_step: int = 0) -> Tracker | None:
 
 
 def finish(tracker: Tracker) -> tuple[int, Path]:
-    """(step, checkpoint) of the best validation; writes ``<save_model>.best.json``."""
+    """(step, checkpoint) of the best validation; writes ``<save_model>.best.json``.
+
+    The rows are read back from the CSV, which holds every validation of this training
+    (``record`` rewrites it each time), also those a multi-GPU run's rank-0 process
+    recorded in its own tracker."""
+    tracker.rows = read_history(tracker.csv_path)
     best = tracker.best
     if best is None:
         raise ConfigError("model_selection valid_loss, but training never validated: "

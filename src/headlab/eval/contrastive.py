@@ -177,6 +177,12 @@ def main(argv: list[str]) -> int:
     d.add_argument("--limit", type=int, default=None, help="first N pairs only (smoke tests)")
     d.add_argument("--lower-is-better", action="store_true")
 
+    c = sub.add_parser("distil-parse", help="spaCy parses of a DistilLingEval suite's sources (the --parse-cache "
+                                            "of distil), once, before any model is scored")
+    c.add_argument("--suite", required=True, help="a DistilLingEval *.mt folder")
+    c.add_argument("--limit", type=int, default=None, help="first N pairs only (the same cut as distil --limit)")
+    c.add_argument("--out", required=True, help="the parse cache (JSON)")
+
     j = sub.add_parser("json", help="LingEval97 / ContraWSD / MuCoW scoring accuracy")
     j.add_argument("--suite-type", required=True, choices=list(JSON_LOADERS))
     j.add_argument("--suite", required=True)
@@ -227,6 +233,11 @@ def main(argv: list[str]) -> int:
                                 distance=False if args.no_distance else None, parse_cache=args.parse_cache,
                                 higher_is_better=not args.lower_is_better, ties_win=args.ties_win, paths=paths)
         write_csv(args.out, add_tags(frame, tags))
+    elif args.command == "distil-parse":
+        from headlab.eval.sva import parse_sources
+
+        _, src, _, _ = suites.load_distil_lingeval(args.suite)
+        parse_sources(src[:args.limit], cache=args.out)
     elif args.command == "json":
         frame = json_accuracy(args.suite_type, args.suite, read_scores(args.scores), system=args.system,
                               higher_is_better=not args.lower_is_better, ties_win=args.ties_win,

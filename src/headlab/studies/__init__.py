@@ -199,7 +199,8 @@ def provenance(config) -> dict:
         commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
                                 check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
+        # not a git checkout: the GPU bundle's runner names the commit it was built from
+        commit = os.environ.get("HEADLAB_COMMIT", "unknown")
     import torch  # the README names the build and the accelerator the numbers came from
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"

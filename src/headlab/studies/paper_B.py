@@ -198,6 +198,11 @@ def models(study: Mapping[str, Any], root: str | None = None) -> Iterator[tuple[
                     yield m, o
 
 
+def varied_options(study) -> set[str]:
+    """The OpenNMT-py options the grid search varies (a global override of one is a config error)."""
+    return {option for stage in STAGES for option in (study["grid"].get(stage) or {})}
+
+
 def stage_keys(study) -> list[dict[str, str]]:
     """One search per language pair: its stages in order."""
     return [dict(corpus=c, pair=p, stage=s) for c, p in _pairs(study) for s in STAGES]

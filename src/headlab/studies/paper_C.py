@@ -233,6 +233,12 @@ def models(study: Mapping[str, Any], root: str | None = None) -> Iterator[tuple[
         yield from emit(f4_models(study)[f"{float(gate):g}"], {"rhe_fgate": float(gate)})
 
 
+def varied_options(study) -> set[str]:
+    """The options Tables 3, A3 and Figure 4 vary (a global override of one is a config error)."""
+    keys = {"k": "lpea_k", "parsers": "syntax_parser", "fixed_gates": "rhe_fgate"}
+    return {option for key, option in keys.items() if study.get(key)}
+
+
 def check(study) -> None:
     """Config errors the schema cannot express, naming the key."""
     n_enc = _encoder_layers(study)

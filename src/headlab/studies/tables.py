@@ -82,9 +82,13 @@ def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = Non
           mark_symbol: str = "*", row_order=None, col_order=None, over: str | None = None, **kwargs) -> Table:
     """Tidy rows -> :class:`Table`; duplicate (index, column) pairs are an error, except
     that with ``over`` (e.g. ``"seed"``) the rows of one cell that differ in ``over`` are
-    its runs: the cell is their mean, with sd and count (a cell's mark is its first run's)."""
+    its runs: the cell is their mean, with sd and count (a cell's mark is its first run's).
+    No rows (a study list the config leaves empty, e.g. paper C's ``parsers: []``): an empty
+    table, which :func:`beside` fills with the paper's rows alone."""
     import pandas as pd
 
+    if len(tidy) == 0:
+        return Table(pd.DataFrame(), None, index_name=index, **kwargs)
     for col in [index, columns, values] + ([mark] if mark else []) + ([over] if over else []):
         if col not in tidy.columns:
             raise DataError(f"no column {col!r} in the results (have {list(tidy.columns)})")

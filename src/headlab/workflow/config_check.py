@@ -190,6 +190,15 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
     if hasattr(STUDIES[name], "check"):      # what the study's own module checks (paper B's grids)
         STUDIES[name].check(study)
     global_overrides = dict(config.get("training", {}).get("overrides", {}))
+    # a study's model whose grid value equals the preset's has no override for it (same path
+    # as the preset's model), so a global override of that option would silently replace
+    # the value in it alone (paper B's transformer_ff 2048 candidate trained at the global value)
+    varied = set(STUDIES[name].varied_options(study)) if hasattr(STUDIES[name], "varied_options") else set()
+    clash = sorted(varied & set(global_overrides))
+    if clash:
+        raise ConfigError(f"training.overrides sets {clash[0]!r}, which study {name} varies: its models with the "
+                          f"preset's value would train with the global one instead; set it in the study, or "
+                          f"remove it from training.overrides", key=f"training.overrides.{clash[0]}")
     seen = set()
     for model, overrides in STUDIES[name].models(study):
         # a seed changes the `seed` option only: one check per model whatever its seeds

@@ -141,3 +141,12 @@ def _is_null(value: Any) -> bool:
 def load_schema(path) -> dict:
     with open(path, encoding="utf-8") as handle:
         return yaml.safe_load(handle)
+
+
+def load_yaml(path) -> dict:
+    """A config overlay file as a mapping (empty file: {})."""
+    with open(path, encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError("a config file must be a mapping", path=str(path))
+    return data or {}

@@ -1,0 +1,104 @@
+"""config/multi30k-gpu.yaml executed on CPU through its overlay (config/cpu/multi30k-gpu.yaml),
+for the part the embedded default (`make run`, tests/test_workflow.py's smoke run) does not
+cover: base presets (6+6, accum_count 2, multi30k_paper_B's model selection), the GPU
+config's paper B grid (stage 1: FFN 1024/2048 x 4/8 heads), averaging of the last 5
+checkpoints (paper C), paper D's fine-tunes from a data-dependent stage (gated, pruned,
+inverted, control). One more overlay, written here, shrinks the data further (300
+training pairs, 10 test sentences). The run is interrupted once a training has saved a
+checkpoint and started again: it must finish, that training resumed from its checkpoint.
+`make gpu-configs-on-cpu` runs the whole DAG of both GPU configs."""
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env
+
+CONFIGS = ["config/multi30k-gpu.yaml", "config/cpu/multi30k-gpu.yaml"]
+LPEA_RHE = "multi30k/en-de/full/base/default/6+6/8RHElpea.*8L/seed1"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, mirror):
+    tmp = tmp_path_factory.mktemp("gpu_on_cpu")
+    results = tmp / "results"
+    overlay = tmp / "test-overlay.yaml"
+    overlay.write_text(yaml.safe_dump({
+        "results": str(results), "data": {"mirror": str(mirror), "offline": True},
+        "corpora": {"multi30k": {"train_limit": 300, "test_limit": 10, "bpe_merges": 200}}}))
+    targets = [str(results / "paper_B/stages/multi30k/de-en/stage1.json"),
+               str(results / "scores" / LPEA_RHE / "test_2016_flickr.avg5.json"),
+               str(results / "paper_D/T3.csv")]
+    args = ["--profile", "profiles/local", "--cores", "2", "--configfile", *CONFIGS, str(overlay), "--", *targets]
+    # first run, interrupted (SIGINT, as Ctrl-C) once some training has saved a checkpoint
+    started = time.monotonic()
+    proc = subprocess.Popen(SNAKEMAKE + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=snakemake_env(), cwd=ROOT)
+    interrupted = None
+    try:
+        while proc.poll() is None and interrupted is None:
+            assert time.monotonic() - started < 900, "no training saved a checkpoint within 15 min"
+            for step in (results / "models").glob("**/model_step_*.pt"):
+                if not (step.parent / "model.pt").exists():
+                    interrupted = step.parent
+                    proc.send_signal(signal.SIGINT)
+                    break
+            time.sleep(0.2)
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    second = snakemake(*args, timeout=1800)
+    return results, interrupted, second, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_gpu_config_runs_on_cpu_and_resumes(run):
+    results, interrupted, second, wall = run
+    assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
+    assert interrupted is not None, "the first run finished before any training saved a checkpoint"
+    log = (interrupted / "train.log").read_text()
+    assert "headlab: resuming interrupted training from checkpoint" in log, log[-3000:]
+    print(f"GPU config on CPU: {wall:.0f} s wall (interrupted and resumed {interrupted.relative_to(results)})")
+
+
+@pytest.mark.slow
+def test_base_preset_and_the_gpu_grid(run):
+    results = run[0]
+    stage = json.loads((results / "paper_B/stages/multi30k/de-en/stage1.json").read_text())
+    # what each candidate really trained with (a global override once replaced the 2048 ones)
+    trained = [yaml.safe_load((results / "models" / c["model"] / "onmt.yaml").read_text()) for c in stage["candidates"]]
+    assert {(o["transformer_ff"], o["heads"]) for o in trained} == {(1024, 4), (1024, 8), (2048, 4), (2048, 8)}
+    assert all(o["model_selection"] == "valid_loss" and o["accum_count"] == [1] for o in trained)  # multi30k_paper_B
+    onmt = yaml.safe_load((results / "models" / LPEA_RHE / "onmt.yaml").read_text())
+    # base's shape and batching (the overlay shrinks width and steps only)
+    assert (onmt["enc_layers"], onmt["dec_layers"], onmt["heads"], onmt["accum_count"]) == (6, 6, 8, [2])
+    assert (onmt["hidden_size"], onmt["train_steps"], onmt["keep_checkpoint"]) == (32, 10, 5)
+
+
+@pytest.mark.slow
+def test_last_five_checkpoints_are_averaged(run):
+    results = run[0]
+    model = results / "models" / LPEA_RHE
+    assert sorted(p.name for p in model.glob("model_step_*.pt")) == [f"model_step_{s}.pt" for s in (10, 2, 4, 6, 8)]
+    assert (model / "model.avg5.pt").is_file()
+    score = json.loads((results / "scores" / LPEA_RHE / "test_2016_flickr.avg5.json").read_text())
+    assert "bleu" in score
+
+
+@pytest.mark.slow
+def test_paper_d_fine_tunes_from_the_gates_stage(run):
+    results = run[0]
+    with open(results / "paper_D/T3.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    systems = " ".join(str(r) for r in rows)
+    for name in ("Baseline", "Pruned", "Inverted"):
+        assert name.lower() in systems.lower(), rows
+    gates = json.loads((results / "paper_D/stages/multi30k/en-de/gates.json").read_text())
+    assert gates["heads"] == 48 and len(gates["mask"].split(".")) == 6  # 6 encoder layers x 8 heads
