@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -217,7 +218,9 @@ class Runner:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="run.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT"), help="where the results tarball goes ($OUT)")
-    parser.add_argument("--work", default=os.environ.get("HEADLAB_GPU_WORK", "/tmp/headlab-gpu"))
+    parser.add_argument("--work", default=os.environ.get("HEADLAB_GPU_WORK",
+                                                             os.path.join(tempfile.gettempdir(), "headlab-gpu")),
+                        help="scratch folder for the installation and the run (default: TMPDIR/headlab-gpu)")
     parser.add_argument("--budget", type=float, default=540, help="seconds this call may take in all")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--gpu-test-timeout", type=float, default=240)
