@@ -24,7 +24,7 @@ def _train_config(w, input):
         preset=w.preset, layers=w.layers, heads=w.heads, seed=int(w.seed),
         train_src=input.train[0], train_tgt=input.train[1], valid_src=input.valid[0],
         valid_tgt=input.valid[1], vocab=list(input.vocab), save_dir=model_dir(w), overrides=overrides,
-        device="gpu" if GPU else "cpu", precision=PRECISION, gpus=max(TRAIN_GPUS, 1))
+        device="gpu" if GPU else "cpu", precision=PRECISION, gpus=TRAIN_GPUS)
     return headlab.engine.config.to_yaml(options)
 
 

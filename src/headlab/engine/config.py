@@ -214,14 +214,19 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
                  valid_src: str, valid_tgt: str, vocab: str | Sequence[str], save_dir: str, seed: int = 1,
                  overrides: Mapping[str, Any] | None = None,
                  presets: Mapping[str, Mapping] | None = None, device: str = "cpu",
-                 precision: str = "preset", gpus: int = 1) -> dict[str, Any]:
+                 precision: str = "preset", gpus: int | None = None) -> dict[str, Any]:
     """The full OpenNMT-py training config for one model of the experiment grid.
 
     ``vocab``: one shared vocabulary (joint BPE), or (source, target) vocabularies.
     ``device`` (``cpu``/``gpu``: GPU 0 unless the overrides set ``gpu_ranks``) and
     ``precision`` (``training.precision``) give ``model_dtype`` (:func:`model_dtype`);
-    ``gpus`` > 1 (``training.gpus``) trains one model on GPUs 0..N-1 (:func:`gpu_options`).
+    ``gpus`` (``training.gpus``): 0 trains on the CPU, N >= 1 on GPUs 0..N-1 (:func:`gpu_options`);
+    None: 1 on ``device`` gpu, else 0.
     """
+    if gpus is None:
+        gpus = 1 if device == "gpu" else 0
+    elif gpus > 0:
+        device = "gpu"
     enc_layers, dec_layers = parse_layers(layers)
     vocabs = [vocab] if isinstance(vocab, (str, Path)) else list(vocab)
     if len(vocabs) not in (1, 2):
@@ -270,7 +275,7 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
     if options.get("decoder_type") == "headlab":
         options["dec_heads"], options["cross_heads"] = specs["dec"], specs["cross"]
     syntax_options(options, heads)
-    if device == "gpu" and gpus > 1:
+    if gpus > 1:
         gpu_options(options, gpus, source=f"preset {preset!r} + overrides")
     validate_options(options, kind="train", source=f"preset {preset!r} + overrides")
     check_values(options, source=f"preset {preset!r} + overrides")
@@ -431,6 +436,6 @@ def main(argv: list[str]) -> int:
                            train_src=args.train[0], train_tgt=args.train[1],
                            valid_src=args.valid[0], valid_tgt=args.valid[1], vocab=args.vocab,
                            save_dir=args.save_dir, seed=args.seed, overrides=overrides,
-                           device="gpu" if args.gpus else "cpu", precision=args.precision, gpus=max(args.gpus, 1))
+                           precision=args.precision, gpus=args.gpus)
     write_yaml(options, args.out)
     return 0
