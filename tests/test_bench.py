@@ -87,7 +87,7 @@ def fake_cuda_memory(monkeypatch):
                                                    ("headlab", "8RHElpea", "fp32"), ("headlab", "8L|dhicm", "bf16")])
 def test_cuda_branch_of_one_measurement_runs_on_the_simulated_device(impl, spec, precision, fake_cuda_memory):
     with SimulatedDevice() as mode:
-        result = bench._run_on_cuda(impl, spec, 16, 2, "cuda", 1, precision)
+        result = bench.attention._run_on_cuda(impl, spec, 16, 2, "cuda", 1, precision)
     assert mode.checked > 50
     assert result["fwd_bwd_ms"] > 0 and result["peak_mb"] == 1.0
 
@@ -95,8 +95,8 @@ def test_cuda_branch_of_one_measurement_runs_on_the_simulated_device(impl, spec,
 def test_cuda_out_of_memory_gives_an_empty_row(monkeypatch, fake_cuda_memory):
     def oom(*args, **kwargs):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
-    monkeypatch.setattr(bench, "run_one", oom)
-    assert bench._run_on_cuda("headlab", "8RelPos", 1024, 16, "cuda", 1, "fp32") == {}
+    monkeypatch.setattr(bench.attention, "run_one", oom)
+    assert bench.attention._run_on_cuda("headlab", "8RelPos", 1024, 16, "cuda", 1, "fp32") == {}
 
 
 def test_one_cpu_measurement():
@@ -110,4 +110,4 @@ def test_throughput_parsed_from_padded_reports():
            " 45/ 50 tok/s;      1 sec;\n"
            "[I] Step 10/   60; acc: 3.5; ppl: 9.0; xent: 2.2; lr: 0.00100; sents:      30; bsz:   10/  10/ 2; "
            "12345/5678 tok/s;      2 sec;\n")
-    assert bench._TOKS.findall(log) == [("1", "45", "50"), ("10", "12345", "5678")]
+    assert bench.train._TOKS.findall(log) == [("1", "45", "50"), ("10", "12345", "5678")]

@@ -1,0 +1,185 @@
+"""Training parts (``train_parts.csv``, columns ``part,cpu_s,wall_s,cpu_share,calls``): where
+one ``headlab train`` of the embedded default's model goes (preset ``mini``, 2+2, 8L, on
+the workflow's Multi30k de-en data: 250 steps, validations at 125 and 250, 1 thread, the
+workflow's malloc settings), timed inside the process by wrapping OpenNMT-py's own
+functions (:func:`train_parts`):
+
+=================  ===========================================================================
+``startup``        interpreter start and imports (torch, OpenNMT-py, headlab's plugin)
+``setup``          options, vocabulary, model and optimizer built (``train()`` until the loop)
+``data``           OpenNMT-py's data pipeline: reading, bucketing, numericalising, batching
+``steps``          forward, loss, backward and optimizer step (``_gradient_accumulation``)
+``validation``     ``Trainer.validate`` (its own data pipeline included)
+``checkpoints``    ``ModelSaver.save``: writing ``model_step_N.pt``
+``loop_other``     the rest of the loop (reports, learning-rate updates)
+``end``            after the loop: publishing ``model.pt``, cleaning up
+``process``        the whole process as the parent sees it (``getrusage`` of the child)
+=================  ===========================================================================
+
+CPU is ``time.process_time()`` (user + system of the process), wall ``perf_counter``; on
+a shared machine quote CPU. ``--parts-runs N`` repeats the training and reports medians.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+PART_COLUMNS = ["part", "cpu_s", "wall_s", "cpu_share", "calls"]
+PARTS = ["startup", "setup", "data", "steps", "validation", "checkpoints", "loop_other", "end"]
+
+
+class _Clock:
+    """Accumulates CPU and wall seconds per part; parts do not nest (inner time is taken
+    out of the outer part by the caller's choice of what to wrap)."""
+
+    def __init__(self):
+        self.cpu = dict.fromkeys(PARTS, 0.0)
+        self.wall = dict.fromkeys(PARTS, 0.0)
+        self.calls = dict.fromkeys(PARTS, 0)
+
+    def add(self, part, cpu, wall):
+        self.cpu[part] += cpu
+        self.wall[part] += wall
+        self.calls[part] += 1
+
+    def wrap(self, owner, name, part):
+        """Time every call of ``owner.name`` as ``part``."""
+        import functools
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            cpu, wall = time.process_time(), time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.add(part, time.process_time() - cpu, time.perf_counter() - wall)
+
+        setattr(owner, name, timed)
+
+
+def train_parts(config: str, start_wall: float) -> dict:
+    """Run ``headlab train -config CONFIG`` in this process with OpenNMT-py's loop
+    instrumented (see the module doc); ``start_wall``: ``time.time()`` when the parent
+    started this process. Returns {part: {"cpu_s", "wall_s", "calls"}}."""
+    import headlab.engine.plugin  # noqa: F401  (torch, OpenNMT-py, compat: the start-up)
+    import onmt.models.model_saver as saver
+    import onmt.trainer
+    from headlab.engine.run import train
+
+    clock = _Clock()
+    clock.add("startup", time.process_time(), time.time() - start_wall)
+    trainer = onmt.trainer.Trainer
+    clock.wrap(trainer, "_gradient_accumulation", "steps")
+    clock.wrap(trainer, "validate", "validation")
+    clock.wrap(saver.ModelSaverBase, "save", "checkpoints")
+    accumulate = trainer._accum_batches
+
+    def timed_batches(self, iterator):          # time spent producing each batch
+        batches = accumulate(self, iterator)
+        while True:
+            cpu, wall = time.process_time(), time.perf_counter()
+            try:
+                item = next(batches)
+            except StopIteration:
+                return
+            finally:
+                clock.add("data", time.process_time() - cpu, time.perf_counter() - wall)
+            yield item
+
+    trainer._accum_batches = timed_batches
+    loop = trainer.train
+    marks = {}
+
+    def timed_loop(self, *args, **kwargs):
+        marks["loop"] = (time.process_time(), time.perf_counter())
+        inner = {p: (clock.cpu[p], clock.wall[p]) for p in ("data", "steps", "validation", "checkpoints")}
+        try:
+            return loop(self, *args, **kwargs)
+        finally:
+            cpu = time.process_time() - marks["loop"][0]
+            wall = time.perf_counter() - marks["loop"][1]
+            for p, (c, w) in inner.items():
+                cpu -= clock.cpu[p] - c
+                wall -= clock.wall[p] - w
+            clock.add("loop_other", cpu, wall)
+            marks["end"] = (time.process_time(), time.perf_counter())
+
+    trainer.train = timed_loop
+    setup = (time.process_time(), time.perf_counter())
+    train(["-config", config])
+    clock.add("setup", marks["loop"][0] - setup[0], marks["loop"][1] - setup[1])
+    clock.add("end", time.process_time() - marks["end"][0], time.perf_counter() - marks["end"][1])
+    return {p: {"cpu_s": round(clock.cpu[p], 3), "wall_s": round(clock.wall[p], 3), "calls": clock.calls[p]}
+            for p in PARTS}
+
+
+def bench_train_parts(out_dir: str, data_dir: str = "results/data/multi30k/de-en/full", runs: int = 1,
+                      threads: int = 1, preset: str = "mini", layers: str = "2+2", heads: str = "8L") -> list[dict]:
+    """Train the embedded default's model ``runs`` times, each in a fresh process (see the
+    module doc); write ``train_parts.csv`` with the median of each part."""
+    import resource
+    import shutil
+    import tempfile
+
+    from headlab.engine.config import train_config, write_yaml
+    from headlab.io import atomic_write
+
+    for split in ("train", "val"):
+        for side in ("src", "tgt"):
+            if not os.path.exists(f"{data_dir}/bpe/{split}.{side}"):
+                raise SystemExit(f"no prepared data in {data_dir}: run `snakemake {data_dir}/bpe/{split}.{side}` first")
+    work = tempfile.mkdtemp(prefix="headlab-bench-parts-")
+    runs_parts = []
+    try:
+        for run in range(runs):
+            folder = os.path.join(work, f"run{run}")
+            write_yaml(train_config(
+                preset=preset, layers=layers, heads=heads, train_src=f"{data_dir}/bpe/train.src",
+                train_tgt=f"{data_dir}/bpe/train.tgt", valid_src=f"{data_dir}/bpe/val.src",
+                valid_tgt=f"{data_dir}/bpe/val.tgt", vocab=f"{data_dir}/vocab.txt", save_dir=folder),
+                f"{work}/run{run}.yaml")
+            # as the workflow runs a training job (rules/train.smk, rules/common.smk)
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+            for key, value in {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296",
+                               "MALLOC_TOP_PAD_": "268435456"}.items():
+                env.setdefault(key, value)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.time()
+            proc = subprocess.run([sys.executable, "-m", "headlab.bench", "--parts-one", f"{work}/run{run}.yaml",
+                                   repr(start)], capture_output=True, text=True, env=env)
+            wall = time.time() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if proc.returncode:
+                raise RuntimeError(f"training failed:\n{proc.stderr[-3000:]}")
+            parts = json.loads(proc.stdout.strip().splitlines()[-1])
+            parts["process"] = {"cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3),
+                                "wall_s": round(wall, 3), "calls": 1}
+            runs_parts.append(parts)
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    total = statistics.median(r["process"]["cpu_s"] for r in runs_parts)
+    rows = []
+    for part in PARTS + ["process"]:
+        cpu = statistics.median(r[part]["cpu_s"] for r in runs_parts)
+        rows.append({"part": part, "cpu_s": round(cpu, 2),
+                     "wall_s": round(statistics.median(r[part]["wall_s"] for r in runs_parts), 2),
+                     "cpu_share": round(cpu / total, 3) if total else "",
+                     "calls": runs_parts[0][part]["calls"]})
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_write(os.path.join(out_dir, "train_parts.csv")) as handle:
+        writer = csv.DictWriter(handle, fieldnames=PART_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    width = max(map(len, PARTS))
+    print(f"{'part':<{width}}  cpu_s  wall_s  share")
+    for row in rows:
+        print(f"{row['part']:<{width}}  {row['cpu_s']:5.1f}  {row['wall_s']:6.1f}  {row['cpu_share']}")
+    return rows
