@@ -16,7 +16,8 @@ accumulated at once; backward only scales them by the incoming gradient. The los
 ``(1 − ε)·(lse − z_t) + ε·(lse − mean_j z_j)`` per token); the accuracy counts
 ``argmax z = t``. Results equal OpenNMT-py's up to float rounding (tests/test_xent.py).
 
-Used by :class:`headlab.engine.aux_loss.AuxLossCompute` for float32 CPU models with a
+Used by :class:`headlab.engine.aux_loss.AuxLossCompute` for float32 CPU models (outside
+autocast) with a
 plain linear generator (no copy attention, alignment, coverage or LM prior); GPU and
 every other case keep OpenNMT-py's own path.
 """
@@ -102,6 +103,7 @@ def generator_xent(generator: torch.nn.Linear, output: Tensor, target: Tensor, p
 def applies(compute, output: Tensor) -> bool:
     """Whether OpenNMT-py's ``LossCompute`` here is the plain case this module replaces."""
     return (output.device.type == "cpu" and output.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")     # mixed precision: OpenNMT-py's own path
             and not compute.copy_attn and not compute.lambda_align and not compute.lambda_coverage
             and compute.lm_generator is None and compute.lm_prior_model is None
             and type(compute.criterion) is torch.nn.CrossEntropyLoss
