@@ -100,5 +100,5 @@ def test_paper_d_fine_tunes_from_the_gates_stage(run):
     systems = " ".join(str(r) for r in rows)
     for name in ("Baseline", "Pruned", "Inverted"):
         assert name.lower() in systems.lower(), rows
-    gates = json.loads((results / "paper_D/stages/multi30k/en-de/gates.json").read_text())
+    gates = json.loads((results / "paper_D/stages/multi30k/en-de/seed1/gates.json").read_text())
     assert gates["heads"] == 48 and len(gates["mask"].split(".")) == 6  # 6 encoder layers x 8 heads
