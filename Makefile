@@ -66,7 +66,7 @@ dryrun: setup
 	$(BIN)/snakemake -n --quiet rules --configfile config/config.yaml
 	$(BIN)/snakemake -n --quiet rules --configfile config/multi30k-gpu.yaml
 	$(BIN)/snakemake -n --quiet rules --configfile config/paper.yaml
-	for pair in $(GPU_ON_CPU) config/multi30k-gpu.yaml,config/gpu-30min.yaml; do \
+	for pair in $(GPU_ON_CPU) config/multi30k-gpu.yaml,config/gpu-30min.yaml config/config.yaml,config/wide.yaml; do \
 	  $(BIN)/snakemake -n --quiet rules --configfile $$(echo $$pair | tr , ' ') || exit 1; \
 	done
 

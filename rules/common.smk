@@ -31,6 +31,12 @@ PRECISION = config.get("training", {}).get("precision", "preset")
 # GPUs of one training job (training.gpus: OpenNMT-py world_size, headlab.engine.config.gpu_options)
 TRAIN_GPUS = config["training"].get("gpus", 1) * GPU
 
+# Job priorities (greedy scheduler, profiles/local): trainings before the short jobs that
+# read their checkpoints, and the steps of a staged search (paper B's grid stages, paper D's
+# gates and the fine-tunes they configure) before trainings, so that each chain of stages
+# starts as early as it can; otherwise the run ends on one core, waiting for its last stage.
+PRIORITY = {"train": 10, "stage": 20}
+
 
 def gpu_resources(gpus):
     """A job's GPU resources: `gpu`, the GPUs it holds (the SLURM executor submits

@@ -76,6 +76,7 @@ checkpoint study_stage:
         **SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.log",
+    priority: PRIORITY["stage"]
     conda:
         "../envs/eval.yaml"
     shell:

@@ -69,6 +69,7 @@ rule finetune_config:
         save_dir=model_dir,
     log:
         f"{LOGS}/finetune_config/{MODEL}.log",
+    priority: PRIORITY["stage"]
     conda:
         "../envs/onmt.yaml"
     shell:
@@ -106,6 +107,8 @@ rule train:
     wildcard_constraints:
         tune=rf"(?:{headlab.naming.TUNE_SEGMENT})*",
     threads: config.get("training", {}).get("threads", 2)
+    # trainings before the short jobs that read them (PRIORITY in rules/common.smk)
+    priority: PRIORITY["train"]
     resources:
         **gpu_resources(TRAIN_GPUS),
     conda:
@@ -123,6 +126,7 @@ rule gates:
         f"{SCORES}/{MODEL}/gates.csv",
     log:
         f"{LOGS}/gates/{MODEL}.log",
+    priority: PRIORITY["stage"]
     conda:
         "../envs/onmt.yaml"
     shell:

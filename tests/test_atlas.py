@@ -172,6 +172,13 @@ def test_selection_headline_and_bleu_inputs():
     assert "multi30k/en-de/full/mini/default/2+2/8RHElpea.*8L/seed1" in chosen          # RHE
     assert "multi30k/en-de/full/mini/default/2+1/7Ftoken+1L/seed1" in chosen            # paper A T4
     assert "multi30k/en-de/full/mini/default/2+1/8L/seed1" not in chosen
+    # the headline's other seeds are trained, not characterised (nor ablated for the atlas)
+    assert "multi30k/en-de/full/mini/default/2+2/8RHElpea.*8L/seed2" in models
+    assert not [p for p in chosen if not p.endswith("/seed1") and "/seed1/ft_" not in p]
+    seed2 = models["multi30k/en-de/full/mini/default/2+2/7Ftoken+1L/seed2"]["model"]
+    assert bleu_scores(config, "R", seed2) == {}
+    assert "multi30k/en-de/full/mini/default/2+2/7Ftoken+1L/seed2" in selected(
+        {**config, "atlas": {**config["atlas"], "models": "all"}}, "/nowhere")
     assert models["multi30k/en-de/full/mini/default/2+2/8L/seed1"]["studies"] == ["paper_A", "paper_C", "paper_D"]
     t4 = bleu_scores(config, "R", models["multi30k/en-de/full/mini/default/2+1/7Ftoken+1L/seed1"]["model"])
     assert sorted(t4) == ["1", "2", "3", "4", "5", "6", "7", "8", "full"]

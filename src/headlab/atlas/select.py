@@ -5,7 +5,9 @@ Config key ``atlas`` (config/schema.yaml; absent: no atlas):
 * ``models``: ``headline`` (default), ``all``, or a list of model-path patterns
   (``fnmatch``, e.g. ``multi30k/en-de/*``). ``headline`` = the models of each study's
   headline comparison (:data:`HEADLINE`) and every model with head gates, DHICM, RHE heads
-  or a head mask, in any study;
+  or a head mask, in any study, each at its study's first seed: the other seeds of a
+  headline comparison repeat the same kinds at the same sizes, so their heads add rows but
+  no kind (``all`` or a pattern such as ``*/seed2`` characterises them too);
 * ``valid_sentences``, ``treebank_sentences``, ``examples``, ``batch_size``: sizes of the
   passes (:mod:`headlab.atlas.model`); ``treebank``: gold trees of the syntactic profile
   (``ud-en_ewt``, ``ud-en_pud``, ``spacy-SPLIT``; null: none), English-source models only;
@@ -89,6 +91,8 @@ def run_models(config, root: str) -> dict[str, dict]:
 
 def selected(config, root: str) -> dict[str, dict]:
     """The run's models the atlas characterises (path -> entry of :func:`run_models`)."""
+    from headlab.studies.common import first_seed
+
     atlas = settings(config)
     if atlas is None:
         return {}
@@ -103,7 +107,8 @@ def selected(config, root: str) -> dict[str, dict]:
                   for name in config["studies"] if name in HEADLINE}
     for path, entry in models.items():
         m = entry["model"]
-        if special(m) or any(name not in predicates or predicates[name](m) for name in entry["studies"]):
+        first = [name for name in entry["studies"] if m["seed"] == first_seed(config["studies"][name])]
+        if first and (special(m) or any(name not in predicates or predicates[name](m) for name in first)):
             keep[path] = entry
     return keep
 
@@ -113,12 +118,15 @@ def bleu_scores(config, root: str, m: Mapping[str, str]) -> dict[str, str]:
     every layer (first test set), where a study computes them or ``atlas.bleu`` asks."""
     from headlab.heads.spec import parse_spec
     from headlab.naming import results_paths
+    from headlab.studies.common import seeds as study_seeds
     from headlab.studies.paper_A import FIXED
 
     atlas = settings(config) or {}
     study = config["studies"].get("paper_A")
+    # paper A Table 4 ablates its 7Ftoken+1L models at the study's seeds (not the headline's)
     t4 = study is not None and m["heads"] == FIXED and m["layers"] in (study["shallow"], study["deep"]) \
-        and m["preset"] == study["preset"] and m["pair"] in study["data"].get(m["corpus"], []) and not m.get("tune")
+        and m["preset"] == study["preset"] and m["pair"] in study["data"].get(m["corpus"], []) \
+        and not m.get("tune") and m["seed"] in study_seeds(study)
     if not (t4 or atlas.get("bleu")):
         return {}
     enc_layers = int(m["layers"].split("+")[0])
