@@ -52,11 +52,16 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 run: setup
 	$(SNAKE) --cores $(CORES)
 
+# Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
+# module's fixtures are built once), the end-to-end ones first; the slowest tests are listed.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --durations=15
+
 test: setup
-	$(BIN)/python -m pytest -ra
+	$(PYTEST)
 
 test-fast: setup
-	$(BIN)/python -m pytest -ra -m "not slow"
+	$(PYTEST) -m "not slow"
 
 bench: setup
 	$(SNAKE) --cores $(CORES) results/data/multi30k/de-en/full/vocab.txt

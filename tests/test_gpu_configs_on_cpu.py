@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import time
@@ -35,11 +36,14 @@ def run(tmp_path_factory, mirror):
     targets = [str(results / "paper_B/stages/multi30k/de-en/stage1.json"),
                str(results / "scores" / LPEA_RHE / "test_2016_flickr.avg5.json"),
                str(results / "paper_D/T3.csv")]
-    args = ["--profile", "profiles/local", "--cores", "2", "--configfile", *CONFIGS, str(overlay), "--", *targets]
-    # first run, interrupted (SIGINT, as Ctrl-C) once some training has saved a checkpoint
+    options = ["--profile", "profiles/local", "--cores", "2", "--configfile", *CONFIGS, str(overlay)]
+    args = [*options, "--", *targets]
+    # first run, interrupted once some training has saved a checkpoint: SIGINT to the whole
+    # process group, as Ctrl-C in a terminal sends it (snakemake and its running jobs); a
+    # run that has not stopped a minute later is killed outright, as a lost node would be
     started = time.monotonic()
     proc = subprocess.Popen(SNAKEMAKE + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=snakemake_env(), cwd=ROOT)
+                            env=snakemake_env(), cwd=ROOT, start_new_session=True)
     interrupted = None
     try:
         while proc.poll() is None and interrupted is None:
@@ -47,13 +51,18 @@ def run(tmp_path_factory, mirror):
             for step in (results / "models").glob("**/model_step_*.pt"):
                 if not (step.parent / "model.pt").exists():
                     interrupted = step.parent
-                    proc.send_signal(signal.SIGINT)
+                    os.killpg(proc.pid, signal.SIGINT)
                     break
             time.sleep(0.2)
-        proc.wait(120)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+            snakemake(*options, "--unlock")       # a killed snakemake leaves its lock
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
     second = snakemake(*args, timeout=1800)
     return results, interrupted, second, time.monotonic() - started
 
