@@ -53,7 +53,7 @@ run: setup
 	$(SNAKE) --cores $(CORES)
 
 # Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
-# module's fixtures are built once), the end-to-end ones first; the slowest tests are listed.
+# module's fixtures are built once); the slowest tests are listed at the end.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --durations=15
 

@@ -13,13 +13,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def pytest_collection_modifyitems(session, config, items):
-    """Files with end-to-end (``slow``) tests first: with one file per worker at a time
-    (``--dist loadfile``), a long file started last would keep one core busy alone."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)     # stable: file order kept
-
-
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

@@ -4,7 +4,7 @@ cover: base presets (6+6, accum_count 2, multi30k_paper_B's model selection), th
 config's paper B grid (stage 1: FFN 1024/2048 x 4/8 heads), averaging of the last 5
 checkpoints (paper C), paper D's fine-tunes from a data-dependent stage (gated, pruned,
 inverted, control). One more overlay, written here, shrinks the data further (300
-training pairs, 10 test sentences). The run is interrupted once a training has saved a
+training pairs, 10 test sentences). The run is killed once a training has saved a
 checkpoint and started again: it must finish, that training resumed from its checkpoint.
 `make gpu-configs-on-cpu` runs the whole DAG of both GPU configs."""
 from __future__ import annotations
@@ -25,6 +25,21 @@ CONFIGS = ["config/multi30k-gpu.yaml", "config/cpu/multi30k-gpu.yaml"]
 LPEA_RHE = "multi30k/en-de/full/base/default/6+6/8RHElpea.*8L/seed1"
 
 
+def _kill_training(model_dir) -> bool:
+    """SIGKILL the ``headlab train`` job writing ``model_dir`` (and its shell); found or not."""
+    found = False
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().split(b"\0")
+            if b"train" in cmdline and any(str(model_dir).encode() in part for part in cmdline):
+                os.kill(int(pid), signal.SIGKILL)
+                found = True
+        except (OSError, ProcessLookupError):
+            continue
+    return found
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, mirror):
     tmp = tmp_path_factory.mktemp("gpu_on_cpu")
@@ -38,9 +53,10 @@ def run(tmp_path_factory, mirror):
                str(results / "paper_D/T3.csv")]
     options = ["--profile", "profiles/local", "--cores", "2", "--configfile", *CONFIGS, str(overlay)]
     args = [*options, "--", *targets]
-    # first run, interrupted once some training has saved a checkpoint: SIGINT to the whole
-    # process group, as Ctrl-C in a terminal sends it (snakemake and its running jobs); a
-    # run that has not stopped a minute later is killed outright, as a lost node would be
+    # first run, killed once some training has saved a checkpoint: the training itself
+    # (snakemake starts each job in a session of its own, so a signal to snakemake's group
+    # does not reach it: it would finish its 10 steps) and then snakemake, as when a node is
+    # lost; a SIGKILLed snakemake leaves its lock, removed as a user would
     started = time.monotonic()
     proc = subprocess.Popen(SNAKEMAKE + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=snakemake_env(), cwd=ROOT, start_new_session=True)
@@ -49,20 +65,15 @@ def run(tmp_path_factory, mirror):
         while proc.poll() is None and interrupted is None:
             assert time.monotonic() - started < 900, "no training saved a checkpoint within 15 min"
             for step in (results / "models").glob("**/model_step_*.pt"):
-                if not (step.parent / "model.pt").exists():
+                if not (step.parent / "model.pt").exists() and _kill_training(step.parent):
                     interrupted = step.parent
-                    os.killpg(proc.pid, signal.SIGINT)
                     break
-            time.sleep(0.2)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-            snakemake(*options, "--unlock")       # a killed snakemake leaves its lock
+            time.sleep(0.05)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    snakemake(*options, "--unlock")
     second = snakemake(*args, timeout=1800)
     return results, interrupted, second, time.monotonic() - started
 
