@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -40,6 +41,19 @@ def _kill_training(model_dir) -> bool:
     return found
 
 
+def _has_whole_checkpoint(log) -> bool:
+    """Has the training logged anything after saving a checkpoint, i.e. is one fully written?
+
+    A model_step_N.pt exists as soon as torch.save opens it: killed then, the checkpoint is
+    unreadable, set aside, and the training rightly starts again from scratch (CI once
+    killed it there, and the test saw no resume)."""
+    try:
+        text = log.read_text()
+    except OSError:
+        return False
+    return re.search(r"Saving checkpoint \S+model_step_\d+\.pt\n.*\S", text) is not None
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, mirror):
     tmp = tmp_path_factory.mktemp("gpu_on_cpu")
@@ -64,9 +78,10 @@ def run(tmp_path_factory, mirror):
     try:
         while proc.poll() is None and interrupted is None:
             assert time.monotonic() - started < 900, "no training saved a checkpoint within 15 min"
-            for step in (results / "models").glob("**/model_step_*.pt"):
-                if not (step.parent / "model.pt").exists() and _kill_training(step.parent):
-                    interrupted = step.parent
+            for log in (results / "models").glob("**/train.log"):
+                if _has_whole_checkpoint(log) and not (log.parent / "model.pt").exists() \
+                        and _kill_training(log.parent):
+                    interrupted = log.parent
                     break
             time.sleep(0.05)
     finally:

@@ -67,12 +67,16 @@ def test_shipped_configs_dry_run(configfile, tmp_path):
     (["config/multi30k-gpu.yaml", "config/gpu-30min.yaml"], ["/paper_A/", "dhicm_dropout=", "/base/default/6+1/"],
      ["/tables/baseline.csv", "/paper_D/T3.csv", "6+6/7Ftoken+1L/seed1", "model_dtype"]),
     # the embedded default: three seeds where the headlines are, the one-seed sweeps narrowed
-    (["config/config.yaml"], ["de-en/full/mini_lowres", "rhe_fgate=0.2", "lpea_k=2"],
+    (["config/config.yaml"], ["de-en/full/mini_lowres", "cs-en/full/mini_lowres", "multi30k/en-cs/",
+                              "rhe_fgate=0.3", "lpea_k=4", "/2+2/8L.8RHElpea", "-beam_size 3"],
      ["multi30k/fr-en/full/mini_lowres/default/2+2/7Ftoken+1L/seed3", "8RHElpea.*8L/seed3",
-      "de-en/full/mini/default/2+2/8Ftoken/seed3", "rhe_fgate=0.3"]),
+      "de-en/full/mini/default/2+2/8Ftoken/seed3", "rhe_fgate=0.5", "lpea_k=0", "/2+2/2*8RHElpea",
+      "-beam_size 1 -batch_size 8000", "learning_rate=2.0+train_steps=300"]),
     # the embedded default at its full CPU breadth: the one-seed sweeps make run leaves out
     (["config/config.yaml", "config/wide.yaml"], [],
-     ["multi30k/de-en/full/mini_lowres/default/2+2/7Ftoken+1L/seed3", "rhe_fgate=0.2", "lpea_k=2"]),
+     ["multi30k/de-en/full/mini_lowres/default/2+2/7Ftoken+1L/seed3",
+      "multi30k/cs-en/full/mini_lowres/default/2+2/8L/seed3", "multi30k/en-cs/full/mini/default/2+2/8RHElpea",
+      "rhe_fgate=0.3", "lpea_k=2", "/2+2/8L.8RHElpea"]),
 ])
 def test_overlays_merge_on_their_config(configfiles, absent, present, tmp_path):
     result = snakemake("-n", "-p", "--configfile", *configfiles, "--config", f"results={tmp_path / 'results'}")
