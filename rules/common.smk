@@ -2,6 +2,7 @@
 import json
 
 import headlab.data.registry
+import headlab.engine.malloc
 import headlab.studies
 import headlab.naming
 from headlab.studies import STUDIES
@@ -13,13 +14,9 @@ from pathlib import Path
 # that shell rules find `headlab` (conda envs, --sdm conda, bring their own).
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
-# glibc returns freed memory to the kernel eagerly, so every training step of a small
-# model re-faults its large buffers (logits, attention): 21% of a CPU training run was
-# kernel time. Keeping up to 32 MB allocations on the heap and not trimming it takes that
-# to <4% (-18% wall time); jobs inherit these, a user's own settings win.
-for _key, _value in {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296",
-                     "MALLOC_TOP_PAD_": "268435456"}.items():
-    os.environ.setdefault(_key, _value)
+# glibc's allocator as every job runs it (headlab.engine.malloc: -18% wall time on CPU);
+# a user's own MALLOC_* settings win.
+os.environ.update(headlab.engine.malloc.job_environ())
 
 RESULTS = config.get("results", "results")
 # 1 when the config trains and decodes on a GPU (translation, scoring, export: one GPU each)

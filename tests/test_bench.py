@@ -99,9 +99,60 @@ def test_cuda_out_of_memory_gives_an_empty_row(monkeypatch, fake_cuda_memory):
     assert bench.attention._run_on_cuda("headlab", "8RelPos", 1024, 16, "cuda", 1, "fp32") == {}
 
 
-def test_one_cpu_measurement():
-    result = bench.run_one("headlab", "8L", 16, 2, "cpu", 1)
-    assert result["fwd_bwd_ms"] > 0 and result["peak_mb"] >= 0
+def test_one_cpu_measurement_in_parts():
+    assert set(bench.run_one("headlab", "8L", 16, 2, "cpu", 1, part="time")) == {"fwd_bwd_ms", "cpu_ms"}
+    assert set(bench.run_one("headlab", "8L", 16, 2, "cpu", 1, part="memory")) == {"peak_mb", "first_mb", "live_mb"}
+    with pytest.raises(ValueError, match="part must be one of all, time, memory"):
+        bench.run_one("headlab", "8L", 16, 2, "cpu", 1, part="speed")
+
+
+PROBE_SCRIPT = """
+import json, torch
+from headlab.bench.attention import step_memory
+kept = []
+def step():
+    held = [torch.ones(2**20) for _ in range(8)]            # 8 x 4 MiB held at once, freed on return
+    held += [torch.ones(2**18) for _ in range(8)]           # 8 x 1 MiB
+    if not kept:
+        kept.extend(torch.ones(2**20) for _ in range(2))    # 2 x 4 MiB, the first time only, kept
+    return len(held)
+step.clear = lambda: None
+print(json.dumps(step_memory(step)))
+"""
+
+
+@pytest.mark.parametrize("allocator", ["probe", "job"])
+def test_memory_probe_counts_a_steps_tensors_and_not_the_allocators_reserve(allocator):
+    """Hand-computed: a step that holds 40 MiB and, the first time only, keeps 8 MiB more
+    grows the peak RSS by 48 MiB in its first run and 40 MiB in its second under the
+    probe's allocator settings. Under the job's (heap kept, never trimmed) the second run
+    reuses the first run's pages (5 MiB measured): the reserve, not the step, is what RSS shows."""
+    import json
+    import subprocess
+    import sys
+
+    from headlab.engine.malloc import job_environ, probe_environ
+    env = probe_environ() if allocator == "probe" else job_environ({k: v for k, v in os.environ.items()
+                                                                    if not k.startswith("MALLOC_")})
+    proc = subprocess.run([sys.executable, "-c", PROBE_SCRIPT], capture_output=True, text=True, env=env, check=True)
+    first, growth = json.loads(proc.stdout)
+    assert first == pytest.approx(48, abs=2.5)
+    if allocator == "probe":
+        assert growth == pytest.approx(40, abs=2.5)
+    else:
+        assert growth < 20
+
+
+def test_cpu_measurement_memory_follows_the_tensors_in_use():
+    """The steady step's peak RSS under the probe is the peak of the tensors the step holds
+    (``live_mb``, tracked through the dispatcher) to within 5%: 7Ftoken+1L frees many small
+    temporaries, which glibc's default allocator keeps and reuses (there the RSS growth was
+    3.9 MB for 6.2 MB of tensors at this size)."""
+    for spec in ("8L", "7Ftoken+1L"):
+        row = bench.attention._run_on_cpu("headlab", spec, 128, 4, 1, "fp32", 300)
+        assert set(row) == {"fwd_bwd_ms", "cpu_ms", "peak_mb", "first_mb", "live_mb"}
+        assert row["peak_mb"] == pytest.approx(row["live_mb"], rel=0.05, abs=0.2), spec
+        assert row["first_mb"] >= row["peak_mb"] and row["fwd_bwd_ms"] > 0
 
 
 def test_throughput_parsed_from_padded_reports():

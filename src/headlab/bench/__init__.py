@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(parts))
         return 0
     if args.one:
-        impl, spec, n, batch, device, threads, *precision = args.one
-        print(json.dumps(run_one(impl, spec, int(n), int(batch), device, int(threads), *precision)))
+        impl, spec, n, batch, device, threads, *rest = args.one      # rest: [precision [part]]
+        precision, part = (rest + ["fp32", "all"][len(rest):])[:2]
+        print(json.dumps(run_one(impl, spec, int(n), int(batch), device, int(threads), precision, part=part)))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     devices = args.devices.split(",") if args.devices else None

@@ -1,5 +1,5 @@
-"""Attention (``attention.csv``, columns ``impl,spec,n,batch,precision,fwd_bwd_ms,cpu_ms,peak_mb,live_mb``
-and ``ratio_time,ratio_cpu,ratio_mem,ratio_live``, each the median over rounds of the value
+"""Attention (``attention.csv``, columns ``impl,spec,n,batch,precision,fwd_bwd_ms,cpu_ms,peak_mb,first_mb,live_mb``
+and ``ratio_time,ratio_cpu,ratio_mem,ratio_first,ratio_live``, each the median over rounds of the value
 divided by headlab ``8L``'s of the same round, device, n and precision: :func:`with_ratios`):
 one encoder self-attention layer (attention only, no FFN), d=512, 8 heads, biases on,
 batch 16, n in {32, 128, 512, 2048} on CPU and {32, 64, ..., 1024} on CUDA, forward +
@@ -28,18 +28,34 @@ running, 2 OpenMP threads make every op wait for a descheduled thread (~5 ms per
 measured: a 1 MB flip took 7 ms), which swamps the comparison; 1 thread gives stable,
 comparable numbers. Use more threads on a dedicated machine.
 
-Method: on CPU every configuration runs in a **fresh subprocess** (no allocator or cache
-reuse between configurations). ``fwd_bwd_ms`` is the median over repeats after one
-warm-up step (10 repeats for n <= 128, 3 at 512, 1 at 2048), synchronised on CUDA.
+Method: on CPU every configuration runs in **two fresh subprocesses** (no allocator or
+cache reuse between configurations), one timing it and one measuring its memory.
+``fwd_bwd_ms`` is the median over repeats after one warm-up step (10 repeats for n <= 128,
+3 at 512, 1 at 2048), synchronised on CUDA, with glibc's allocator set as every workflow job
+sets it (:data:`headlab.engine.malloc.JOB_MALLOC`: the layer timed as training runs it).
 ``cpu_ms`` is the median CPU time (``process_time``) of the same repeats: on a loaded
-machine it moves less than wall time. ``peak_mb`` on CPU is the growth of the process's
-peak resident set size during the warm-up step (Linux's VmHWM, reset to the current RSS
-just before it; elsewhere ``ru_maxrss``), measured after the module and inputs exist: the
-extra memory one training step of the layer needs (activations, gradients, temporaries).
-``live_mb`` is the peak of the tensor storages the step creates and holds at once, tracked
-through torch's dispatcher (:func:`live_peak_mb`): allocator-independent and repeatable.
-``--attention-rounds R`` runs every configuration R times round-robin. On CUDA it is the growth of
-``torch.cuda.max_memory_allocated`` (reset before the step) over the same step; it counts
+machine it moves less than wall time.
+
+Memory on CPU: ``peak_mb`` is the growth of the process's peak resident set size during a
+**steady-state** step, the second (Linux's VmHWM, reset to the current RSS just before it;
+elsewhere ``ru_maxrss``), under :data:`headlab.engine.malloc.PROBE_MALLOC`, where every
+allocation of 64 KiB or more is a mapping of its own, unmapped when freed: the RSS then
+follows the tensors in use, workspaces inside ops included, so ``peak_mb`` is the extra
+memory one training step of the layer needs (activations, gradients, temporaries).
+``first_mb`` is the same growth over the first step: it adds what the process sets up once
+and every layer of a model shares, so it is reported but not the layer's cost (library
+buffers; torch's lazy imports: the first ``torch.autograd.grad``, which the chunked
+backward of DEA/LPEA calls, imports sympy, ~35 MB of the 44 MB LPEA adds at n = 512). Why not the first step's RSS under the job's
+allocator, as earlier versions measured: there the RSS also holds what glibc keeps for
+reuse, which depends on the order and sizes of allocations more than on their total
+(``7Ftoken+1L`` at n = 512: 175 MB of peak RSS for 77 MB of tensors). ``live_mb`` is the
+peak of the tensor storages the step creates and holds at once, tracked through torch's
+dispatcher (:func:`live_peak_mb`): allocator-independent and repeatable, but blind to
+workspaces inside single ops.
+
+``--attention-rounds R`` runs every configuration R times round-robin. On CUDA the memory
+columns are the growth of ``torch.cuda.max_memory_allocated`` (reset before the step) over
+the second step (``peak_mb``) and the first (``first_mb``: cuBLAS workspaces); it counts
 allocated tensors, not the caching allocator's reserve, so CUDA configurations run in one
 process (one CUDA start-up; out of memory leaves an empty row). CPU configurations whose
 n x n score tensors alone would exceed ``--mem-limit-gb`` are skipped (row with empty
@@ -68,9 +84,13 @@ CONFIGS = [("onmt", "8L"), ("headlab", "8L"), ("headlab", "7Ftoken+1L"), ("headl
 DENSE_KINDS = ("RelPos", "Local", "RHE")
 #: measured columns and their ratio to headlab ``8L`` of the same run, device, n and
 #: precision (:func:`with_ratios`)
-MEASURED = {"fwd_bwd_ms": "ratio_time", "cpu_ms": "ratio_cpu", "peak_mb": "ratio_mem", "live_mb": "ratio_live"}
-COLUMNS = ["impl", "spec", "n", "batch", "precision", "fwd_bwd_ms", "cpu_ms", "peak_mb", "live_mb", "ratio_time",
-           "ratio_cpu", "ratio_mem", "ratio_live"]
+MEASURED = {"fwd_bwd_ms": "ratio_time", "cpu_ms": "ratio_cpu", "peak_mb": "ratio_mem", "first_mb": "ratio_first",
+            "live_mb": "ratio_live"}
+COLUMNS = ["impl", "spec", "n", "batch", "precision", "fwd_bwd_ms", "cpu_ms", "peak_mb", "first_mb", "live_mb",
+           "ratio_time", "ratio_cpu", "ratio_mem", "ratio_first", "ratio_live"]
+#: what one measurement (:func:`run_one`) covers: on CPU the timing and the memory run in
+#: processes of their own, each under its allocator settings (see the module doc)
+PARTS = ("all", "time", "memory")
 #: default sequence lengths and precisions per device type
 SIZES = {"cpu": (32, 128, 512, 2048), "cuda": (32, 64, 128, 256, 512, 1024)}
 PRECISIONS = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
@@ -147,10 +167,16 @@ def make_step(impl: str, spec: str, n: int, batch: int, device: str, precision: 
             out.float().sum().backward()
     module.to(device).train()
 
-    def clean_step():
+    def clear():
+        """Free the previous step's gradients (of the input and the parameters), as an
+        optimizer's ``zero_grad(set_to_none=True)`` does between training steps."""
         x.grad = None
         module.zero_grad(set_to_none=True)
+
+    def clean_step():
+        clear()
         step()
+    clean_step.clear = clear           # step_memory measures from the cleared state
     return module, clean_step
 
 
@@ -227,39 +253,79 @@ def live_peak_mb(step) -> float:
     return mode.peak / 2 ** 20
 
 
-def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
-            precision: str = "fp32", d: int = 512, heads: int = 8) -> dict:
-    """Time one configuration in this process (a fresh subprocess on CPU)."""
+def step_memory(step, cuda: bool = False) -> tuple[float, float]:
+    """MiB (first, steady): the growth of the peak memory over ``step()``'s first run and its
+    second (CPU: peak RSS, see :func:`_rss_start`; CUDA: ``max_memory_allocated``), each from
+    the state ``step.clear()`` leaves (no gradients held), so that the gradients a step
+    creates count in full."""
     import torch
 
+    growth = []
+    for _ in range(2):
+        getattr(step, "clear", lambda: None)()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.max_memory_allocated()
+            step()
+            torch.cuda.synchronize()
+            growth.append((torch.cuda.max_memory_allocated() - before) / 2**20)
+        else:
+            before = _rss_start()
+            step()
+            growth.append(_rss_peak_growth(before))
+    return growth[0], growth[1]
+
+
+def run_one(impl: str, spec: str, n: int, batch: int, device: str, threads: int = 1,
+            precision: str = "fp32", d: int = 512, heads: int = 8, part: str = "all") -> dict:
+    """Measure one configuration in this process (on CPU a fresh subprocess per ``part``:
+    ``time`` the timing columns, ``memory`` the memory columns, ``all`` both)."""
+    import torch
+
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     torch.set_num_threads(threads)
     module, step = make_step(impl, spec, n, batch, device, precision, d, heads)
     cuda = device.startswith("cuda")
+    row = {}
+    if part in ("all", "memory"):
+        first_mb, peak_mb = step_memory(step, cuda)
+        row.update(peak_mb=round(peak_mb, 1), first_mb=round(first_mb, 1), live_mb=round(live_peak_mb(step), 1))
+    if part in ("all", "time"):
+        if part == "time":
+            step()                                                      # warm-up
+        times, cpu_times = [], []
+        for _ in range(_repeats(n)):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            step()
+            if cuda:
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - start) * 1000)
+            cpu_times.append((time.process_time() - cpu_start) * 1000)
+        row.update(fwd_bwd_ms=round(statistics.median(times), 2), cpu_ms=round(statistics.median(cpu_times), 2))
+    return row
 
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
 
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.max_memory_allocated()
-    else:
-        before = _rss_start()
-    step()                                                              # warm-up = memory probe
-    sync()
-    if cuda:
-        peak_mb = (torch.cuda.max_memory_allocated() - before) / 2**20
-    else:
-        peak_mb = _rss_peak_growth(before)
-    times, cpu_times = [], []
-    for _ in range(_repeats(n)):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        step()
-        sync()
-        times.append((time.perf_counter() - start) * 1000)
-        cpu_times.append((time.process_time() - cpu_start) * 1000)
-    return {"fwd_bwd_ms": round(statistics.median(times), 2), "cpu_ms": round(statistics.median(cpu_times), 2),
-            "peak_mb": round(peak_mb, 1), "live_mb": round(live_peak_mb(step), 1)}
+def _run_on_cpu(impl, spec, n, batch, threads, precision, timeout) -> dict:
+    """One CPU configuration: its timing and its memory each in a fresh subprocess, under the
+    job's and the probe's allocator settings (module doc). A failed or timed-out part leaves
+    its columns empty."""
+    from headlab.engine.malloc import job_environ, probe_environ
+
+    row = {}
+    for part, env in (("time", job_environ()), ("memory", probe_environ())):
+        cmd = [sys.executable, "-m", "headlab.bench", "--one", impl, spec, str(n), str(batch), "cpu",
+               str(threads), precision, part]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            continue
+        if proc.returncode:
+            print(proc.stderr[-2000:], file=sys.stderr)
+            continue
+        row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return row
 
 
 def with_ratios(rounds: list[list[dict]]) -> list[dict]:
@@ -322,7 +388,8 @@ def bench_attention(out_dir: str, sizes=None, batch: int = 16, devices=None,
                     specs: list[str] | None = None, precisions=None, rounds: int = 1,
                     dry_run: bool = False) -> list[dict]:
     """Every configuration of :func:`attention_plan` ``rounds`` times, round-robin (see
-    :func:`with_ratios`); CPU configurations each in a fresh process, CUDA ones in this one."""
+    :func:`with_ratios`); CPU configurations each in two fresh processes (:func:`_run_on_cpu`),
+    CUDA ones in this one."""
     from headlab.io import atomic_write
 
     plan = attention_plan(devices or default_devices(), sizes, specs and sorted({*specs, "8L"}), precisions)
@@ -332,10 +399,8 @@ def bench_attention(out_dir: str, sizes=None, batch: int = 16, devices=None,
         for device, n, precision, impl, spec in plan:
             name = impl if device == "cpu" else f"{impl}@{device}"
             row = {"impl": name, "spec": spec, "n": n, "batch": batch, "precision": precision}
-            cmd = [sys.executable, "-m", "headlab.bench", "--one", impl, spec, str(n),
-                   str(batch), device, str(threads), precision]
             if dry_run:
-                print("would run:", " ".join(cmd[1:]), flush=True)
+                print("would run:", "-m headlab.bench --one", impl, spec, n, batch, device, threads, precision, flush=True)
                 rows.append(row)
                 continue
             if device == "cpu" and _dense_bytes(impl, spec, n, batch) > mem_limit_gb * 2**30:
@@ -346,16 +411,10 @@ def bench_attention(out_dir: str, sizes=None, batch: int = 16, devices=None,
             if _kind(device) == "cuda":
                 result = _run_on_cuda(impl, spec, n, batch, device, threads, precision)
             else:
-                try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-                    result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
-                    if proc.returncode:
-                        print(proc.stderr[-2000:], file=sys.stderr)
-                except subprocess.TimeoutExpired:
-                    result = {}
+                result = _run_on_cpu(impl, spec, n, batch, threads, precision, timeout)
             row.update(result)
             rows.append(row)
-            print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:9]), flush=True)
+            print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:10]), flush=True)
         sweeps.append(rows)
     if dry_run:
         return sweeps[0]

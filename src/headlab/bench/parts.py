@@ -129,6 +129,7 @@ def bench_train_parts(out_dir: str, data_dir: str = "results/data/multi30k/de-en
     import tempfile
 
     from headlab.engine.config import train_config, write_yaml
+    from headlab.engine.malloc import job_environ
     from headlab.io import atomic_write
 
     for split in ("train", "val"):
@@ -146,10 +147,7 @@ def bench_train_parts(out_dir: str, data_dir: str = "results/data/multi30k/de-en
                 valid_tgt=f"{data_dir}/bpe/val.tgt", vocab=f"{data_dir}/vocab.txt", save_dir=folder),
                 f"{work}/run{run}.yaml")
             # as the workflow runs a training job (rules/train.smk, rules/common.smk)
-            env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-            for key, value in {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296",
-                               "MALLOC_TOP_PAD_": "268435456"}.items():
-                env.setdefault(key, value)
+            env = job_environ(dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)))
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.time()
             proc = subprocess.run([sys.executable, "-m", "headlab.bench", "--parts-one", f"{work}/run{run}.yaml",
