@@ -49,6 +49,8 @@ def _slice(part):
 
 # a study's outputs get only its own config slice: changing study X reruns nothing of study Y
 SLICES = dict(cfg_study=_slice("study"), cfg_corpora=_slice("corpora"), cfg_settings=_slice("settings"))
+# a search stage: the settings it reads itself, not evaluation's (headlab.studies.STAGE_SETTINGS)
+STAGE_SLICES = dict(SLICES, cfg_settings=_slice("stage_settings"))
 SLICE_ARGS = (
     "--config-json {params.cfg_study:q} --config-json {params.cfg_corpora:q} --config-json {params.cfg_settings:q}"
 )
@@ -73,7 +75,7 @@ checkpoint study_stage:
         stage=r"(?:seed[0-9]+/)?[A-Za-z0-9_]+",
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        **SLICES,
+        **STAGE_SLICES,
     log:
         f"{LOGS}/study/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.log",
     priority: PRIORITY["stage"]

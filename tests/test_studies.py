@@ -155,3 +155,29 @@ def test_mucow_items_give_table_6s_average_precision(tmp_path):
     stats = paper_A._mucow_stats(str(tmp_path / "details"), str(tmp_path / "key"))
     assert stats.tolist() == [[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0]]
     assert paper_A._mean_precision(stats.sum(0))[0] == pytest.approx(0.75)
+
+
+def test_a_search_stage_reads_no_evaluation_setting():
+    """Paper D's gates stage (a Snakemake checkpoint) got every setting as a param: raising
+    evaluation.profile_figure_sentences reran it (seen on the GPU config's overlay), and
+    every job reading its gates.json after it. A stage's slice names training and
+    translation only (the paths it reads); evaluation settings reach it through its input
+    files."""
+    import copy
+    import json
+
+    import yaml
+
+    from headlab import studies
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    changed = copy.deepcopy(config)
+    changed.setdefault("evaluation", {})["profile_figure_sentences"] = 37
+    before, after = studies.config_slices(config, "paper_D"), studies.config_slices(changed, "paper_D")
+    assert before["settings"] != after["settings"]                  # tables and figures rerun
+    assert before["stage_settings"] == after["stage_settings"]      # the gates stage does not
+    assert set(json.loads(before["stage_settings"])) == {"training", "translation"}
+    # and the stage rule takes that slice as its settings
+    rules = (root / "rules" / "tables.smk").read_text()
+    stage_rule = rules[rules.index("checkpoint study_stage:"):rules.index("rule study_table:")]
+    assert "**STAGE_SLICES" in stage_rule and 'cfg_settings=_slice("stage_settings")' in rules

@@ -111,6 +111,12 @@ def outputs(config, root: str) -> list[str]:
 
 #: top-level config sections every study output may read (beside its own study and corpora)
 SETTINGS = ("training", "translation", "evaluation")
+#: those a search stage reads itself: the paths of the models and translations it names.
+#: Evaluation settings reach a stage only through its input files (scores, gates), which
+#: they rerun; as a param of the stage they reran paper D's gates stages for a figure's
+#: sentence count (a checkpoint: the DAG below it is re-evaluated, and every job that
+#: reads its JSON reruns).
+STAGE_SETTINGS = ("training", "translation")
 
 
 def config_slices(config, study: str) -> dict[str, str]:
@@ -118,11 +124,14 @@ def config_slices(config, study: str) -> dict[str, str]:
     JSON in three parts (its ``studies`` entry, the corpora its models use, the training /
     translation / evaluation settings): the generic rules pass them as params, so a change
     to another study reruns none of this study's outputs, and snakemake's rerun reason
-    shows only the part that changed. :func:`merge_config` puts them back together."""
+    shows only the part that changed. :func:`merge_config` puts them back together.
+    ``stage_settings`` replaces ``settings`` for the study's search stages
+    (:data:`STAGE_SETTINGS`)."""
     corpora = {m["corpus"] for m, _ in study_models(config, study)}
     parts = {"study": {"studies": {study: config["studies"][study]}},
              "corpora": {"corpora": {c: config["corpora"][c] for c in sorted(corpora) if c in config["corpora"]}},
-             "settings": {k: config[k] for k in SETTINGS if k in config}}
+             "settings": {k: config[k] for k in SETTINGS if k in config},
+             "stage_settings": {k: config[k] for k in STAGE_SETTINGS if k in config}}
     return {name: json.dumps(part, sort_keys=True, separators=(",", ":")) for name, part in parts.items()}
 
 
