@@ -45,9 +45,9 @@ memory one training step of the layer needs (activations, gradients, temporaries
 ``first_mb`` is the same growth over the first step: it adds what the process sets up once
 and every layer of a model shares, so it is reported but not the layer's cost (library
 buffers; torch's lazy imports: the first ``torch.autograd.grad``, which the chunked
-backward of DEA/LPEA calls, imports sympy, ~35 MB of the 44 MB LPEA adds at n = 512). Why not the first step's RSS under the job's
-allocator, as earlier versions measured: there the RSS also holds what glibc keeps for
-reuse, which depends on the order and sizes of allocations more than on their total
+backward of DEA/LPEA calls, imports sympy, ~35 MB of the 44 MB LPEA adds at n = 512).
+Why not the first step's RSS under the job's allocator, as earlier versions measured:
+there the RSS also holds what glibc keeps for reuse, which depends on the order and sizes of allocations more than on their total
 (``7Ftoken+1L`` at n = 512: 175 MB of peak RSS for 77 MB of tensors). ``live_mb`` is the
 peak of the tensor storages the step creates and holds at once, tracked through torch's
 dispatcher (:func:`live_peak_mb`): allocator-independent and repeatable, but blind to
