@@ -150,6 +150,44 @@ def test_interrupted_finetune_resumes_from_its_last_checkpoint(toy, tmp_path, ca
     assert final["opt"].enc_head_mask == "11110000"
 
 
+def test_only_the_newest_checkpoint_keeps_the_optimizer(toy, tmp_path, capfd):
+    # older checkpoints are kept for averaging and model selection: weights only (a base
+    # checkpoint is 1/3 weights, 2/3 Adam moments); resuming needs the newest's optimizer
+    import yaml
+    from headlab.engine import run as onmt_run
+
+    config = yaml.safe_load((toy / "train.yaml").read_text())
+    config.update(save_model=str(tmp_path / "model"), save_data=str(tmp_path), train_steps=6,
+                  save_checkpoint_steps=2, keep_checkpoint=-1)
+    write_yaml(config, tmp_path / "train.yaml")
+    assert onmt_run.train(["-config", str(tmp_path / "train.yaml"), "-train_steps", "4"]) == 0
+    load = lambda step: torch.load(tmp_path / f"model_step_{step}.pt", map_location="cpu", weights_only=False)
+    assert load(2)["optim"] is None and load(4)["optim"]["training_step"] == 5
+    assert set(load(2)["model"]) == set(load(4)["model"]) and load(2)["generator"] is not None
+    assert not list(tmp_path.glob("*.tmp"))
+    (tmp_path / "model.pt").unlink()
+    capfd.readouterr()
+    assert onmt_run.train(["-config", str(tmp_path / "train.yaml")]) == 0     # resumes at 4
+    assert f"resuming interrupted training from checkpoint {tmp_path / 'model_step_4.pt'}" in capfd.readouterr().err
+    assert [load(s)["optim"] is None for s in (2, 4, 6)] == [True, True, False]
+    assert torch.load(tmp_path / "model.pt", weights_only=False)["optim"]["training_step"] == 7
+    out = tmp_path / "avg.pt"
+    assert onmt_run.main_average(["-save_model", str(tmp_path / "model"), "-last", "3", "-output", str(out)]) == 0
+    name = next(iter(load(6)["model"]))
+    mean = sum(load(s)["model"][name] for s in (2, 4, 6)) / 3
+    assert torch.allclose(torch.load(out, weights_only=False)["model"][name], mean)
+    # a stripped checkpoint is never resumed from (its optimizer state is gone): the newest
+    # full one is, here none (model_step_6.pt removed), so training starts again
+    (tmp_path / "model_step_6.pt").unlink()
+    (tmp_path / "model.pt").unlink()
+    capfd.readouterr()
+    assert onmt_run.train(["-config", str(tmp_path / "train.yaml"), "-train_steps", "4"]) == 0
+    log = capfd.readouterr().err
+    assert "model_step_4.pt holds no optimizer state: not resumed from" in log
+    assert "resuming interrupted training" not in log
+    assert load(4)["optim"]["training_step"] == 5
+
+
 def test_translate_with_score_and_atomic_output(toy):
     model = toy / "model" / "model.pt"
     if not model.exists():
@@ -191,18 +229,28 @@ def test_average_last_checkpoints(tmp_path):
     from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
     from headlab.engine.run import main_average
 
-    opt = model_opt(enc_layers=1, dec_layers=1, hidden_size=16, heads=2, transformer_ff=32)
-    vocabs = toy_vocabs(12)
+    opt = model_opt(enc_layers=1, dec_layers=1, hidden_size=16, heads=2, transformer_ff=32,
+                    share_embeddings=True, extra=("-share_decoder_embeddings",))
+    vocabs = toy_vocabs(12, share=True)
     model = build_model(opt, vocabs)
     name = "encoder.transformer.0.layer_norm.weight"
-    for step, value in ((8, 100.0), (9, 1.0), (10, 3.0)):
+    # tied: the encoder's and decoder's embeddings and the generator are one tensor (every
+    # preset ties them); upstream average_models updated it once per name, 3 times
+    tied = "encoder.embeddings.make_embedding.emb_luts.0.weight"
+    assert model.generator.weight is model.state_dict(keep_vars=True)[tied]
+    for step, value in ((7, 50.0), (8, 100.0), (9, 1.0), (10, 3.0)):
         with torch.no_grad():
             model.state_dict()[name].fill_(value)
+            model.generator.weight.fill_(-value)
         save_checkpoint(model, opt, vocabs, tmp_path / f"model_step_{step}.pt")
-    out = tmp_path / "model.avg2.pt"
-    assert main_average(["-save_model", str(tmp_path / "model"), "-last", "2", "-output", str(out)]) == 0
-    averaged = torch.load(out, weights_only=False)["model"][name]
-    assert torch.allclose(averaged, torch.full_like(averaged, 2.0))
-    with pytest.raises(ConfigError, match=r"\[keep_checkpoint\].*has 3"):
-        main_average(["-save_model", str(tmp_path / "model"), "-last", "4", "-output", str(tmp_path / "x.pt")])
+    out = tmp_path / "model.avg3.pt"
+    assert main_average(["-save_model", str(tmp_path / "model"), "-last", "3", "-output", str(out)]) == 0
+    averaged = torch.load(out, weights_only=False)
+    assert torch.allclose(averaged["model"][name], torch.full((16,), (100.0 + 1 + 3) / 3))
+    for weight in (averaged["model"][tied], averaged["model"]["decoder.embeddings.make_embedding.emb_luts.0.weight"],
+                   averaged["generator"]["weight"]):
+        assert torch.allclose(weight, torch.full_like(weight, -(100.0 + 1 + 3) / 3))
+    assert averaged["generator"]["weight"].data_ptr() == averaged["model"][tied].data_ptr()   # still tied
+    with pytest.raises(ConfigError, match=r"\[keep_checkpoint\].*has 4"):
+        main_average(["-save_model", str(tmp_path / "model"), "-last", "5", "-output", str(tmp_path / "x.pt")])
     assert not (tmp_path / "x.pt").exists()

@@ -114,6 +114,42 @@ def _patch_checkpoint_loading() -> None:
         module.load_checkpoint = load_checkpoint
 
 
+def _patch_average_models() -> None:
+    """``onmt.bin.average_models.average_models`` updates each state-dict entry in place
+    (``avg.mul_(i).add_(w).div_(i + 1)``), but tied weights are one tensor under several
+    names (``share_embeddings`` + ``share_decoder_embeddings``: the encoder's and decoder's
+    embeddings and the generator, three names, every preset): that tensor was updated three
+    times per checkpoint, a wrong weighting towards the newest. Here each tensor is updated
+    once (the first name that holds it), the rest is upstream's code; the ties stay ties in
+    the averaged file."""
+    import torch
+    import onmt.bin.average_models as averaging
+
+    def average_models(model_files, fp32=False):
+        avg = None
+        for i, model_file in enumerate(model_files):
+            m = torch.load(model_file, map_location="cpu", weights_only=False)
+            parts = [m["model"], m["generator"] or {}]
+            if fp32:
+                for part in parts:
+                    for k, v in part.items():
+                        part[k] = v.float()
+            if i == 0:
+                avg, avg_parts = m, parts
+                continue
+            done = set()
+            for avg_part, part in zip(avg_parts, parts):
+                for k, v in avg_part.items():
+                    if v.data_ptr() in done:
+                        continue            # a tied weight, already averaged under another name
+                    done.add(v.data_ptr())
+                    v.mul_(i).add_(part[k]).div_(i + 1)
+        return {"vocab": avg["vocab"], "opt": avg["opt"], "optim": None,
+                "generator": avg["generator"], "model": avg["model"]}
+
+    averaging.average_models = average_models
+
+
 def _patch_with_score() -> None:
     """OpenNMT-py 3.5.1 ``-with_score`` calls ``score.item()`` but the beam search now
     stores plain floats in ``Translation.pred_scores``: AttributeError. We make the
@@ -282,6 +318,53 @@ def _patch_model_selection() -> None:
     saver.ModelSaver._rm_checkpoint = _rm_checkpoint
 
 
+def _patch_optimizer_state_in_newest_checkpoint() -> None:
+    """Every checkpoint OpenNMT-py saves carries the optimizer (Adam's two moments: twice the
+    model), though only the newest is ever resumed from; the older ones kept for averaging
+    (paper C: the last 10) and model selection need the weights only. A base model's
+    checkpoint is ~0.7 GB, ~0.25 GB of it weights: ten kept per model fill a GPU machine's
+    disk. Once ``ModelSaver.save`` has written step N, the checkpoint this saver wrote before
+    it is rewritten with ``optim: None`` (written aside and renamed over: an interrupted
+    rewrite leaves the full file). So the newest checkpoint on disk always has its optimizer
+    state, even if the process dies while writing the next one (that file is then
+    unreadable and resuming skips it: :func:`headlab.engine.run.resume_point`). The final
+    ``<save_model>.pt`` is a copy of the chosen checkpoint, stripped or not; translation,
+    averaging and fine-tunes (``reset_optim: all``) read no optimizer state."""
+    import os
+
+    import torch
+    import onmt.models.model_saver as saver
+
+    save = saver.ModelSaverBase.save
+
+    @functools.wraps(save)
+    def save_and_strip_previous(self, step, moving_average=None):
+        done_before = self.last_saved_step
+        save(self, step, moving_average=moving_average)
+        if self.save_format != "pytorch" or self.last_saved_step == done_before:
+            return                          # nothing written (or safetensors: optimizer apart)
+        if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
+            return                          # rank 0 writes (and rewrites) the checkpoints
+        written = f"{self.base_path}_step_{step}.pt"
+        previous = getattr(self, "headlab_previous", None)
+        if previous is None:                # this process's first save: a resumed run's is the
+            from headlab.engine.run import checkpoints     # checkpoint it resumed from
+            older = [path for done, path in checkpoints(self.base_path) if done < step]
+            previous = str(older[-1]) if older else None
+        self.headlab_previous = written
+        if previous is None or previous == written or not os.path.exists(previous):
+            return                          # the first checkpoint, or rotated away by keep_checkpoint
+        ckpt = torch.load(previous, map_location="cpu", weights_only=False)
+        if ckpt.get("optim") is None:
+            return
+        ckpt["optim"] = None
+        tmp = previous + ".tmp"
+        torch.save(ckpt, tmp)
+        os.replace(tmp, previous)
+
+    saver.ModelSaverBase.save = save_and_strip_previous
+
+
 def _patch_optimizer_freezes_pruned_heads() -> None:
     """Pruned heads (``-enc_head_mask``) are frozen, but a zero gradient freezes nothing under
     weight decay (``adamw8bit``, the paged optimizers) or moments from earlier steps (Adam,
@@ -422,12 +505,14 @@ def apply() -> None:
     defer_optional_imports()
     _build_modules_directly()
     _patch_checkpoint_loading()
+    _patch_average_models()
     _patch_with_score()
     _patch_options()
     _patch_fresh_init()
     _patch_test_model_loading()
     _patch_aux_loss()
     _patch_model_selection()
+    _patch_optimizer_state_in_newest_checkpoint()
     _patch_feature_embeddings()
     _patch_optimizer_freezes_pruned_heads()
     _patch_bf16_training()

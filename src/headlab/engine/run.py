@@ -63,28 +63,35 @@ def checkpoints(save_model: str) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _readable(path: Path) -> bool:
+def _readable(path: Path) -> dict | None:
     import torch
     try:
-        torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        return True
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except Exception:  # a checkpoint cut short by kill -9 while it was being written
-        return False
+        return None
 
 
 def resume_point(save_model: str, newer_than: float = 0.0, max_step: int | None = None) -> Path | None:
-    """The newest checkpoint that loads; unreadable newer ones are moved aside.
+    """The newest checkpoint that loads with its optimizer state; unreadable newer ones are
+    moved aside.
 
     Checkpoints older than ``newer_than`` (the mtime of the training config) belong to an
-    earlier configuration and are never resumed from."""
+    earlier configuration and are never resumed from. Only the newest checkpoint a training
+    wrote keeps its optimizer state (older ones are stripped once the next is whole:
+    :func:`headlab.engine.compat._patch_optimizer_state_in_newest_checkpoint`); one without it
+    is kept (averaging reads it) but not resumed from."""
     from onmt.utils.logging import logger
     for step, path in reversed(checkpoints(save_model)):
         if path.stat().st_mtime < newer_than or (max_step is not None and step > max_step):
             logger.info("headlab: removing %s: written under another training config", path)
             path.unlink()
             continue
-        if _readable(path):
+        ckpt = _readable(path)
+        if ckpt is not None and ckpt.get("optim") is not None:
             return path
+        if ckpt is not None:
+            logger.warning("checkpoint %s holds no optimizer state: not resumed from", path)
+            continue
         logger.warning("checkpoint %s is unreadable (interrupted write?): moved to %s.broken", path, path)
         os.replace(path, str(path) + ".broken")
     return None
@@ -202,10 +209,11 @@ def main_build_vocab(argv: list[str]) -> int:
 
 def main_average(argv: list[str]) -> int:
     """``headlab average -save_model PREFIX -last N -output FILE``: OpenNMT-py's
-    ``average_models`` over the last N checkpoints ``PREFIX_step_*.pt`` (paper C §A.1
+    ``average_models`` (tied weights fixed: :mod:`headlab.engine.compat`) over the last N checkpoints ``PREFIX_step_*.pt`` (paper C §A.1
     averages the last 10), written atomically."""
     import argparse
 
+    import headlab.engine.plugin  # noqa: F401  (average_models with tied weights fixed: compat)
     from onmt.bin.average_models import average_models
     import torch
 
@@ -223,9 +231,6 @@ def main_average(argv: list[str]) -> int:
         raise ConfigError(f"averaging the last {args.last} checkpoints needs as many: {args.save_model}_step_*.pt "
                           f"has {len(found)} (raise the preset's keep_checkpoint, or average fewer)",
                           path=args.save_model, key="keep_checkpoint")
-    # OpenNMT-py 3.5.1 calls torch.load without weights_only; its checkpoints hold an argparse
-    # Namespace, which torch >= 2.6's weights-only default refuses (our own files)
-    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
     averaged = average_models([str(p) for _, p in found[-args.last:]])
     with atomic_write(args.output, "wb") as handle:
         torch.save(averaged, handle)
