@@ -157,6 +157,27 @@ def test_mucow_items_give_table_6s_average_precision(tmp_path):
     assert paper_A._mean_precision(stats.sum(0))[0] == pytest.approx(0.75)
 
 
+def test_a_job_sees_the_config_the_dag_saw():
+    """The generic rules pass a study its config slices as JSON; its figures take the first
+    pair of ``data``. The slices were written with sorted keys, so on paper.yaml's overlay
+    paper B's F1 named iwslt14-de-en-b10k's models as inputs (the DAG, config order) and read
+    hindencorp-hi-en's in the job (sorted order): FileNotFoundError. Order now survives."""
+    import yaml
+
+    from headlab import studies
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    study = config["studies"]["paper_B"]
+    pair = next(iter(study["data"].items()))
+    study["data"] = {"zz-late": [pair[1][0]], **study["data"]}          # a first key out of order
+    config["corpora"]["zz-late"] = config["corpora"][pair[0]]
+    slices = studies.config_slices(config, "paper_B")
+    merged = studies.merge_config([slices["study"], slices["corpora"], slices["settings"]])
+    assert list(merged["studies"]["paper_B"]["data"]) == list(study["data"]) != sorted(study["data"])
+    assert list(merged["corpora"]) == [c for c in config["corpora"] if c in merged["corpora"]]
+    assert merged["studies"]["paper_B"] == study
+
+
 def test_a_search_stage_reads_no_evaluation_setting():
     """Paper D's gates stage (a Snakemake checkpoint) got every setting as a param: raising
     evaluation.profile_figure_sentences reran it (seen on the GPU config's overlay), and

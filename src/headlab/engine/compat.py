@@ -322,7 +322,7 @@ def _patch_optimizer_state_in_newest_checkpoint() -> None:
     """Every checkpoint OpenNMT-py saves carries the optimizer (Adam's two moments: twice the
     model), though only the newest is ever resumed from; the older ones kept for averaging
     (paper C: the last 10) and model selection need the weights only. A base model's
-    checkpoint is ~0.7 GB, ~0.25 GB of it weights: ten kept per model fill a GPU machine's
+    checkpoint is ~0.6 GB, a third of it weights: ten kept per model fill a GPU machine's
     disk. Once ``ModelSaver.save`` has written step N, the checkpoint this saver wrote before
     it is rewritten with ``optim: None`` (written aside and renamed over: an interrupted
     rewrite leaves the full file). So the newest checkpoint on disk always has its optimizer

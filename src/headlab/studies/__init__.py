@@ -126,13 +126,18 @@ def config_slices(config, study: str) -> dict[str, str]:
     to another study reruns none of this study's outputs, and snakemake's rerun reason
     shows only the part that changed. :func:`merge_config` puts them back together.
     ``stage_settings`` replaces ``settings`` for the study's search stages
-    (:data:`STAGE_SETTINGS`)."""
+    (:data:`STAGE_SETTINGS`).
+
+    Keys keep the config's order (no ``sort_keys``): order is meaning there (a study's
+    figures and analyses take the *first* pair of its ``data``), and the job must see the
+    config the DAG saw. Sorted, a paper.yaml study with several corpora had its figure's
+    inputs named for one pair at DAG time and read another in the job."""
     corpora = {m["corpus"] for m, _ in study_models(config, study)}
     parts = {"study": {"studies": {study: config["studies"][study]}},
-             "corpora": {"corpora": {c: config["corpora"][c] for c in sorted(corpora) if c in config["corpora"]}},
+             "corpora": {"corpora": {c: v for c, v in config["corpora"].items() if c in corpora}},
              "settings": {k: config[k] for k in SETTINGS if k in config},
              "stage_settings": {k: config[k] for k in STAGE_SETTINGS if k in config}}
-    return {name: json.dumps(part, sort_keys=True, separators=(",", ":")) for name, part in parts.items()}
+    return {name: json.dumps(part, separators=(",", ":")) for name, part in parts.items()}
 
 
 def merge_config(parts: list[str]) -> dict:
