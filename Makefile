@@ -49,8 +49,11 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@$(BIN)/python -c "import headlab.engine.plugin, torch, onmt; print('setup: ready: torch', torch.__version__, '+ OpenNMT-py', onmt.__version__, '+ headlab (log: $(SETUP_LOG))')"
 	@touch $@
 
+# A lock left by a killed run is cleared first (a live run's stops here); when snakemake
+# fails, the failed jobs are listed with their logs (headlab.runlock) and make fails too.
 run: setup
-	$(SNAKE) --cores $(CORES)
+	@$(BIN)/python -m headlab.runlock unlock
+	start=$$(date +%s); $(SNAKE) --cores $(CORES) || $(BIN)/python -m headlab.runlock failures --since $$start
 
 # Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
 # module's fixtures are built once); the slowest tests are listed at the end.

@@ -1,6 +1,8 @@
 """Figures: PNG + PDF from tidy CSVs (paper A Figures 2 and 3)."""
 from __future__ import annotations
 
+import pathlib
+
 import pandas as pd
 import pytest
 
@@ -62,3 +64,57 @@ def test_intervals_and_counts_on_categories():
         assert len(bars) == 2                           # one per system
         segments = bars[0].get_segments()
         assert [(s[0][1], s[1][1]) for s in segments] == [(18.0, 23.0), (19.0, 24.0)]
+
+
+def _interval_rows(panel_hues: dict) -> list[dict]:
+    """Paper A Fig. 2's columns: bucket ``<10`` scored above its interval (sacreBLEU's
+    interval is centred on the bootstrap mean, not on the score), ``[10,20)`` below it,
+    ``>=20`` empty (no sentences: NaN score and interval, count 0)."""
+    nan = float("nan")
+    buckets = [("<10", 30.0, 26.0, 29.5, 40), ("[10,20)", 20.0, 21.0, 25.0, 7), (">=20", nan, nan, nan, 0)]
+    return [{"system": s, "layers": lay, "bucket": b, "bleu": y, "ci_low": lo, "ci_high": hi, "count": n}
+            for lay, systems in panel_hues.items() for s in systems for b, y, lo, hi, n in buckets]
+
+
+def test_line_intervals_need_not_contain_their_points(tmp_path):
+    """A point outside its interval, an empty bucket, a bucket with no rows (``x_order``) and
+    a system missing from one panel: every interval drawn as it is, from low to high."""
+    from matplotlib.collections import LineCollection
+
+    from headlab.report.figures import plot, save
+
+    rows = _interval_rows({"2+1": ("8L", "7F"), "2+2": ("8L",)})
+    figure = plot(pd.DataFrame(rows), x="bucket", y="bleu", hue="system", col="layers",
+                  x_order=["<10", "[10,20)", ">=20", ">=60"], interval=("ci_low", "ci_high"), counts="count")
+    drawn = []
+    for ax in figure.axes:
+        for bars in (c for c in ax.collections if isinstance(c, LineCollection)):
+            drawn.append([(s[0][1], s[1][1]) for s in bars.get_segments()])
+    assert drawn == [[(26.0, 29.5), (21.0, 25.0)]] * 3       # 2 systems + 1; the empty bucket: none
+    assert all(p.stat().st_size > 0 for p in map(pathlib.Path, save(figure, str(tmp_path / "f2"))))
+
+
+def test_atlas_claims_need_not_lie_in_their_intervals(tmp_path, monkeypatch):
+    """The atlas figure: a claim's rho outside its percentile bootstrap interval, and a claim
+    without rho (too few heads), drawn without error; the axis says which interval it shows."""
+    from matplotlib.collections import LineCollection
+
+    from headlab.report import figures
+    from headlab.report.atlas import figure
+
+    drawn, save = [], figures.save
+    monkeypatch.setattr(figures, "save", lambda fig, prefix: drawn.append(fig) or save(fig, prefix))
+    nan = float("nan")
+    agreement = pd.DataFrame([{"group": "all", "a": "confidence", "b": "entropy", "rho": 0.4}])
+    claims = pd.DataFrame([
+        {"claim": "c1", "paper": "A", "a": "confidence", "b": "entropy", "expected": "+", "rho": 0.30, "low": 0.32,
+         "high": 0.70, "verdict": "agrees"},
+        {"claim": "c2", "paper": "B", "a": "confidence", "b": "entropy", "expected": "+", "rho": nan, "low": nan,
+         "high": nan, "verdict": "no data"}])
+    figure(agreement, claims, tmp_path / "agreement")
+    assert (tmp_path / "agreement.png").stat().st_size > 0 and (tmp_path / "agreement.pdf").stat().st_size > 0
+    (claims_ax,) = [ax for ax in drawn[0].axes if ax.get_title() == "the papers' claims as agreements"]
+    bars = [c for c in claims_ax.collections if isinstance(c, LineCollection)]
+    assert [[tuple(point) for point in segment] for bar in bars for segment in bar.get_segments()] == \
+        [[(0.32, 0.0), (0.70, 0.0)]]
+    assert "need not contain rho" in claims_ax.get_xlabel()

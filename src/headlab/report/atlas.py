@@ -142,7 +142,7 @@ def figure(agreement: pd.DataFrame, claims: pd.DataFrame, prefix: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from headlab.atlas.agree import CORRELATED
+    from headlab.atlas.agree import BOOTSTRAP, CORRELATED
     from headlab.report.figures import save
 
     pooled = agreement[agreement["group"] == "all"]
@@ -168,15 +168,20 @@ def figure(agreement: pd.DataFrame, claims: pd.DataFrame, prefix: Path) -> None:
     left.set_title("criteria over all atlas heads")
     y = np.arange(len(claims))
     for i, c in enumerate(claims.itertuples()):
+        colour = {"agrees": "tab:green", "contradicts": "tab:red"}.get(c.verdict, "tab:gray")
+        # the interval as it is, low to high: a percentile bootstrap interval need not hold rho
+        if not (math.isnan(c.low) or math.isnan(c.high)):
+            right.hlines(i, c.low, c.high, colors=colour)
+            right.plot([c.low, c.high], [i, i], linestyle="none", marker="|", markersize=8, color=colour)
         if not math.isnan(c.rho):
-            right.errorbar(c.rho, i, xerr=[[c.rho - c.low], [c.high - c.rho]], fmt="o", capsize=4,
-                           color={"agrees": "tab:green", "contradicts": "tab:red"}.get(c.verdict, "tab:gray"))
+            right.plot(c.rho, i, "o", color=colour)
     right.axvline(0, color="k", lw=0.8)
     right.set_yticks(y, [f"{c.claim}\n({c.paper}; {c.a} ~ {c.b}, expect {c.expected}): {c.verdict}"
                          for c in claims.itertuples()], fontsize=8)
     right.set_xlim(-1, 1)
     right.invert_yaxis()
-    right.set_xlabel("Spearman's rho (95% bootstrap interval)")
+    right.set_xlabel(f"Spearman's rho (dot)\nbar: 95% percentile bootstrap interval over heads ({BOOTSTRAP} "
+                     "resamples), which need not contain rho")
     right.set_title("the papers' claims as agreements")
     fig.tight_layout()
     save(fig, str(prefix))

@@ -8,9 +8,11 @@ x values keep the order in which they first appear in the CSV (compare-mt's buck
 order ``<10, [10,20) ...``; distance bins ``1 .. 15, >15``), unless ``--x-order``.
 Intervals: a line plot over categories draws each point's 95% interval from two columns
 (``interval=("ci_low", "ci_high")``: paper A Figures 2-3) and writes each category's number
-of items under its tick (``counts="count"``); over a numeric x (learning curves), several
-runs of one line (seeds) are drawn as their mean with a band (``errorbar="sd"``: ± one
-standard deviation).
+of items under its tick (``counts="count"``). An interval is drawn as it is, from low to
+high: the point need not lie inside it (sacreBLEU's bootstrap interval is centred on the
+resamples' mean, not on the score), so the caller's title says which interval it is. Over
+a numeric x (learning curves), several runs of one line (seeds) are drawn as their mean
+with a band (``errorbar="sd"``: ± one standard deviation).
 Paper A Figure 2 = ``headlab compare --length-out`` (x bucket, y bleu, hue system);
 Figure 3 = ``headlab contrastive distil`` rows with ``by == 'distance'`` (x bucket,
 y accuracy, hue system).
@@ -74,7 +76,7 @@ def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = 
             ax.set_xticks(range(len(order)))
             ax.set_xticklabels(_tick_labels(part, x, order, counts))
             if interval:
-                _error_bars(ax, part, y, hue, hues, palette, interval)
+                _error_bars(ax, part, hue, hues, palette, interval)
     elif kind == "bar":
         grid = sns.catplot(data=tidy, x=x, y=y, hue=hue, col=col, kind="bar", order=order,
                            height=3.2, aspect=1.4)
@@ -91,17 +93,21 @@ def _tick_labels(part, x, order, counts: str | None) -> list[str]:
     return [f"{v}\n(n={int(n[v])})" if v in n.index and n[v] == n[v] else str(v) for v in order]
 
 
-def _error_bars(ax, part, y, hue, hues, palette, interval: tuple[str, str]) -> None:
-    """Each point's interval as an error bar, in its line's colour (lines side by side)."""
+def _error_bars(ax, part, hue, hues, palette, interval: tuple[str, str]) -> None:
+    """Each point's interval as a bar from low to high, in its line's colour (lines side by
+    side). Drawn as it is, not as the point ± two distances: a bootstrap interval is centred
+    on the resamples' mean, so the point itself may lie outside it."""
     low, high = interval
     for i, name in enumerate(hues):
         rows = part if hue is None else part[part[hue] == name]
-        rows = rows.dropna(subset=[y, low, high])
+        rows = rows.dropna(subset=[low, high])          # an empty bucket has no interval
         if rows.empty:
             continue
-        shift = (i - (len(hues) - 1) / 2) * 0.06
-        ax.errorbar(rows["_pos"] + shift, rows[y], yerr=[rows[y] - rows[low], rows[high] - rows[y]], fmt="none",
-                    ecolor=palette[name] if palette else "black", elinewidth=1, capsize=2)
+        where = rows["_pos"] + (i - (len(hues) - 1) / 2) * 0.06
+        colour = palette[name] if palette else "black"
+        ax.vlines(where, rows[low], rows[high], colors=colour, linewidth=1)
+        caps = [*where, *where], [*rows[low], *rows[high]]
+        ax.plot(*caps, linestyle="none", marker="_", markersize=4, color=colour)
 
 
 def _heatmap(tidy, *, x: str, y: str, value: str | None, col: str | None, xlabel, ylabel, title,

@@ -392,8 +392,9 @@ def f2(f: Files):
         tidy = length_buckets(texts["ref"], hyps, confidence=f.samples()).assign(seed=m["seed"])
         return tidy, dict(x="bucket", y="bleu", hue="system", xlabel="reference length (words)", ylabel="BLEU",
                           interval=("ci_low", "ci_high"), counts="count",
-                          title=f"Paper A Fig. 2: BLEU by sentence length ({pair}, {s['deep']}, seed {m['seed']}; "
-                                f"bars: 95% bootstrap interval)")
+                          title=f"Paper A Fig. 2: BLEU by sentence length ({pair}, {s['deep']}, seed {m['seed']})\n"
+                                f"bars: 95% bootstrap interval (sacreBLEU, {f.samples()} resamples), "
+                                "which need not contain the score")
     return inputs, build
 
 

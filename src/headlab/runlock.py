@@ -1,0 +1,128 @@
+"""``make run``'s guard rails around snakemake: a stale lock cleared before, the failed jobs listed after.
+
+    python -m headlab.runlock unlock [--directory DIR]
+    python -m headlab.runlock failures [--directory DIR] [--since EPOCH]
+
+``unlock``: snakemake writes ``.snakemake/locks/*.lock`` while it runs and removes them at
+the end; a killed run leaves them, and the next run stops until ``snakemake --unlock``.
+When no live snakemake works in DIR, the locks are removed as ``--unlock`` removes them
+(the whole ``locks`` folder) and one line says so; when one does, one line says which
+and the exit status is 1, so that ``make run`` does not start a second run beside it.
+
+``failures``: after a failed run, each failed job of the newest snakemake log (written
+at or after EPOCH): its rule, outputs and log files, and where the snakemake log is.
+Exits 1: it is only called when snakemake failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+#: snakemake's report of a failed job: ``Error in rule NAME:`` then indented ``key: value`` lines
+ERROR_BLOCK = re.compile(r"^Error in rule (?P<rule>\S+):\n(?P<body>(?:[ \t]+.*\n?)*)", re.MULTILINE)
+LOG_HINT = " (check log file(s) for error details)"
+
+
+def lock_files(directory: Path) -> list[Path]:
+    return sorted((directory / ".snakemake" / "locks").glob("*.lock"))
+
+
+def is_snakemake(cmdline: list[str]) -> bool:
+    """The command line of snakemake or one of its job processes: ``snakemake ...``,
+    ``python .../bin/snakemake ...`` (the entry point run by its #! line) or
+    ``python -m snakemake ...``; not a command that only names it (``grep snakemake``)."""
+    names = [Path(arg).name for arg in cmdline[:2]]
+    if names[:1] == ["snakemake"]:
+        return True
+    by_python = bool(names) and names[0].startswith("python")
+    return by_python and (names[1:] == ["snakemake"] or cmdline[1:3] == ["-m", "snakemake"])
+
+
+def live_snakemake(directory: Path) -> list[tuple[int, str]]:
+    """(pid, command line) of every snakemake process whose working directory is ``directory``
+    (snakemake changes into its working directory, so ``--directory`` runs count too)."""
+    import psutil                                   # a dependency of snakemake itself
+
+    here = directory.resolve()
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if not is_snakemake(cmdline):
+            continue
+        try:
+            if Path(process.cwd()).resolve() == here:
+                found.append((process.info["pid"], " ".join(cmdline)))
+        except (psutil.Error, OSError):          # gone meanwhile, or another user's
+            continue
+    return found
+
+
+def unlock(directory: Path) -> int:
+    locks = lock_files(directory)
+    if not locks:
+        return 0
+    running = live_snakemake(directory)
+    if running:
+        pid, cmdline = running[0]
+        print(f"runlock: snakemake (pid {pid}: {cmdline[:120]}) is running in {directory}; "
+              f"not starting a second run", file=sys.stderr)
+        return 1
+    shutil.rmtree(directory / ".snakemake" / "locks")
+    print(f"runlock: removed a stale lock ({len(locks)} file(s) in .snakemake/locks/, left by a run "
+          f"that was killed; no snakemake is running in {directory})")
+    return 0
+
+
+def failed_jobs(log_text: str) -> list[dict]:
+    """Each ``Error in rule`` block of a snakemake log: rule, output, log (as snakemake wrote them)."""
+    jobs = []
+    for block in ERROR_BLOCK.finditer(log_text):
+        fields = {}
+        for line in block["body"].splitlines():          # the first of a key: a shell command may hold "log: "
+            key, _, value = line.strip().partition(": ")
+            fields.setdefault(key, value)
+        jobs.append({"rule": block["rule"], "output": fields.get("output", ""),
+                     "log": fields.get("log", "").replace(LOG_HINT, "")})
+    return jobs
+
+
+def newest_log(directory: Path, since: float) -> Path | None:
+    logs = [p for p in (directory / ".snakemake" / "log").glob("*.snakemake.log") if p.stat().st_mtime >= since]
+    return max(logs, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def failures(directory: Path, since: float) -> int:
+    log = newest_log(directory, since)
+    if log is None:
+        print("make run: snakemake failed before writing its log; its message is above", file=sys.stderr)
+        return 1
+    where = os.path.relpath(log, directory)
+    jobs = failed_jobs(log.read_text(encoding="utf-8", errors="replace"))
+    if not jobs:
+        print(f"make run: snakemake failed, no failed job named; its log: {where}", file=sys.stderr)
+        return 1
+    lines = [f"make run: {len(jobs)} job(s) failed (snakemake's log: {where}):"]
+    lines += [f"  rule {j['rule']}: {j['output'] or '(no output)'}  log: {j['log'] or 'none, see the snakemake log'}"
+              for j in jobs]
+    print("\n".join(lines), file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m headlab.runlock", description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["unlock", "failures"])
+    parser.add_argument("--directory", type=Path, default=Path.cwd(), help="snakemake's working directory")
+    parser.add_argument("--since", type=float, default=0.0, help="failures: only a log written at or after "
+                                                                  "this time (seconds since the epoch)")
+    args = parser.parse_args(argv)
+    if args.action == "unlock":
+        return unlock(args.directory)
+    return failures(args.directory, args.since)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,106 @@
+"""``make run``'s guard rails (headlab.runlock): a killed run's lock cleared, a live run's kept,
+and the failed jobs of a snakemake log listed."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from headlab import runlock
+
+#: one rule whose job takes ``config["wait"]`` seconds
+SNAKEFILE = """
+rule slow:
+    output: "out/slow.txt"
+    shell: "sleep {config[wait]} && touch {output}"
+"""
+
+
+def _snakemake(folder: Path, wait: int, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"wait={wait}"],
+                            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def _wait_for_locks(folder: Path, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not runlock.lock_files(folder):
+        assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+        time.sleep(0.2)
+
+
+def test_a_killed_runs_lock_is_cleared_and_a_live_runs_kept(tmp_path, capsys):
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    running = _snakemake(tmp_path, 60, start_new_session=True)     # its own group: killed with its job
+    try:
+        _wait_for_locks(tmp_path, running)
+        assert runlock.main(["unlock", "--directory", str(tmp_path)]) == 1
+        assert f"(pid {running.pid}:" in capsys.readouterr().err
+        assert runlock.lock_files(tmp_path)
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.wait()
+    assert runlock.lock_files(tmp_path)                 # what a killed run leaves behind
+    blocked = _snakemake(tmp_path, 0)
+    assert blocked.wait(120) != 0 and "Directory cannot be locked" in blocked.stdout.read()
+    assert runlock.main(["unlock", "--directory", str(tmp_path)]) == 0
+    assert "removed a stale lock" in capsys.readouterr().out
+    assert not runlock.lock_files(tmp_path)
+    rerun = _snakemake(tmp_path, 0)
+    assert rerun.wait(120) == 0, rerun.stdout.read()
+    assert (tmp_path / "out/slow.txt").exists()
+
+
+def test_no_lock_nothing_to_say(tmp_path, capsys):
+    assert runlock.main(["unlock", "--directory", str(tmp_path)]) == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_snakemake_command_lines():
+    assert runlock.is_snakemake(["/x/.venv/bin/python", "/x/.venv/bin/snakemake", "--cores", "2"])
+    assert runlock.is_snakemake(["snakemake", "--profile", "profiles/local"])
+    assert runlock.is_snakemake(["python3", "-m", "snakemake", "--target-jobs", "a"])
+    assert not runlock.is_snakemake(["grep", "snakemake", "log.txt"])
+    assert not runlock.is_snakemake([])
+
+
+#: snakemake 9's report of two failed jobs (one shell, one run:), and the lines around them
+LOG = """\
+[Thu Nov 26 02:58:29 2026]
+Error in rule figure:
+    message: None
+    jobid: 3
+    output: results/paper_A/F2.png, results/paper_A/F2.pdf
+    log: results/logs/paper_A/F2.log (check log file(s) for error details)
+Execute 1 jobs...
+[Thu Nov 26 02:58:29 2026]
+Error in rule train:
+    message: None
+    jobid: 1
+    output: results/work/m/model.pt
+    shell:
+        echo log: nowhere; exit 3
+        (command exited with non-zero exit code)
+Exiting because a job execution failed. Look above for error messages
+"""
+
+
+def test_failed_jobs_of_a_snakemake_log(tmp_path, capsys):
+    assert runlock.failed_jobs(LOG) == [
+        {"rule": "figure", "output": "results/paper_A/F2.png, results/paper_A/F2.pdf",
+         "log": "results/logs/paper_A/F2.log"},
+        {"rule": "train", "output": "results/work/m/model.pt", "log": ""}]
+    logs = tmp_path / ".snakemake" / "log"
+    logs.mkdir(parents=True)
+    (logs / "2026-11-26T025826.753975.snakemake.log").write_text(LOG)
+    assert runlock.main(["failures", "--directory", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["make run: 2 job(s) failed "
+                   "(snakemake's log: .snakemake/log/2026-11-26T025826.753975.snakemake.log):",
+                   "  rule figure: results/paper_A/F2.png, results/paper_A/F2.pdf  log: results/logs/paper_A/F2.log",
+                   "  rule train: results/work/m/model.pt  log: none, see the snakemake log"]
+    # a log older than this run is not this run's
+    assert runlock.main(["failures", "--directory", str(tmp_path), "--since", str(time.time() + 60)]) == 1
+    assert "before writing its log" in capsys.readouterr().err
