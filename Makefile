@@ -18,7 +18,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # the GPU configs executed on CPU: each with its overlay (config/cpu/), merged key by key
 GPU_ON_CPU := config/multi30k-gpu.yaml,config/cpu/multi30k-gpu.yaml config/paper.yaml,config/cpu/paper.yaml
 
-.PHONY: setup run test test-fast bench dryrun report clean help gpu-configs-on-cpu gpu-bundle
+.PHONY: setup run test test-fast bench dryrun report clean help gpu-configs-on-cpu gpu-bundle gpu-rehearsal
 
 help:
 	@echo "make run    set up, then run the workflow on $(CONFIG) (all tables and figures)"
@@ -26,7 +26,8 @@ help:
 	@echo "make bench  set up, then write results/bench/*.csv"
 	@echo "make dryrun print the DAG of every shipped config"
 	@echo "make gpu-configs-on-cpu  run the whole DAG of both GPU configs on CPU (config/cpu/ overlays)"
-	@echo "make gpu-bundle          pack wheels, prepared data and a runner for an offline GPU machine"
+	@echo "make gpu-bundle          the GPU sitting's bundle: wheels, prepared data, run.py (prints its command)"
+	@echo "make gpu-rehearsal       the sitting on this CPU, in a venv of the GPU machine's Python and packages"
 
 setup: $(STAMP)
 
@@ -74,7 +75,7 @@ dryrun: setup
 	$(BIN)/snakemake -n --quiet rules --configfile config/config.yaml
 	$(BIN)/snakemake -n --quiet rules --configfile config/multi30k-gpu.yaml
 	$(BIN)/snakemake -n --quiet rules --configfile config/paper.yaml
-	for pair in $(GPU_ON_CPU) config/multi30k-gpu.yaml,config/gpu-30min.yaml config/config.yaml,config/wide.yaml; do \
+	for pair in $(GPU_ON_CPU) config/multi30k-gpu.yaml,config/gpu-sitting.yaml config/config.yaml,config/wide.yaml; do \
 	  $(BIN)/snakemake -n --quiet rules --configfile $$(echo $$pair | tr , ' ') || exit 1; \
 	done
 
@@ -86,8 +87,14 @@ gpu-configs-on-cpu: setup
 gpu-bundle: setup
 	$(BIN)/headlab gpu-bundle --out gpu-bundle
 
+# the sitting rehearsed on the CPU (src/headlab/workflow/rehearsal.py): a venv of CPython 3.12
+# with the GPU machine's torch, numpy and other packages (requirements/gpu-machine.txt)
+REHEARSAL_BUDGET ?= 300
+gpu-rehearsal: gpu-bundle
+	$(BIN)/python -m headlab.workflow.rehearsal --bundle gpu-bundle --venv .venv-rehearsal --budget $(REHEARSAL_BUDGET)
+
 report: setup
 	$(SNAKE) --cores $(CORES) --report report.html
 
 clean:
-	rm -rf .snakemake results/work results/tables results/paper_A results/cpu results/gpu gpu-bundle report.html
+	rm -rf .snakemake results/work results/tables results/paper_A results/cpu results/gpu results/gpu-sitting gpu-bundle report.html

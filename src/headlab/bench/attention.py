@@ -383,6 +383,19 @@ def attention_plan(devices, sizes=None, specs=None, precisions=None) -> list[tup
     return plan
 
 
+def _append_partial(out_dir: str, row: dict) -> None:
+    """Each measured row as it comes, to ``attention.partial.csv`` (a bench stopped at a
+    deadline keeps what it measured; ``attention.csv`` is written at the end, with ratios)."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "attention.partial.csv")
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
 def bench_attention(out_dir: str, sizes=None, batch: int = 16, devices=None,
                     mem_limit_gb: float = 6.0, timeout: int = 300, threads: int = 1,
                     specs: list[str] | None = None, precisions=None, rounds: int = 1,
@@ -415,6 +428,7 @@ def bench_attention(out_dir: str, sizes=None, batch: int = 16, devices=None,
             row.update(result)
             rows.append(row)
             print(f"round {round_no + 1}/{rounds}:", ",".join(str(row.get(c, "")) for c in COLUMNS[:10]), flush=True)
+            _append_partial(out_dir, row)
         sweeps.append(rows)
     if dry_run:
         return sweeps[0]

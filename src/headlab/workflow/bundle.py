@@ -1,29 +1,26 @@
-"""``headlab gpu-bundle``: one folder with everything an offline GPU machine lacks (issue 21
-item 6), so that its minutes go to training, not to set-up.
+"""``headlab gpu-bundle``: one folder with everything a GPU sitting needs that the offline
+GPU machine lacks, built from the shipped config, so that its minutes go to the GPU.
 
     headlab gpu-bundle --out gpu-bundle        (make gpu-bundle)
 
-The machine to plan for has Python 3.12, CUDA torch 2.11, the packages listed in
-``requirements/gpu-machine.txt``, no package index, commands under 10 minutes and about
-30 minutes in all. The folder (at most ``--max-mib``, 64 MiB) holds:
+The machine to plan for (``requirements/gpu-machine.txt``): Python 3.12, CUDA torch 2.11,
+numpy 2.5 and the other packages listed there, no package index, one command of at most 10
+minutes, 15 minutes of device time in all, 64 MiB that travel with the checkout. The
+folder (at most ``--max-mib``, 55 MiB) holds:
 
-- ``wheels/``: OpenNMT-py 3.5.1, headlab (built from this checkout), and every run-time
-  dependency of the GPU side that the machine lacks: the closure of headlab's requirements
-  in this environment's metadata, markers evaluated for the target Python, minus the
-  machine's packages, minus :data:`NOT_CARRIED` (torch above all). Binary wheels for
-  ``--python-version`` on manylinux x86_64 (``pip download --only-binary``); a package
-  published only as an sdist is built here into a pure-Python wheel (an error if it is not
-  pure);
+- ``wheels/``: what the GPU side imports and the machine lacks or has at a version headlab
+  does not accept (:func:`runtime_requirements`: the closure of :data:`GPU_REQUIREMENTS`
+  in this environment's metadata, minus the machine's acceptable packages): OpenNMT-py
+  3.5.1, ConfigArgParse, pyonmttok, sacremoses. Never torch, numpy or a CUDA library
+  (:data:`NEVER_CARRIED`: the runner refuses such a wheel);
 - ``source.tar.gz``: the checkout (tracked and untracked-not-ignored files) and its commit;
-- ``data.tar.gz``: what the CPU does here before the GPU machine starts, from the same
-  workflow: every job of the chosen targets except those of :data:`GPU_RULES` and what
-  follows them (``snakemake --omit-from``): prepared corpora, Moses, BPE, vocabularies,
-  parses, source features, suite splits and parse caches, with the fetch markers; so the
-  GPU machine only trains, translates and scores. After the preparation the plan that
-  remains is checked: a rule outside :data:`GPU_RULES` (it would need a CPU-side tool such
-  as spaCy there) is an error naming it;
-- ``run.py``: the runner (:mod:`headlab.workflow.gpu_runner`, standard library only), and
-  ``manifest.json`` / ``README.md``: what is inside and how to run it.
+  headlab runs from its ``src/`` there, ``tests/gpu`` is the CUDA suite;
+- ``data.tar.gz``: what the CPU does here, by the same workflow on the same config: every
+  job upstream of ``train`` (``snakemake --omit-from train``): prepared Multi30k, Moses,
+  BPE, the vocabulary and each model's ``onmt.yaml``. What the full workflow would still
+  run after that is checked to be model work only (:data:`GPU_RULES`);
+- ``run.py``: the sitting (:mod:`headlab.workflow.gpu_runner`, standard library only), and
+  ``manifest.json`` / ``README.md``: what is inside and the command that starts it.
 """
 from __future__ import annotations
 
@@ -44,37 +41,52 @@ from pathlib import Path
 from headlab.errors import ConfigError, HeadlabError
 
 REPO = Path(__file__).resolve().parents[3]
-#: the bundle's workflow: the GPU config with its 30-minute overlay, targets in the order
-#: the GPU machine works through them (issue 21 item 7)
-CONFIGS = ("config/multi30k-gpu.yaml", "config/gpu-30min.yaml")
-TARGETS = ("tables", "paper_B", "paper_C", "paper_D")
-#: rules that run on the GPU machine: models and everything that reads them
+#: the sitting's workflow: the GPU config with the one-sitting overlay
+CONFIGS = ("config/multi30k-gpu.yaml", "config/gpu-sitting.yaml")
+#: the study whose models the sitting trains (its published folder is the DAG checked)
+TARGETS = ("tables",)
+#: rules downstream of a model: what may be left for a GPU machine once the CPU-side
+#: preparation is done (anything else needs tools or data the machine lacks)
 GPU_RULES = ("onmt_config", "finetune_config", "snapshot", "train", "average_checkpoints", "translate",
              "postprocess", "bleu", "compare", "forced_score", "distil_accuracy", "learning_curve", "params",
              "gates", "export_attention", "profile_heads", "study_stage", "study_table", "study_figure",
-             "study_readme", "publish", "all")
-#: the first rules of the GPU side (--omit-from: they and everything after them stay for the GPU)
-GPU_ENTRY_RULES = ("onmt_config", "finetune_config", "snapshot", "train")
-#: requirements of headlab that the GPU machine does not get from the bundle: its own CUDA
-#: torch; spaCy and its model (parses are data, made here); the SLURM executor (a local run);
-#: pulp (snakemake imports it only for its ILP scheduler; profiles/local uses greedy); the
-#: packages of OpenNMT-py transforms headlab never uses (headlab.engine.compat.OPTIONAL_IMPORTS)
-NOT_CARRIED = ("torch", "spacy", "snakemake-executor-plugin-slurm", "pulp", "fasttext-wheel", "rapidfuzz",
-               "pyahocorasick")
+             "study_readme", "study_effects", "effects_summary", "publish", "all")
+#: where the CPU-side preparation stops (--omit-from: it and everything after it stay)
+GPU_ENTRY_RULES = ("train", "finetune_config", "snapshot")
+#: distributions the GPU side imports (engine, translation, scoring, the CUDA suite); the
+#: bundle carries those of their closure the machine lacks. OpenNMT-py is installed with
+#: --no-deps everywhere (it pins torch < 2.3): its run-time imports are listed here.
+GPU_REQUIREMENTS = ("torch>=2.1", "OpenNMT-py==3.5.1", "ConfigArgParse", "pyonmttok>=1.37,<2", "PyYAML", "six",
+                    "sacrebleu>=2.4", "sacremoses", "numpy", "pandas", "scipy", "pytest", "packaging")
+#: the machine's own builds: a wheel of these would replace its CUDA torch or the numpy
+#: torch was built against (gpu_runner.PROTECTED refuses them on the machine too)
+NEVER_CARRIED = ("torch", "numpy", "triton")
 ONMT = "OpenNMT-py==3.5.1"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64")
-#: datasets whose files GPU-side rules read beyond the fetch marker (rules/analyse.smk:
-#: distil_accuracy reads the suite, profile_heads the UD gold trees)
-RAW_READ_ON_GPU = ("distil-lingeval", "ud")
+MACHINE_FILE = REPO / "requirements/gpu-machine.txt"
+#: the command that starts a sitting from the checkout that carries the bundle (``$OUT``:
+#: the folder whose files come back)
+START = "python3 {bundle}/run.py --out \"$OUT\""
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def machine_packages(path: Path = REPO / "requirements/gpu-machine.txt") -> set[str]:
-    return {_norm(line.strip()) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")}
+def machine_packages(path: Path = MACHINE_FILE) -> dict[str, str | None]:
+    """name -> version (None: not read) of the GPU machine's packages: one ``name==version``
+    or ``name`` a line, ``#`` comments."""
+    found = {}
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:==([A-Za-z0-9.+!-]+))?", line)
+        if not match:
+            raise ConfigError(f"not 'name' or 'name==version': {raw!r}", path=str(path), line=number)
+        found[_norm(match[1])] = match[2]
+    return found
 
 
 def _marker_env(python_version: str) -> dict[str, str]:
@@ -84,41 +96,85 @@ def _marker_env(python_version: str) -> dict[str, str]:
             "extra": ""}
 
 
-def closure(roots, python_version: str, exclude: set[str]) -> dict[str, str]:
-    """name -> installed version of ``roots`` and everything they require (installed here),
-    markers evaluated for ``python_version`` on Linux x86_64, skipping ``exclude``."""
+def _accepts(specifiers, version: str | None) -> bool:
+    """Whether the machine's ``version`` meets every requirer's specifier (unread: yes)."""
+    from packaging.version import InvalidVersion, Version
+    if version is None:
+        return True
+    try:
+        return all(Version(version) in spec for spec in specifiers)
+    except InvalidVersion:
+        return False
+
+
+def requirement_closure(roots, python_version: str, machine: dict[str, str | None]) -> dict[str, list]:
+    """name -> the specifiers its requirers ask for, of ``roots`` and all they require here
+    (markers evaluated for ``python_version`` on Linux x86_64)."""
     from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
 
     env = _marker_env(python_version)
-    found: dict[str, str] = {}
-    todo = list(roots)
+    wanted: dict[str, list] = {}
+    for root in map(Requirement, roots):
+        wanted.setdefault(_norm(root.name), []).append(root.specifier or SpecifierSet())
+    todo = list(wanted)
     while todo:
-        name = _norm(todo.pop())
-        if name in found or name in exclude:
+        name = todo.pop()
+        if name == "headlab":
             continue
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise ConfigError(f"{name} is required on the GPU machine but not installed here, so its version is "
-                              f"unknown: install it (make setup) or add it to requirements/gpu-machine.txt") from None
-        found[name] = dist.version
+            if name in machine:
+                continue
+            raise ConfigError(f"{name} is needed on the GPU machine but not installed here, so its version is "
+                              f"unknown: install it (make setup) or add it to {MACHINE_FILE.name}") from None
+        if name == "opennmt-py":
+            continue                     # --no-deps: its imports are in GPU_REQUIREMENTS
         for text in dist.requires or []:
             req = Requirement(text)
-            if req.marker is None or req.marker.evaluate(env):
-                todo.append(req.name)
-    return found
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+            dep = _norm(req.name)
+            if dep not in wanted:
+                todo.append(dep)
+            wanted.setdefault(dep, []).append(req.specifier)
+    return wanted
+
+
+def closure(roots, python_version: str, machine: dict[str, str | None]) -> dict[str, str]:
+    """name -> installed version here of what :func:`requirement_closure` finds, less what
+    the machine has at a version every requirer accepts: the wheels to carry.
+    :data:`NEVER_CARRIED` is an error there."""
+    carry = {}
+    for name, specifiers in sorted(requirement_closure(roots, python_version, machine).items()):
+        if name in machine and _accepts(specifiers, machine[name]):
+            continue
+        if name in NEVER_CARRIED:
+            raise ConfigError(f"headlab needs {name} {','.join(map(str, specifiers))}, but the GPU machine has "
+                              f"{machine.get(name)} and a bundle never carries {name} (it would replace the "
+                              f"machine's CUDA build)", path=str(MACHINE_FILE))
+        carry[name] = metadata.version(name)
+    return carry
 
 
 def runtime_requirements(python_version: str) -> dict[str, str]:
-    """The GPU side's third-party packages the machine lacks (name -> version to carry)."""
-    from packaging.requirements import Requirement
+    """The wheels the GPU side needs and the machine lacks (name -> version to carry)."""
+    return closure(GPU_REQUIREMENTS, python_version, machine_packages())
 
-    env = _marker_env(python_version)
-    roots = [Requirement(r).name for r in metadata.requires("headlab") or []
-             if Requirement(r).marker is None or Requirement(r).marker.evaluate(env)]
-    # OpenNMT-py is installed with --no-deps (it pins torch < 2.3): its run-time imports are
-    # headlab's requirements above (pyproject.toml lists them)
-    return closure(roots, python_version, machine_packages() | {_norm(n) for n in NOT_CARRIED} | {"headlab"})
+
+def rehearsal_requirements(python_version: str = "3.12") -> list[str]:
+    """What a CPU rehearsal venv installs to stand for the machine: the machine's packages
+    the GPU side reaches (the closure, less what the bundle carries), at the machine's
+    versions where they were read (``name==version``), torch included."""
+    machine = machine_packages()
+    wanted = requirement_closure(GPU_REQUIREMENTS, python_version, machine)
+    carried = set(closure(GPU_REQUIREMENTS, python_version, machine))
+    lines = []
+    for name in sorted(set(wanted) - carried - {"headlab"}):
+        version = machine.get(name)
+        lines.append(f"{name}=={version}" if version else name)
+    return lines
 
 
 def _pip(*args, cwd=None) -> None:
@@ -197,19 +253,27 @@ def results_dir(configfiles) -> str:
 
 
 def prepare(configfiles, targets, cores: int) -> None:
-    """Everything of ``targets`` that is not GPU work, run here."""
+    """Everything of ``targets`` upstream of the models, run here."""
     result = snakemake(configfiles, "--cores", str(cores), "--scheduler", "greedy", "--rerun-incomplete",
                        "--omit-from", *GPU_ENTRY_RULES, "--", *targets)
     if result.returncode:
         raise HeadlabError(f"the CPU-side preparation failed:\n{(result.stdout + result.stderr)[-4000:]}")
 
 
-def remaining_rules(configfiles, targets) -> dict[str, int]:
-    """rule -> jobs of the plan that remains for the GPU machine (a dry run)."""
-    result = snakemake(configfiles, "-n", "--quiet", "rules", "--", *targets)
+def plan(configfiles, targets, *extra, results: str | None = None) -> dict[str, int]:
+    """rule -> jobs of a dry run towards ``targets``."""
+    result = snakemake(configfiles, "-n", "--quiet", "rules", *extra, "--", *targets, results=results)
     if result.returncode:
-        raise HeadlabError(f"dry run failed:\n{result.stderr[-3000:]}")
+        raise HeadlabError(f"dry run failed:\n{(result.stdout + result.stderr)[-3000:]}")
     return job_stats(result.stdout + result.stderr)
+
+
+def gpu_side(configfiles, targets, results: str | None = None) -> dict[str, int]:
+    """rule -> jobs that the CPU-side preparation leaves for the GPU machine: the whole plan
+    less what ``--omit-from`` runs (two dry runs; the DAG's check of the config included)."""
+    whole = plan(configfiles, targets, results=results)
+    cpu = plan(configfiles, targets, "--omit-from", *GPU_ENTRY_RULES, results=results)
+    return {rule: count - cpu.get(rule, 0) for rule, count in whole.items() if count > cpu.get(rule, 0)}
 
 
 def job_stats(output: str) -> dict[str, int]:
@@ -228,22 +292,71 @@ def check_gpu_side(stats: dict[str, int]) -> None:
                           f"need them out of the bundle's config, or make them data (rules upstream of a model)")
 
 
+def sitting_models(results: str, heads_order=()) -> list[dict]:
+    """The models whose ``onmt.yaml`` the preparation wrote (heads, folder, config), in the
+    order of ``heads_order`` (the study's: its first is the baseline of the paired tests)."""
+    import yaml
+
+    from headlab.naming import MODEL_KEYS, heads_name
+
+    models = []
+    for config in sorted((REPO / results / "models").rglob("onmt.yaml")):
+        folder = config.parent.relative_to(REPO / results / "models")
+        keys = dict(zip(MODEL_KEYS, folder.parts))
+        options = yaml.safe_load(config.read_text())
+        models.append({"heads": keys["heads"], "layers": keys["layers"], "seed": keys["seed"],
+                       "corpus": keys["corpus"], "pair": keys["pair"], "size": keys["size"],
+                       "dir": str(config.parent.relative_to(REPO)), "config": str(config.relative_to(REPO)),
+                       "save_model": options["save_model"], "save_every": options["save_checkpoint_steps"],
+                       "model_dtype": options.get("model_dtype", "fp32")})
+    if not models:
+        raise HeadlabError(f"the preparation wrote no model config under {results}/models")
+    order = [heads_name(spec) for spec in heads_order]
+    return sorted(models, key=lambda m: (order.index(m["heads"]) if m["heads"] in order else len(order), m["heads"]))
+
+
+def study_heads(configfiles, study: str = "baseline") -> list[str]:
+    """The head specs of ``study`` in the merged configs (the last file that sets them)."""
+    import yaml
+
+    heads = []
+    for path in configfiles:
+        entry = ((yaml.safe_load((REPO / path).read_text()) or {}).get("studies") or {}).get(study) or {}
+        heads = entry.get("heads", heads)
+    return heads if isinstance(heads, list) else [heads]
+
+
+def test_split(configfiles, model: dict, results: str) -> dict:
+    """The first test split of the models' corpus: source BPE, raw reference, language pair."""
+    import yaml
+
+    corpora = {}
+    for path in configfiles:
+        corpora.update((yaml.safe_load((REPO / path).read_text()) or {}).get("corpora") or {})
+    split = corpora[model["corpus"]]["tests"][0]
+    data = f"{results}/data/{model['corpus']}/{model['pair']}/{model['size']}"
+    found = {"split": split, "pair": model["pair"], "src": f"{data}/bpe/{split}.src", "ref": f"{data}/raw/{split}.tgt"}
+    for key in ("src", "ref"):
+        if not (REPO / found[key]).is_file():
+            raise HeadlabError(f"the preparation did not write {found[key]}")
+    return found
+
+
 def data_archive(dest: Path, results: str) -> int:
-    """The prepared data (``RESULTS/data``, fetch markers kept, raw copies only where GPU
-    rules read them) as a tarball of paths relative to the checkout, mtimes kept (snakemake
-    judges freshness by them). Returns the number of files."""
-    data = REPO / results / "data"
-    count = 0
+    """The prepared data (``RESULTS/data`` without the raw mirror copies) and the models'
+    configs as a tarball of paths relative to the checkout, mtimes kept (``headlab train``
+    resumes only from checkpoints newer than its config). Returns the number of files."""
+    root = REPO / results
+    paths = [p for p in sorted((root / "data").rglob("*")) if p.is_file()
+             and ".snakemake" not in p.parts and not (p.relative_to(root / "data").parts[0] == "raw"
+                                                     and p.name != ".verified")]
+    paths += sorted((root / "models").rglob("onmt.yaml"))
+    # the raw test references the sitting scores against
+    paths += sorted(p for p in (root / "data").glob("*/*/*/raw/*.tgt"))
     with tarfile.open(dest, "w:gz") as tar:
-        for path in sorted(data.rglob("*")):
-            rel = path.relative_to(data)
-            if not path.is_file() or rel.parts[0] == ".snakemake":
-                continue
-            if rel.parts[0] == "raw" and path.name != ".verified" and rel.parts[1] not in RAW_READ_ON_GPU:
-                continue
+        for path in dict.fromkeys(paths):
             tar.add(path, arcname=str(path.relative_to(REPO)))
-            count += 1
-    return count
+    return len(dict.fromkeys(paths))
 
 
 def _size(path: Path) -> int:
@@ -251,7 +364,7 @@ def _size(path: Path) -> int:
 
 
 def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: str = "3.12", cores: int = 2,
-          max_mib: float = 64.0) -> dict:
+          max_mib: float = 55.0) -> dict:
     """Write the bundle folder ``out`` (replaced as a whole once complete); its manifest."""
     started = time.time()
     results = results_dir(configfiles)
@@ -260,34 +373,35 @@ def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: st
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        stats = gpu_side(configfiles, target_paths)
+        check_gpu_side(stats)           # before minutes of preparation: the config's DAG decides
         (work / "wheels").mkdir()
         commit, copies = source_archive(work / "source.tar.gz", configfiles)
         _pip("download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(work / "wheels"), ONMT)
-        _pip("wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(work / "wheels"), str(REPO))
         pins = runtime_requirements(python_version)
+        pins.pop("opennmt-py", None)
         download_wheels(pins, work / "wheels", python_version)
         prepare(configfiles, target_paths, cores)
-        stats = remaining_rules(configfiles, target_paths)
-        check_gpu_side(stats)
+        models = sitting_models(results, study_heads(configfiles))
+        test = test_split(configfiles, models[0], results)
         files = data_archive(work / "data.tar.gz", results)
         shutil.copyfile(Path(__file__).with_name("gpu_runner.py"), work / "run.py")
         manifest = {
             "commit": commit, "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "python_version": python_version, "configfiles": copies, "config_sources": list(map(str, configfiles)),
-            "results": results,
-            "targets": target_paths, "gpu_rules": list(GPU_RULES), "gpu_plan": stats, "data_files": files,
+            "results": results, "models": models, "test": test, "targets": target_paths,
+            "gpu_rules": list(GPU_RULES), "gpu_plan": stats, "data_files": files,
             "wheels": sorted(w.name for w in (work / "wheels").glob("*.whl")),
-            "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                       for p in sorted(work.glob("*.tar.gz"))},
+            "never_carried": list(NEVER_CARRIED),
+            "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(work.glob("*.tar.gz"))},
         }
-        (work / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        (work / "README.md").write_text(_readme(manifest))
-        size = _size(work)
-        manifest["size_mib"] = round(size / 2**20, 1)
-        if size > max_mib * 2**20:
-            raise HeadlabError(f"the bundle is {size / 2**20:.1f} MiB, over the {max_mib:g} MiB limit "
+        (work / "README.md").write_text(_readme(manifest, out.name))
+        manifest["size_mib"] = round(_size(work) / 2**20, 1)
+        if manifest["size_mib"] > max_mib:
+            raise HeadlabError(f"the bundle is {manifest['size_mib']} MiB, over the {max_mib:g} MiB limit "
                                f"(wheels {_size(work / 'wheels') / 2**20:.1f} MiB, data "
-                               f"{(work / 'data.tar.gz').stat().st_size / 2**20:.1f} MiB)")
+                               f"{(work / 'data.tar.gz').stat().st_size / 2**20:.1f} MiB, source "
+                               f"{(work / 'source.tar.gz').stat().st_size / 2**20:.1f} MiB)")
         (work / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         if out.exists():
             shutil.rmtree(out)
@@ -296,29 +410,32 @@ def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: st
         if work.exists():
             shutil.rmtree(work)
     print(f"headlab gpu-bundle: {out} ({manifest['size_mib']} MiB, {len(manifest['wheels'])} wheels, "
-          f"{files} data files, {time.time() - started:.0f} s); the GPU machine's plan: "
-          + ", ".join(f"{r} {n}" for r, n in stats.items()), file=sys.stderr)
+          f"{files} data files, {time.time() - started:.0f} s); models: "
+          + ", ".join(m["heads"] for m in manifest["models"]), file=sys.stderr)
+    print(f"start the sitting from the checkout that holds {out.name}/ (the device's run, carry [\"{out.name}\"]):")
+    print(f"  {START.format(bundle=out.name)}")
     return manifest
 
 
-def _readme(manifest: dict) -> str:
-    plan = ", ".join(f"{rule} {n}" for rule, n in manifest["gpu_plan"].items()) or "nothing"
-    return f"""# headlab GPU bundle (generated by `headlab gpu-bundle`; do not edit)
+def _readme(manifest: dict, folder: str) -> str:
+    models = ", ".join(f"{m['layers']} {m['heads']}" for m in manifest["models"])
+    return f"""# headlab GPU sitting (generated by `headlab gpu-bundle`; do not edit)
 
-headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['python_version']}.
-On the GPU machine, from the folder that holds this one:
+headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['python_version']}
+from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{folder}/`:
 
-    python3 {{BUNDLE}}/run.py --out OUT          # repeat until it says "all done"; each call <= --budget s
+    {START.format(bundle=folder)}                  # one command, --budget 570 s
+    {START.format(bundle=folder)} --budget 150     # again on the same machine: what is left
 
-Each call continues where the last stopped (state in --work, default /tmp/headlab-gpu):
-install (pip --no-index --target, the machine's own torch), `pytest -m gpu`, the GPU
-bench, then the workflow `{' '.join(manifest['config_sources'])}` towards
-{', '.join(manifest['targets'])} in chunks that end before the budget (interrupted
-trainings resume from their last checkpoint). Every call leaves OUT/headlab-gpu-results.tar.gz
-(results/published/..., bench CSVs, logs, the scores of every finished model) and
-OUT/status.json. `python3 run.py --dry-run --out OUT` checks it all without a GPU.
-
-Jobs left for the GPU machine: {plan}.
+The first call installs (seconds; refuses any wheel that would replace the machine's
+torch or numpy), trains {models} side by side on the GPU until its deadline, runs the
+CUDA suite and a short attention bench beside them, then translates the newest checkpoint
+step all models have (beam 5, fp16), scores it with sacreBLEU (95% bootstrap interval,
+paired bootstrap against the first model) and writes `results/published/gpu-sitting/`
+with provenance. A later call on the same machine (same --work) runs what the first left:
+the rest of the CUDA suite, the bench on an idle GPU; it never trains again.
+OUT/status.json is rewritten every 30 s; OUT/headlab-sitting.tar.gz holds what is done.
+`--device cpu --budget 300` rehearses it all on a CPU (`make gpu-rehearsal`).
 """
 
 
@@ -327,10 +444,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default="gpu-bundle", help="the bundle folder (replaced)")
     parser.add_argument("--configfile", nargs="+", default=list(CONFIGS), help="the workflow's config files")
     parser.add_argument("--target", nargs="+", default=list(TARGETS),
-                        help="studies to publish (output folders: tables = the baseline), in order")
+                        help="the studies whose DAG is checked (tables = the baseline)")
     parser.add_argument("--python-version", default="3.12", help="the GPU machine's Python (wheels' tags)")
     parser.add_argument("--cores", type=int, default=2, help="cores of the CPU-side preparation here")
-    parser.add_argument("--max-mib", type=float, default=64.0)
+    parser.add_argument("--max-mib", type=float, default=55.0)
     args = parser.parse_args(argv)
     build(Path(args.out), configfiles=args.configfile, targets=args.target, python_version=args.python_version,
           cores=args.cores, max_mib=args.max_mib)

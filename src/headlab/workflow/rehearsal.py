@@ -1,0 +1,139 @@
+"""``make gpu-rehearsal``: the GPU sitting, rehearsed on this CPU against the GPU machine's
+software, so that the sitting's first minute on a GPU is not its first run anywhere.
+
+    python -m headlab.workflow.rehearsal --bundle gpu-bundle [--budget 300] [--venv .venv-rehearsal]
+
+1. a virtual environment of the machine's Python (3.12) holding the machine's packages
+   that the GPU side reaches, at the versions ``requirements/gpu-machine.txt`` gives
+   (:func:`headlab.workflow.bundle.rehearsal_requirements`: torch 2.11.0, the same build
+   the machine has, with no GPU to use; numpy 2.5.2; the newest release where the
+   machine's version was not read), and nothing of headlab: the bundle installs that;
+2. the bundle copied to a folder elsewhere (it must work from any folder it is copied to)
+   and its ``run.py --device cpu --budget B`` run there: install, trainings, the CUDA suite
+   (skipped: no GPU), the bench, the deadline, evaluation, publication, status and packing;
+3. a second call on the same work folder: only the remainder, no training;
+4. the checks: published, the three models at one common step, at most three files in
+   OUT, each call within its budget. One line per check; exit status 1 if any fails.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from headlab.errors import HeadlabError
+from headlab.workflow.bundle import MACHINE_FILE, rehearsal_requirements
+
+MACHINE_PYTHON = "3.12"
+
+
+def find_python(version: str = MACHINE_PYTHON) -> str:
+    """A CPython ``version`` interpreter of this machine (on PATH, or pyenv's)."""
+    candidates = [shutil.which(f"python{version}")] + sorted(
+        glob.glob(str(Path.home() / f".pyenv/versions/{version}*/bin/python3")), reverse=True)
+    for candidate in filter(None, candidates):
+        result = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                capture_output=True, text=True)
+        if result.returncode == 0 and result.stdout.strip() == version:
+            return candidate
+    raise HeadlabError(f"the rehearsal needs CPython {version} (the GPU machine's): none found on PATH or "
+                       f"under ~/.pyenv/versions; install one or pass --python")
+
+
+def venv(path: Path, python: str) -> Path:
+    """The rehearsal venv at ``path``, (re)made when its requirements changed."""
+    requirements = rehearsal_requirements(MACHINE_PYTHON)
+    digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
+    stamp = path / ".rehearsal-requirements"
+    if stamp.is_file() and stamp.read_text() == digest:
+        return path / "bin/python"
+    shutil.rmtree(path, ignore_errors=True)
+    subprocess.run([python, "-m", "venv", str(path)], check=True)
+    print(f"rehearsal: {path}: {' '.join(requirements)}", flush=True)
+    # torch first and alone, at the machine's version: no other requirement may choose it
+    torch = [r for r in requirements if r.startswith("torch==")]
+    for group in (torch, [r for r in requirements if r not in torch]):
+        result = subprocess.run([str(path / "bin/python"), "-m", "pip", "install", "-q",
+                                 "--disable-pip-version-check", *group], capture_output=True, text=True)
+        if result.returncode:
+            raise HeadlabError(f"pip install {' '.join(group)} failed:\n{result.stderr[-2000:]}")
+    stamp.write_text(digest)
+    return path / "bin/python"
+
+
+def run(python: Path, bundle: Path, work: Path, out: Path, budget: float, *extra: str) -> tuple[int, float]:
+    began = time.monotonic()
+    result = subprocess.run([str(python), str(bundle / "run.py"), "--device", "cpu", "--budget", str(budget),
+                             "--work", str(work), "--out", str(out), *extra], cwd=bundle.parent)
+    return result.returncode, time.monotonic() - began
+
+
+def checkpoints(status: dict) -> dict:
+    return {name: model["checkpoints"] for name, model in status["models"].items()}
+
+
+def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float], models: int) -> list[tuple[str, bool]]:
+    status = json.loads((out / "status.json").read_text())
+    later = json.loads((second / "status.json").read_text())
+    with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
+        rows = tar.extractfile("results/published/gpu-sitting/T1_deep.csv").read().decode().splitlines()
+        provenance = json.load(tar.extractfile("results/published/gpu-sitting/provenance.json"))
+    steps = {row.split(",")[3] for row in rows[1:]}
+    return [
+        ("published, one row per model", status.get("published") is True and len(rows) == models + 1),
+        (f"one common step ({', '.join(sorted(steps))})", len(steps) == 1 and provenance["common_step"] > 0),
+        ("torch and numpy are the venv's, not the bundle's",
+         "site" not in Path(provenance["machine"]["torch_file"]).parts[-4:-2]),
+        (f"first call within its budget ({seconds[0]:.0f} of {budget:.0f} s)", seconds[0] <= budget + 5),
+        ("at most 3 files in OUT", len(list(out.iterdir())) <= 3 and len(list(second.iterdir())) <= 3),
+        ("the second call trained nothing",
+         later["calls"][-1].get("phases", {}).keys() == {"remainder"}
+         and checkpoints(later) == checkpoints(status)),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.rehearsal", description=__doc__.splitlines()[0])
+    parser.add_argument("--bundle", default="gpu-bundle", help="a built bundle (make gpu-bundle)")
+    parser.add_argument("--venv", default=".venv-rehearsal")
+    parser.add_argument("--python", default=None, help=f"a CPython {MACHINE_PYTHON} (default: found)")
+    parser.add_argument("--budget", type=float, default=300, help="the first call's budget in seconds")
+    parser.add_argument("--second-budget", type=float, default=60)
+    parser.add_argument("--keep", default=None, help="copy OUT of both calls here")
+    args = parser.parse_args(argv)
+    bundle = Path(args.bundle).resolve()
+    if not (bundle / "manifest.json").is_file():
+        raise HeadlabError(f"{bundle} is not a built bundle (make gpu-bundle)")
+    began = time.monotonic()
+    python = venv(Path(args.venv).resolve(), args.python or find_python())
+    setup_s = time.monotonic() - began
+    models = len(json.loads((bundle / "manifest.json").read_text())["models"])
+    with tempfile.TemporaryDirectory(prefix="headlab-rehearsal.") as scratch:
+        copy = Path(scratch) / "elsewhere" / "bundle"
+        shutil.copytree(bundle, copy)
+        out, second = Path(scratch) / "out", Path(scratch) / "out2"
+        first_rc, first_s = run(python, copy, Path(scratch) / "work", out, args.budget)
+        second_rc, second_s = run(python, copy, Path(scratch) / "work", second, args.second_budget)
+        results = [("first call exit status 0", first_rc == 0), ("second call exit status 0", second_rc == 0)]
+        if (out / "status.json").is_file() and (second / "status.json").is_file():
+            results += checks(out, second, args.budget, (first_s, second_s), models)
+        if args.keep:
+            for folder in (out, second):
+                shutil.copytree(folder, Path(args.keep) / folder.name, dirs_exist_ok=True)
+    for text, passed in results:
+        print(f"rehearsal: {'ok  ' if passed else 'FAIL'} {text}")
+    print(f"rehearsal: venv {setup_s:.0f} s, first call {first_s:.0f} s, second {second_s:.0f} s "
+          f"({MACHINE_FILE.name}; {python})")
+    return 0 if all(passed for _, passed in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
