@@ -57,6 +57,11 @@ def test_v2_to_v1_labels():
     (lambda s: s.replace("5\tthe\tthe\tDET\tDT\t_\t6\tdet\t6:det\t_", "5\tthe\tthe"), r"mwt\.conllu:9: .*10 tab"),
     (lambda s: s.replace("# text = I don't see", "# text = I do not see"), r"mwt\.conllu:1: .*spell"),
     (lambda s: s.replace("5\tthe\t", "7\tthe\t"), r"mwt\.conllu:9: word ID 7 out of order"),
+    # gold trees get the parses' checks: a root, and no cycle
+    (lambda s: s.replace("4\tsee\tsee\tVERB\tVB\t_\t0", "4\tsee\tsee\tVERB\tVB\t_\t2"),
+     r"mwt\.conllu:1: sentence s1: .*no root"),
+    (lambda s: s.replace("8\tnow\tnow\tADV\tRB\t_\t4", "8\tnow\tnow\tADV\tRB\t_\t7"),
+     r"mwt\.conllu:1: sentence s1: .*cycle"),
 ])
 def test_conllu_errors_name_file_and_line(tmp_path, edit, message):
     path = tmp_path / "mwt.conllu"

@@ -30,6 +30,8 @@ from typing import Iterable, Iterator
 
 from headlab.errors import DataError
 from headlab.io import open_maybe_gz
+from headlab.syntax.convert import check_heads
+from headlab.syntax.parse import merge_roots
 
 #: UD v2 label -> the UD v1 name the paper reports (labels absent here are the same in v1)
 V2_TO_V1 = {
@@ -91,6 +93,16 @@ def _fail(path, line, message) -> DataError:
     return DataError(message, path=str(path), line=line)
 
 
+def _check_tree(path, start: int, sent_id: str, heads: list[int]) -> None:
+    """The checks a parse gets (a root, no cycle; several roots are merged as for parses),
+    so a broken gold tree is an error here rather than arcs scored against it."""
+    zero_based = [i if h == 0 else h - 1 for i, h in enumerate(heads)]
+    try:
+        check_heads(merge_roots(zero_based)[0])
+    except DataError as err:
+        raise _fail(path, start, f"sentence {sent_id}: {err}") from None
+
+
 def _sentence(path, start: int, comments: dict, rows: list[tuple[int, list[str]]]) -> Tree:
     forms, heads, deprels, upos, tokens = [], [], [], [], []
     pending = None                      # (first id, last id, form, space_after, line) of an open MWT
@@ -137,6 +149,7 @@ def _sentence(path, start: int, comments: dict, rows: list[tuple[int, list[str]]
         if not 0 <= head <= len(forms) or head == i + 1:
             raise _fail(path, start, f"word {i + 1} ({forms[i]!r}) has head {head}, not in 0..{len(forms)} "
                                      f"or itself")
+    _check_tree(path, start, comments.get("sent_id", "?"), heads)
     text = comments.get("text")
     if text is None:
         text = "".join(t.form + (" " if t.space_after else "") for t in tokens).strip()
