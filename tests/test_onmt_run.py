@@ -254,3 +254,40 @@ def test_average_last_checkpoints(tmp_path):
     with pytest.raises(ConfigError, match=r"\[keep_checkpoint\].*has 4"):
         main_average(["-save_model", str(tmp_path / "model"), "-last", "5", "-output", str(tmp_path / "x.pt")])
     assert not (tmp_path / "x.pt").exists()
+
+
+def _translate_errors(capsys, model, src, out) -> list[str]:
+    from headlab.cli import main
+    assert main(["translate", "-model", str(model), "-src", str(src), "-output", str(out)]) == 1
+    return capsys.readouterr().err.splitlines()
+
+
+def test_translate_missing_model_or_source_is_one_line(tmp_path, capsys):
+    src, out = tmp_path / "in.src", tmp_path / "out" / "hyp.txt"
+    src.write_text("a b c\n")
+    assert _translate_errors(capsys, tmp_path / "missing.pt", src, out) == [
+        f"headlab translate: {tmp_path / 'missing.pt'}: [model] no such model file"]
+    assert _translate_errors(capsys, tmp_path / "missing.pt", tmp_path / "gone.src", out) == [
+        f"headlab translate: {tmp_path / 'gone.src'}: [src] no such source file"]
+    assert not out.parent.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"just some text\n", b"PK\x03\x04" + bytes(200)])
+def test_translate_unreadable_checkpoint_is_one_line(tmp_path, capsys, content):
+    # empty, text, and a zip cut short (torch's own errors: EOFError, UnpicklingError,
+    # PytorchStreamReader) each become one line naming the file
+    model, src, out = tmp_path / "model.pt", tmp_path / "in.src", tmp_path / "hyp.txt"
+    model.write_bytes(content)
+    src.write_text("a b c\n")
+    errors = _translate_errors(capsys, model, src, out)
+    assert len(errors) == 1 and errors[0].startswith(f"headlab translate: {model}: [model] not a readable checkpoint")
+    assert not out.exists() and not list(tmp_path.glob(".hyp.txt*"))
+
+
+def test_translate_truncated_real_checkpoint_is_one_line(tmp_path, capsys):
+    model, src, out = tmp_path / "model.pt", tmp_path / "in.src", tmp_path / "hyp.txt"
+    torch.save({"model": {"w": torch.zeros(1000)}}, model)
+    model.write_bytes(model.read_bytes()[:2000])
+    src.write_text("a b c\n")
+    errors = _translate_errors(capsys, model, src, out)
+    assert len(errors) == 1 and "not a readable checkpoint" in errors[0]

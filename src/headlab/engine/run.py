@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from headlab.errors import ConfigError, HeadlabError
+from headlab.errors import ConfigError, DataError, HeadlabError
 
 
 _STEP = re.compile(r"_step_(\d+)\.pt$")
@@ -167,6 +167,34 @@ def spawned_train(process_fn, opt, device_id, error_queue):
     onmt_spawned_train(process_fn, opt, device_id, error_queue)
 
 
+def _check_translate_inputs(src: str, models: list[str]) -> None:
+    """Missing or unreadable inputs as one line naming the file, before any output exists
+    (OpenNMT-py would fail deep inside with a long traceback)."""
+    if src != "-" and not os.path.isfile(src):
+        raise DataError("no such source file", path=src, key="src")
+    for model in models:
+        if not os.path.isfile(model):
+            raise DataError("no such model file", path=model, key="model")
+        _check_checkpoint(model)
+
+
+def _check_checkpoint(path: str) -> None:
+    """A checkpoint torch can open. torch.save writes a zip, whose central directory is at
+    the end, so a file cut short fails this cheap test; an old non-zip one is loaded."""
+    import zipfile
+    if os.path.getsize(path) == 0:
+        raise DataError("not a readable checkpoint: the file is empty", path=path, key="model")
+    if zipfile.is_zipfile(path):
+        return
+    import torch
+    try:
+        torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # EOFError, UnpicklingError, RuntimeError: torch's own, long
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise DataError(f"not a readable checkpoint (cut short, or not a torch.save file): {reason}",
+                        path=path, key="model") from None
+
+
 def translate(argv: list[str]) -> int:
     import headlab.engine.plugin  # noqa: F401
     from onmt.bin.translate import _get_parser, translate as onmt_translate
@@ -174,6 +202,7 @@ def translate(argv: list[str]) -> int:
 
     opt = _parse(_get_parser(), argv, "translate")
     ArgumentParser.validate_translate_opts(opt)
+    _check_translate_inputs(opt.src, opt.models)
     final = Path(opt.output)
     final.parent.mkdir(parents=True, exist_ok=True)
     opt.output = str(final.with_name(f".{final.name}.tmp"))
