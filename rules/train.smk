@@ -11,19 +11,32 @@ def _data(w, split, side, kind="bpe"):
     return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/{kind}/{split}.{side}"
 
 
-def _train_config(w, input):
+def _train_files(w):
+    return [_data(w, corpus(w.corpus)["train"], s) for s in ("src", "tgt")]
+
+
+def _valid_files(w):
+    return [_data(w, corpus(w.corpus)["valid"], s) for s in ("src", "tgt")]
+
+
+def _train_config(w):
     """A model's OpenNMT-py config as YAML text, built in the workflow's own process by
     :func:`headlab.engine.config.train_config` (which ``headlab onmt-config`` also calls):
     the DAG check has already built every model's config here, and a job of its own would
     start Python and import torch (through the head-kind registry) for each of ~100 models,
     1.8 s of CPU each. Being the job's params, the whole config is also what reruns a model:
     a changed preset, override or option reruns the models it changes, and only them
-    (presets.yaml as an input reran every model when any preset was added or edited)."""
+    (presets.yaml as an input reran every model when any preset was added or edited).
+    It takes the wildcards only, and finds its files with the rule's own input functions:
+    Snakemake leaves a params function that takes ``input`` (or output, threads, resources)
+    out of its params-change check as "derived" from files (Rule._is_deriving_function,
+    Job.non_derived_params), so with ``input`` no change of the text ever reran a model."""
     overrides = {**study_overrides(w), **headlab.engine.logs.tensorboard_options(config, model_dir(w))}
+    train, valid = _train_files(w), _valid_files(w)
     options = headlab.engine.config.train_config(
         preset=w.preset, layers=w.layers, heads=w.heads, seed=int(w.seed),
-        train_src=input.train[0], train_tgt=input.train[1], valid_src=input.valid[0],
-        valid_tgt=input.valid[1], vocab=list(input.vocab), save_dir=model_dir(w), overrides=overrides,
+        train_src=train[0], train_tgt=train[1], valid_src=valid[0],
+        valid_tgt=valid[1], vocab=list(vocabularies(w)), save_dir=model_dir(w), overrides=overrides,
         device="gpu" if GPU else "cpu", precision=PRECISION, gpus=TRAIN_GPUS)
     return headlab.engine.config.to_yaml(options)
 
@@ -34,8 +47,8 @@ localrules: onmt_config
 
 rule onmt_config:
     input:
-        train=lambda w: [_data(w, corpus(w.corpus)["train"], s) for s in ("src", "tgt")],
-        valid=lambda w: [_data(w, corpus(w.corpus)["valid"], s) for s in ("src", "tgt")],
+        train=_train_files,
+        valid=_valid_files,
         vocab=vocabularies,
         # models reading words or syntax: OpenNMT-py reads {src_vocab}_feat{i} (not passed on the command line)
         feature_vocab=feature_vocabularies,
