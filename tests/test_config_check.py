@@ -60,6 +60,18 @@ def test_the_shipped_configs_pass():
      "[corpora.multi30k.dataset] unknown dataset 'multi30'; did you mean 'multi30k'?"),
     ({"corpora.multi30k.tests": ["test_2016_flikr"]},
      "[corpora.multi30k.tests[0]] dataset 'multi30k' has no split 'test_2016_flikr'; did you mean 'test_2016_flickr'?"),
+    # training values that would fail only inside a job, or name the generated onmt.yaml
+    ({"training.overrides.report_every": 0},
+     "[training.overrides.report_every] report_every must be an integer >= 1, got 0"),
+    ({"training.overrides.learning_rate": -1},
+     "[training.overrides.learning_rate] learning_rate must be a number > 0, got -1"),
+    ({"training.overrides.train_steps": -5},
+     "[training.overrides.train_steps] train_steps must be an integer >= 1, got -5"),
+    ({"training.overrides.dropout": "high"},
+     "[training.overrides.dropout] dropout must be a number in [0, 1), or a list of them, got 'high'"),
+    ({"studies.baseline.overrides": {"attention_dropout": [1.5]}},
+     "[studies.baseline.overrides.attention_dropout] attention_dropout must be a number in [0, 1), or a list of "
+     "them, got [1.5]"),
     ({"training.overrides.encoder_type": "transformer"},
      "[studies.paper_A.heads[1]] head spec '7Ftoken+1L' needs encoder_type 'headlab'"),
 ])

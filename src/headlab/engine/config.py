@@ -357,6 +357,28 @@ def syntax_options(options: dict[str, Any], heads: str) -> None:
     options["transforms"] = transforms + wanted["transforms"]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_training_values(options: Mapping[str, Any], source: str) -> None:
+    """Values OpenNMT-py accepts but fails on later (report_every 0 divides by zero inside
+    the job) or rejects only when it reads the generated YAML, far from the config key."""
+    for key in ("train_steps", "report_every"):
+        value = options.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{key} must be an integer >= 1, got {value!r}", path=source, key=key)
+    rate = options.get("learning_rate", 1.0)
+    if not _is_number(rate) or rate <= 0:
+        raise ConfigError(f"learning_rate must be a number > 0, got {rate!r}", path=source, key="learning_rate")
+    for key in ("dropout", "attention_dropout"):
+        value = options.get(key, [0.0])
+        rates = value if isinstance(value, list) else [value]
+        if not rates or not all(_is_number(r) and 0 <= r < 1 for r in rates):
+            raise ConfigError(f"{key} must be a number in [0, 1), or a list of them, got {value!r}",
+                              path=source, key=key)
+
+
 def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
     """Values headlab can check before training starts: head specs of every site against
     the layer counts, non-negative auxiliary weights, model selection against the
@@ -381,6 +403,7 @@ def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:
         value = options.get(key, low)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"{key} must be an integer >= {low}, got {value!r}", path=source, key=key)
+    _check_training_values(options, source)
     gate = options.get("rhe_fgate", 0.0)
     if isinstance(gate, bool) or not isinstance(gate, (int, float)) or not 0.0 <= gate <= 1.0:
         raise ConfigError(f"rhe_fgate must be 0 (dynamic) or a fixed gate in (0, 1], got {gate!r}",

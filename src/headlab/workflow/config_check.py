@@ -235,8 +235,16 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
                                    overrides={**global_overrides, **overrides})
         except HeadlabError as err:
             field = "heads" if err.key in SPEC_KEYS else None
-            raise _rekey(err, key(field) if field else f"{prefix}.overrides.{err.key}") from None
+            raise _rekey(err, key(field) if field else _override_key(err.key, overrides, global_overrides, prefix)) from None
         _check_reported(options, global_overrides, overrides, prefix, model)
+
+
+def _override_key(option: str, overrides: Mapping, global_overrides: Mapping, prefix: str) -> str:
+    """Where an option's bad value was set: the global overrides when only they set it,
+    else the study's (which win over them)."""
+    if option in global_overrides and option not in overrides:
+        return f"training.overrides.{option}"
+    return f"{prefix}.overrides.{option}"
 
 
 def _check_reported(options: Mapping, global_overrides: Mapping, overrides: Mapping, prefix: str,
