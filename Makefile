@@ -51,10 +51,10 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@touch $@
 
 # A lock left by a killed run is cleared first (a live run's stops here); when snakemake
-# fails, the failed jobs are listed with their logs (headlab.runlock) and make fails too.
+# fails, the failed jobs are listed with their logs (headlab.workflow.runlock) and make fails too.
 run: setup
-	@$(BIN)/python -m headlab.runlock unlock
-	start=$$(date +%s); $(SNAKE) --cores $(CORES) || $(BIN)/python -m headlab.runlock failures --since $$start
+	@$(BIN)/python -m headlab.workflow.runlock unlock
+	start=$$(date +%s); $(SNAKE) --cores $(CORES) || $(BIN)/python -m headlab.workflow.runlock failures --since $$start
 
 # Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
 # module's fixtures are built once); the slowest tests are listed at the end.

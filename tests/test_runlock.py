@@ -1,4 +1,4 @@
-"""``make run``'s guard rails (headlab.runlock): a killed run's lock cleared, a live run's kept,
+"""``make run``'s guard rails (headlab.workflow.runlock): a killed run's lock cleared, a live run's kept,
 and the failed jobs of a snakemake log listed."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from headlab import runlock
+from headlab.workflow import runlock
 
 #: one rule whose job takes ``config["wait"]`` seconds
 SNAKEFILE = """

@@ -4,6 +4,11 @@
 ``config_check``  checks a config while the DAG is built (one error naming the key)
 ``publish``       copies a finished study into ``results/published/`` with provenance
 ``hints``         what to raise when a job hit its memory limit (``onerror``)
+``runlock``       ``make run``'s guard rails: a dead run's lock cleared, failed jobs listed
+``bundle``        ``headlab gpu-bundle``: one GPU sitting's folder, built from the shipped config
+``gpu_runner``    the sitting itself (``run.py``, standard library only): deadline, status, packing
+``sitting``       its evaluation and publication (common step, sacreBLEU, provenance)
+``rehearsal``     ``make gpu-rehearsal``: the sitting on a CPU, in a venv of the GPU machine's packages
 
 Model naming (paths, grids, fine-tune segments) is :mod:`headlab.naming`, below every
 layer, since the engine, studies and report name models too.

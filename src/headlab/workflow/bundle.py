@@ -11,7 +11,7 @@ folder (at most ``--max-mib``, 55 MiB) holds:
 - ``wheels/``: what the GPU side imports and the machine lacks or has at a version headlab
   does not accept (:func:`runtime_requirements`: the closure of :data:`GPU_REQUIREMENTS`
   in this environment's metadata, minus the machine's acceptable packages): OpenNMT-py
-  3.5.1, ConfigArgParse, pyonmttok, sacremoses. Never torch, numpy or a CUDA library
+  3.5.1, ConfigArgParse, pyonmttok, sacremoses, nltk. Never torch, numpy or a CUDA library
   (:data:`NEVER_CARRIED`: the runner refuses such a wheel);
 - ``source.tar.gz``: the checkout (tracked and untracked-not-ignored files) and its commit;
   headlab runs from its ``src/`` there, ``tests/gpu`` is the CUDA suite;
@@ -57,7 +57,9 @@ GPU_ENTRY_RULES = ("train", "finetune_config", "snapshot")
 #: bundle carries those of their closure the machine lacks. OpenNMT-py is installed with
 #: --no-deps everywhere (it pins torch < 2.3): its run-time imports are listed here.
 GPU_REQUIREMENTS = ("torch>=2.1", "OpenNMT-py==3.5.1", "ConfigArgParse", "pyonmttok>=1.37,<2", "PyYAML", "six",
-                    "sacrebleu>=2.4", "sacremoses", "numpy", "pandas", "scipy", "pytest", "packaging")
+                    "sacrebleu>=2.4", "sacremoses", "numpy", "pandas", "scipy", "pytest", "packaging",
+                    # the synthetic parses of the syntax kinds' CUDA tests and bench (bench/synthetic.py)
+                    "nltk")
 #: the machine's own builds: a wheel of these would replace its CUDA torch or the numpy
 #: torch was built against (gpu_runner.PROTECTED refuses them on the machine too)
 NEVER_CARRIED = ("torch", "numpy", "triton")

@@ -84,6 +84,8 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
     status = json.loads((out / "status.json").read_text())
     later = json.loads((second / "status.json").read_text())
     with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
+        if "results/published/gpu-sitting/T1_deep.csv" not in tar.getnames():
+            return [("published", False)]
         rows = tar.extractfile("results/published/gpu-sitting/T1_deep.csv").read().decode().splitlines()
         provenance = json.load(tar.extractfile("results/published/gpu-sitting/provenance.json"))
     steps = {row.split(",")[3] for row in rows[1:]}

@@ -1,7 +1,7 @@
 """``make run``'s guard rails around snakemake: a stale lock cleared before, the failed jobs listed after.
 
-    python -m headlab.runlock unlock [--directory DIR]
-    python -m headlab.runlock failures [--directory DIR] [--since EPOCH]
+    python -m headlab.workflow.runlock unlock [--directory DIR]
+    python -m headlab.workflow.runlock failures [--directory DIR] [--since EPOCH]
 
 ``unlock``: snakemake writes ``.snakemake/locks/*.lock`` while it runs and removes them at
 the end; a killed run leaves them, and the next run stops until ``snakemake --unlock``.
@@ -113,7 +113,7 @@ def failures(directory: Path, since: float) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headlab.runlock", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.runlock", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["unlock", "failures"])
     parser.add_argument("--directory", type=Path, default=Path.cwd(), help="snakemake's working directory")
     parser.add_argument("--since", type=float, default=0.0, help="failures: only a log written at or after "
