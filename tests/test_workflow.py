@@ -63,9 +63,11 @@ def test_shipped_configs_dry_run(configfile, tmp_path):
       # paper B's four searches start at once (they ran one pair after another)
       *[f"paper_B/stages/{c}/stage1.json" for c in ("iwslt14-de-en-b10k/de-en", "wmt17cs-de-en/de-en",
                                                      "hindencorp-hi-en/fr-en", "ted-be-en/vi-en")]]),
-    # the GPU bundle's overlay: null removes paper A and grid keys
-    (["config/multi30k-gpu.yaml", "config/gpu-30min.yaml"], ["/paper_A/", "dhicm_dropout=", "/base/default/6+1/"],
-     ["/tables/baseline.csv", "/paper_D/T3.csv", "6+6/7Ftoken+1L/seed1", "model_dtype"]),
+    # the GPU sitting's overlay: null removes papers A-D and the atlas; three 6+6 models, one seed
+    (["config/multi30k-gpu.yaml", "config/gpu-sitting.yaml"],
+     ["/paper_A/", "/paper_B/", "/paper_C/", "/paper_D/", "/atlas/", "de-en/full/base/default/6+6/8L/seed2",
+      "en-de/full/base"],
+     ["/tables/baseline.csv", "de-en/full/base/default/6+6/8L/seed1", "6+6/7Ftoken+1L/seed1", "6+6/8Ftoken/seed1"]),
     # the embedded default: three seeds where the headlines are, the one-seed sweeps narrowed
     (["config/config.yaml"], ["de-en/full/mini_lowres", "cs-en/full/mini_lowres", "multi30k/en-cs/",
                               "rhe_fgate=0.3", "lpea_k=4", "/2+2/8L.8RHElpea", "-beam_size 3"],
