@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 import torch
 
 import headcases as hc
