@@ -5,7 +5,7 @@
 
 rule learning_curve:
     input:
-        # the finished model: its train.log (the train rule's log) is complete then
+        # the finished model: its train.log (written by headlab train) is complete then
         f"{MODELS}/{MODEL}/model.pt",
     output:
         f"{SCORES}/{MODEL}/learning_curve.csv",

@@ -113,8 +113,10 @@ rule train:
         f"{MODELS}/{MODEL}/onmt.yaml",
     output:
         f"{MODELS}/{MODEL}/model.pt",
+    # the console; the learning curve's train.log beside the checkpoints is headlab train's
+    # own (appended to by a resume, which Snakemake would empty as a declared log)
     log:
-        f"{MODELS}/{MODEL}/train.log",
+        f"{LOGS}/train/{MODEL}.log",
     benchmark:
         f"{MODELS}/{MODEL}/train.benchmark.tsv"
     wildcard_constraints:

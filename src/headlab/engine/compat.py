@@ -399,6 +399,69 @@ def _patch_optimizer_freezes_pruned_heads() -> None:
     optimizers.Optimizer.step = step_keeping_pruned_heads
 
 
+def _patch_corpus_logging_keeps_log_file() -> None:
+    """``WeightedMixer._logging`` (each time a training corpus starts again) calls
+    ``init_logger()`` with no file, "to log stdout of spawned processes of the dataloader":
+    that replaces the logger's handlers, so ``-log_file`` (headlab's ``train.log``, the
+    learning curve's source) stops before the first training step. In the process that
+    already has handlers we log with them; a data-loading worker (no handlers yet) gets
+    upstream's console logger."""
+    import onmt.inputters.dynamic_iterator as dynamic_iterator
+    from onmt.utils.logging import init_logger, logger
+
+    @functools.wraps(init_logger)
+    def init_logger_unless_set(*args, **kwargs):
+        return logger if logger.handlers and not args and not kwargs else init_logger(*args, **kwargs)
+
+    dynamic_iterator.init_logger = init_logger_unless_set
+
+
+def _patch_exact_resume() -> None:
+    """OpenNMT-py resumes weights and optimizer but restarts the data stream and reseeds
+    every random generator, so an interrupted-and-resumed training becomes another model.
+    Three wraps carry :mod:`headlab.engine.resume`'s record through the optimizer state (the
+    part of a checkpoint only a resume reads): ``Trainer.train`` draws its batches through a
+    :class:`~headlab.engine.resume.DataPosition` (fast-forwarded when the optimizer came with
+    a record), ``Optimizer.state_dict`` adds the record of that position and of every random
+    state, ``Optimizer.load_state_dict`` keeps the record it finds."""
+    import onmt.trainer
+    import onmt.utils.optimizers as optimizers
+    from onmt.utils.logging import logger
+
+    from headlab.engine.resume import RECORD_KEY, DataPosition
+
+    train = onmt.trainer.Trainer.train
+    state_dict = optimizers.Optimizer.state_dict
+    load_state_dict = optimizers.Optimizer.load_state_dict
+
+    @functools.wraps(train)
+    def train_from_position(self, train_iter, train_steps, *args, **kwargs):
+        record = getattr(self.optim, "headlab_resume_record", None)
+        if record is None and self.optim.training_step > 1:
+            logger.warning("headlab: this checkpoint has no data position or random states: "
+                           "the resumed training will differ from an uninterrupted one")
+        position = DataPosition(train_iter, record)
+        self.optim.headlab_position = position
+        return train(self, position, train_steps, *args, **kwargs)
+
+    @functools.wraps(state_dict)
+    def state_dict_with_position(self):
+        state = state_dict(self)
+        position = getattr(self, "headlab_position", None)
+        if position is not None:
+            state[RECORD_KEY] = position.record()
+        return state
+
+    @functools.wraps(load_state_dict)
+    def load_state_dict_keeping_position(self, state):
+        self.headlab_resume_record = state.get(RECORD_KEY)
+        load_state_dict(self, state)
+
+    onmt.trainer.Trainer.train = train_from_position
+    optimizers.Optimizer.state_dict = state_dict_with_position
+    optimizers.Optimizer.load_state_dict = load_state_dict_keeping_position
+
+
 def _patch_feature_embeddings() -> None:
     """Source features carry per-word syntax to the encoder (paper C; internals note §3.5),
     not embeddings: stock ``build_embeddings`` gives each feature a lookup table merged
@@ -515,6 +578,8 @@ def apply() -> None:
     _patch_optimizer_state_in_newest_checkpoint()
     _patch_feature_embeddings()
     _patch_optimizer_freezes_pruned_heads()
+    _patch_exact_resume()
+    _patch_corpus_logging_keeps_log_file()
     _patch_bf16_training()
     _deterministic_gpu()
     _APPLIED = True

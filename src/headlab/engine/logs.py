@@ -49,7 +49,10 @@ def parse_log(lines) -> list[dict[str, Any]]:
     pending: dict[str, Any] | None = None
     for line in lines:
         if match := _RESUME.search(line):
+            # the interrupted run's steps after the checkpoint are trained again: the resumed
+            # run's rows replace them
             resumed_at = int(match[1])
+            rows = [row for row in rows if row["step"] is None or row["step"] <= resumed_at]
         elif match := _START.search(line):
             valid_steps, first, done, resumed_at = int(match[1]), resumed_at, 0, 0
         elif match := _STEP.search(line):

@@ -5,7 +5,9 @@ What the wrapper adds to the stock commands:
 - unknown options, on the command line or in the ``-config`` YAML, are errors naming the
   key (``onmt_train`` silently ignores them);
 - ``train`` resumes an interrupted run (fine-tunes with ``-train_from`` included) from its
-  newest readable checkpoint, and on success
+  newest readable checkpoint, exactly: the same data position and random states
+  (:mod:`headlab.engine.resume`), its log (``train.log`` beside the checkpoints) appended
+  to; on success it
   publishes ``<save_model>.pt`` (the final model) atomically;
 - ``translate`` writes ``-output`` atomically (no partial hypothesis files).
 """
@@ -105,13 +107,20 @@ def train(argv: list[str]) -> int:
     from headlab.engine import selection
 
     opt = _parse(_get_parser(), argv, "train")
-    init_logger(opt.log_file)
-    resume_step = 0
     # this run's own checkpoints win over -train_from: a fine-tune (train_from: init.pt,
     # reset_optim: all) interrupted at step N resumes at N with its own optimizer state,
     # as every other training does, instead of starting again from init.pt
     config = getattr(opt, "config", None)
     last = resume_point(opt.save_model, os.path.getmtime(config) if config else 0.0, opt.train_steps)
+    # the learning curve's log: beside the checkpoints, started afresh with a training and
+    # appended to by a resume (a workflow log would be emptied by the rerun job)
+    if not opt.log_file:
+        opt.log_file = str(Path(opt.save_model).parent / "train.log")
+    if last is None:
+        Path(opt.log_file).parent.mkdir(parents=True, exist_ok=True)
+        open(opt.log_file, "w").close()
+    init_logger(opt.log_file)
+    resume_step = 0
     if last is not None:
         logger.info("headlab: resuming interrupted training from checkpoint %s", last)
         opt.train_from = str(last)

@@ -189,9 +189,9 @@ class Sitting:
                 if path.is_file() and path.suffix in keep and path.stat().st_size <= MAX_FILE_BYTES:
                     members.append((path, f"{prefix}/{path.relative_to(folder)}"))
         for model in self.manifest["models"]:
-            log = self.src / model["dir"] / "train.log"
-            if log.is_file():
-                members.append((log, f"train-logs/{model['heads']}.log"))
+            for log, name in (("train.log", f"{model['heads']}.log"), ("console.log", f"{model['heads']}.console.log")):
+                if (self.src / model["dir"] / log).is_file():
+                    members.append((self.src / model["dir"] / log, f"train-logs/{name}"))
         tmp = self.out / f".{RESULTS_TAR}.tmp"
         with tarfile.open(tmp, "w:gz") as tar:
             for path, name in members:
@@ -342,7 +342,9 @@ class Sitting:
         stop_at = self.args.budget - PACK_S - reserve
         threads = str(max(1, (os.cpu_count() or 4) // (len(self.manifest["models"]) + 1)))
         for model in self.manifest["models"]:
-            self.start(model["heads"], self.train_args(model), self.src / model["dir"] / "train.log",
+            # train.log is headlab train's own (its logger); the console (warnings, a
+            # traceback) goes beside it
+            self.start(model["heads"], self.train_args(model), self.src / model["dir"] / "console.log",
                        {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
         side = self.side_track(stop_at)
         while self.elapsed() < stop_at and any(self.procs[m["heads"]].poll() is None for m in self.manifest["models"]):
