@@ -80,3 +80,95 @@ def test_onmt_starts_without_the_packages_of_transforms_headlab_does_not_use():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("ImportError: fasttext.load_model: the package 'fasttext' is not installed "
                                  "(OpenNMT-py imports it for its transforms clean")
+
+
+# -- the patch itself: guarded, once, all or nothing, wrapping upstream's loader ------------
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_another_onmt_version_is_refused_in_one_line_before_any_patch():
+    code = ("import sys, onmt\nonmt.__version__ = '3.6.0'\nupstream = onmt.trainer.Trainer.train\n"
+            "from headlab.cli import main\ncode = main(['translate', '-model', 'm.pt', '-src', 's.txt'])\n"
+            "print(code, onmt.trainer.Trainer.train is upstream)\n")
+    result = _python("import onmt.trainer\n" + code)
+    assert result.stdout.split() == ["1", "True"], result.stderr[-2000:]
+    # (onmt's own import warnings come first here: the probe imports it before headlab)
+    assert "Traceback" not in result.stderr and result.stderr.splitlines()[-1] == (
+        "headlab translate: headlab patches OpenNMT-py 3.5.1, found 3.6.0: pip install --no-deps OpenNMT-py==3.5.1")
+
+
+def test_a_failing_patch_leaves_opennmt_py_as_upstream_made_it():
+    code = """
+import onmt.trainer, onmt.models.model_saver as saver, onmt.utils.optimizers as optimizers, onmt.opts
+before = {"train": onmt.trainer.Trainer.train, "load": saver.load_checkpoint,
+          "from_opt": optimizers.Optimizer.__dict__["from_opt"], "opts": onmt.opts.model_opts}
+from headlab.engine import compat
+def broken():
+    raise RuntimeError("a patch that no longer fits")
+compat.PATCHES = compat.PATCHES[:-2] + (broken,) + compat.PATCHES[-2:]
+try:
+    compat.apply()
+except RuntimeError as err:
+    print("raised:", err)
+after = {"train": onmt.trainer.Trainer.train, "load": saver.load_checkpoint,
+         "from_opt": optimizers.Optimizer.__dict__["from_opt"], "opts": onmt.opts.model_opts}
+print(all(after[k] is before[k] for k in before), compat._REPLACED, compat._APPLIED)
+"""
+    result = _python(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == ["raised: a patch that no longer fits", "True [] False"]
+
+
+def test_each_upstream_name_is_replaced_once():
+    import headlab.engine.plugin  # noqa: F401
+    from headlab.engine import compat
+
+    names = [(id(owner), name) for owner, name, _ in compat._REPLACED]
+    assert len(names) == len(set(names)) and len(names) >= 25
+    import onmt.utils.optimizers as optimizers
+    with pytest.raises(RuntimeError, match="Optimizer.from_opt patched twice"):
+        compat._replace(optimizers.Optimizer, "from_opt", None)
+    assert callable(optimizers.Optimizer.from_opt)
+
+
+def _checkpoint(tmp_path, old_format: bool):
+    """A 3.5.1 checkpoint as stock OpenNMT-py writes it, or one of an older version (LayerNorm
+    a_2/b_2, options added since missing, an FFN bias)."""
+    import argparse
+    import torch
+
+    norm = ("a_2", "b_2") if old_format else ("weight", "bias")
+    model = {f"encoder.layer_norm.{norm[0]}": torch.ones(4), f"encoder.layer_norm.{norm[1]}": torch.zeros(4),
+             "encoder.transformer.0.feed_forward.w_1.weight": torch.eye(4),
+             "encoder.transformer.0.feed_forward.w_1.bias": torch.arange(4.0)}
+    opt = argparse.Namespace(encoder_type="transformer", hidden_size=4)
+    if not old_format:
+        opt.num_kv, opt.add_ffnbias, opt.parallel_residual = 0, True, False
+    path = tmp_path / ("old.pt" if old_format else "stock.pt")
+    torch.save({"model": model, "generator": {"weight": torch.ones(2, 4)}, "vocab": {"src": ["a"]},
+                "opt": opt, "optim": None}, path)
+    return path
+
+
+@pytest.mark.parametrize("old_format", [False, True])
+def test_checkpoints_load_as_upstream_loads_them(tmp_path, monkeypatch, old_format):
+    import torch
+    import headlab.engine.plugin  # noqa: F401
+    import onmt.model_builder
+    import onmt.models.model_saver as saver
+    from headlab.engine import compat
+
+    path = _checkpoint(tmp_path, old_format)
+    [upstream] = [value for owner, name, value in compat._REPLACED if owner is saver and name == "load_checkpoint"]
+    ours = onmt.model_builder.load_checkpoint(str(path))
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")       # upstream as on torch < 2.6
+    reference = upstream(str(path))
+    assert ours["model"].keys() == reference["model"].keys() == {
+        "encoder.layer_norm.weight", "encoder.layer_norm.bias", "encoder.transformer.0.feed_forward.w_1.weight",
+        "encoder.transformer.0.feed_forward.w_1.bias"}
+    assert all(torch.equal(ours["model"][key], reference["model"][key]) for key in ours["model"])
+    assert vars(ours["opt"]) == vars(reference["opt"])
+    assert ours["opt"].num_kv == 0 and ours["opt"].add_ffnbias is True       # upstream's fix-ups
+    assert ours["opt"].parallel_mode == "data_parallel"

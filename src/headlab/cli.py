@@ -66,9 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from headlab.errors import HeadlabError
 
-    module = importlib.import_module(COMMANDS[name][0])
-    entry = getattr(module, "main_" + name.replace("-", "_"), None) or module.main
     try:
+        # inside: a module may apply the engine's patches on import (an OpenNMT-py other than
+        # the one they fit is one line too)
+        module = importlib.import_module(COMMANDS[name][0])
+        entry = getattr(module, "main_" + name.replace("-", "_"), None) or module.main
         return int(entry(rest) or 0)
     except HeadlabError as err:  # the user's input is wrong: one line, no traceback
         print(f"headlab {name}: {err}", file=sys.stderr)

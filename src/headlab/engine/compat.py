@@ -1,8 +1,17 @@
 """Every change headlab makes to OpenNMT-py 3.5.1 and torch, in one place.
 
-Applied once by :func:`apply` (``import headlab.engine.plugin`` calls it). Each patch says what
-upstream does, why it breaks here, and what we do instead; nothing else in headlab
-monkeypatches OpenNMT-py.
+Applied once by :func:`apply` (``import headlab.engine.plugin`` calls it): for OpenNMT-py
+3.5.1 only (any other version is refused in one line, as its private names may have moved),
+every patch or none, each upstream name replaced once (:func:`_replace` refuses a second).
+Each patch says what upstream does, why it breaks here, and what we do instead; most wrap
+upstream's function rather than replace it.
+
+The only other places that change OpenNMT-py at run time:
+
+* :func:`headlab.engine.run.train` sets ``onmt.bin.train.spawned_train`` for multi-GPU
+  training (a spawned process must import the plugin first);
+* :func:`headlab.bench.parts.train_parts` wraps trainer methods with timers, in the bench's
+  own process only.
 """
 from __future__ import annotations
 
@@ -87,13 +96,22 @@ def _build_modules_directly() -> None:
         return module_cls(*args, **kwargs)
 
     for module in (onmt.modules.embeddings, onmt.modules.multi_headed_attn):
-        module.skip_init = build
+        _replace(module, "skip_init", build)
 
 
 def _patch_checkpoint_loading() -> None:
-    """torch>=2.6 defaults ``torch.load(weights_only=True)``; OpenNMT-py checkpoints hold an
-    argparse Namespace and vocab objects, so loading fails. We load them as before (they
-    are our own files) by passing ``weights_only=False``."""
+    """torch>=2.6 defaults ``torch.load(weights_only=True)``, which refuses the
+    ``argparse.Namespace`` every OpenNMT-py checkpoint holds (``opt``): upstream's
+    ``load_checkpoint`` fails. We wrap it, not replace it, so its fix-ups of older checkpoints
+    (LayerNorm ``a_2``/``b_2`` keys, options added since: ``num_kv``, ``add_ffnbias``, ...)
+    still apply: it runs with ``Namespace`` allowed in weights-only loading (torch's
+    ``safe_globals``). A checkpoint holding other objects (an older OpenNMT-py's pickled
+    ``Optimizer``) is loaded by upstream as torch<2.6 did (``weights_only=False``) with a
+    warning: only load checkpoints you trust, as with any pickle."""
+    import argparse
+    import os
+    import pickle
+
     import torch
     import onmt.model_builder
     import onmt.models.model_saver as saver
@@ -103,15 +121,26 @@ def _patch_checkpoint_loading() -> None:
 
     @functools.wraps(original)
     def load_checkpoint(ckpt_path):
-        if not ckpt_path:
-            return None
-        from onmt.utils.logging import logger
-        logger.info("Loading checkpoint from %s", ckpt_path)
-        return torch.load(ckpt_path, map_location=torch.device("cpu"), weights_only=False)
+        try:
+            with torch.serialization.safe_globals([argparse.Namespace]):
+                return original(ckpt_path)
+        except pickle.UnpicklingError as err:
+            from onmt.utils.logging import logger
+            logger.warning("%s holds objects beyond tensors and options (%s): loaded with weights_only=False",
+                           ckpt_path, str(err).splitlines()[-1][:200])
+        forced = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"     # torch.load's default, read per call
+        try:
+            return original(ckpt_path)
+        finally:
+            if forced is None:
+                del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+            else:
+                os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = forced
 
     # `from onmt.models.model_saver import load_checkpoint` bound the name in these modules
     for module in (saver, onmt.model_builder, onmt.train_single):
-        module.load_checkpoint = load_checkpoint
+        _replace(module, "load_checkpoint", load_checkpoint)
 
 
 def _patch_average_models() -> None:
@@ -147,7 +176,7 @@ def _patch_average_models() -> None:
         return {"vocab": avg["vocab"], "opt": avg["opt"], "optim": None,
                 "generator": avg["generator"], "model": avg["model"]}
 
-    averaging.average_models = average_models
+    _replace(averaging, "average_models", average_models)
 
 
 def _patch_with_score() -> None:
@@ -167,16 +196,25 @@ def _patch_with_score() -> None:
                                  for s in trans.pred_scores]
         return translations
 
-    TranslationBuilder.from_batch = from_batch
+    _replace(TranslationBuilder, "from_batch", from_batch)
 
 
-def _extend(original, extra):
-    """``original(parser, ...)`` (an OpenNMT-py option builder), then ``extra(parser)``."""
+def _extend(original, *extras):
+    """``original(parser, ...)`` (an OpenNMT-py option builder), then each ``extra(parser)``."""
     @functools.wraps(original)
     def wrapped(parser, *args, **kwargs):
         original(parser, *args, **kwargs)
-        extra(parser)
+        for extra in extras:
+            extra(parser)
     return wrapped
+
+
+def _bf16_choice(parser) -> None:
+    """``-model_dtype bf16`` (:func:`_patch_bf16_training`), added to OpenNMT-py's choices."""
+    for action in parser._actions:
+        if action.dest == "model_dtype" and "bf16" not in action.choices:
+            action.choices = [*action.choices, "bf16"]
+            action.help += " bf16: bfloat16 autocast without loss scaling (headlab)."
 
 
 def _patch_options() -> None:
@@ -187,13 +225,13 @@ def _patch_options() -> None:
     import onmt.opts
     from headlab.engine import opts as ours
 
-    onmt.opts.model_opts = _extend(onmt.opts.model_opts, ours.model_opts)
-    onmt.opts._add_train_general_opts = _extend(onmt.opts._add_train_general_opts, ours.train_opts)
-    onmt.opts.translate_opts = _extend(onmt.opts.translate_opts, ours.translate_opts)
+    _replace(onmt.opts, "model_opts", _extend(onmt.opts.model_opts, ours.model_opts, _bf16_choice))
+    _replace(onmt.opts, "_add_train_general_opts", _extend(onmt.opts._add_train_general_opts, ours.train_opts))
+    _replace(onmt.opts, "translate_opts", _extend(onmt.opts.translate_opts, ours.translate_opts))
     # translate_opts does not include model_opts: our model options must still parse
     # from a translate config (they are ignored there; the checkpoint's values win).
     import onmt.bin.translate
-    onmt.bin.translate.translate_opts = onmt.opts.translate_opts
+    _replace(onmt.bin.translate, "translate_opts", onmt.opts.translate_opts)
 
 
 def _patch_fresh_init() -> None:
@@ -223,8 +261,8 @@ def _patch_fresh_init() -> None:
                     torch.nn.init.normal_(lut.weight, 0.0, std)
         return model
 
-    builder.build_model = build_model
-    onmt.train_single.build_model = build_model  # imported by name there
+    _replace(builder, "build_model", build_model)
+    _replace(onmt.train_single, "build_model", build_model)  # imported by name there
 
 
 def _patch_test_model_loading() -> None:
@@ -262,11 +300,11 @@ def _patch_test_model_loading() -> None:
                 group.prune = True
         return vocabs, model, model_opt
 
-    builder.load_test_model = load_test_model
+    _replace(builder, "load_test_model", load_test_model)
     # build_translator looks it up as onmt.model_builder.load_test_model at call time,
     # onmt.utils.loss imported the name.
     import onmt.utils.loss
-    onmt.utils.loss.load_test_model = load_test_model
+    _replace(onmt.utils.loss, "load_test_model", load_test_model)
 
 
 def _patch_aux_loss() -> None:
@@ -280,9 +318,9 @@ def _patch_aux_loss() -> None:
     import onmt.utils.statistics
     from headlab.engine.aux_loss import AuxLossCompute, AuxStatistics
 
-    onmt.trainer.LossCompute = AuxLossCompute
-    onmt.utils.Statistics = AuxStatistics
-    onmt.utils.statistics.Statistics = AuxStatistics
+    _replace(onmt.trainer, "LossCompute", AuxLossCompute)
+    _replace(onmt.utils, "Statistics", AuxStatistics)
+    _replace(onmt.utils.statistics, "Statistics", AuxStatistics)
 
 
 def _patch_model_selection() -> None:
@@ -306,7 +344,7 @@ def _patch_model_selection() -> None:
                 logger.info("Validation aux: %s", valid_stats.aux_line())
         return report(self, learning_rate, step, valid_stats=valid_stats, train_stats=train_stats)
 
-    onmt.trainer.Trainer._report_step = _report_step
+    _replace(onmt.trainer.Trainer, "_report_step", _report_step)
     remove = saver.ModelSaver._rm_checkpoint
 
     @functools.wraps(remove)
@@ -315,7 +353,7 @@ def _patch_model_selection() -> None:
             return
         remove(self, name)
 
-    saver.ModelSaver._rm_checkpoint = _rm_checkpoint
+    _replace(saver.ModelSaver, "_rm_checkpoint", _rm_checkpoint)
 
 
 def _patch_optimizer_state_in_newest_checkpoint() -> None:
@@ -362,28 +400,46 @@ def _patch_optimizer_state_in_newest_checkpoint() -> None:
         torch.save(ckpt, tmp)
         os.replace(tmp, previous)
 
-    saver.ModelSaverBase.save = save_and_strip_previous
+    _replace(saver.ModelSaverBase, "save", save_and_strip_previous)
 
 
-def _patch_optimizer_freezes_pruned_heads() -> None:
-    """Pruned heads (``-enc_head_mask``) are frozen, but a zero gradient freezes nothing under
-    weight decay (``adamw8bit``, the paged optimizers) or moments from earlier steps (Adam,
-    Adafactor). Every optimizer OpenNMT-py builds goes through ``Optimizer.from_opt`` (which
-    sees the model) and ``Optimizer.step``: the model is remembered there, and each step
-    puts the pruned heads' parameters (:func:`headlab.heads.prune.pruned_elements`) back to
-    their values before it. Models without a head mask are untouched."""
+def _patch_optimizer_from_opt() -> None:
+    """Every optimizer OpenNMT-py builds goes through ``Optimizer.from_opt`` (which sees the
+    model and the options); two things are set there: the model is remembered, for
+    :func:`_patch_optimizer_freezes_pruned_heads`; with ``-model_dtype bf16``, the optimizer
+    takes OpenNMT-py's AMP code path with a *disabled* GradScaler (its
+    scale/unscale/step/update are then plain backward and step) and records ``amp_dtype``
+    for :func:`_patch_bf16_training`."""
     import torch
     import onmt.utils.optimizers as optimizers
-    from headlab.heads.prune import pruned_elements
 
     from_opt = optimizers.Optimizer.from_opt.__func__
-    step = optimizers.Optimizer.step
 
     @functools.wraps(from_opt)
     def from_opt_keeping_model(cls, model, opt, checkpoint=None):
         optim = from_opt(cls, model, opt, checkpoint=checkpoint)
         optim.headlab_model = model
+        if getattr(opt, "model_dtype", "fp32") == "bf16":
+            optim._fp16 = "amp"
+            optim._scaler = torch.amp.GradScaler("cuda", enabled=False)
+            optim.amp_dtype = torch.bfloat16
         return optim
+
+    _replace(optimizers.Optimizer, "from_opt", classmethod(from_opt_keeping_model))
+
+
+def _patch_optimizer_freezes_pruned_heads() -> None:
+    """Pruned heads (``-enc_head_mask``) are frozen, but a zero gradient freezes nothing under
+    weight decay (``adamw8bit``, the paged optimizers) or moments from earlier steps (Adam,
+    Adafactor). Each ``Optimizer.step`` puts the pruned heads' parameters
+    (:func:`headlab.heads.prune.pruned_elements`) of the model ``from_opt`` remembered
+    (:func:`_patch_optimizer_from_opt`) back to their values before it. Models without a
+    head mask are untouched."""
+    import torch
+    import onmt.utils.optimizers as optimizers
+    from headlab.heads.prune import pruned_elements
+
+    step = optimizers.Optimizer.step
 
     @functools.wraps(step)
     def step_keeping_pruned_heads(self):
@@ -395,8 +451,7 @@ def _patch_optimizer_freezes_pruned_heads() -> None:
             for (param, mask), values in zip(frozen, saved):
                 param[mask] = values
 
-    optimizers.Optimizer.from_opt = classmethod(from_opt_keeping_model)
-    optimizers.Optimizer.step = step_keeping_pruned_heads
+    _replace(optimizers.Optimizer, "step", step_keeping_pruned_heads)
 
 
 def _patch_corpus_logging_keeps_log_file() -> None:
@@ -413,7 +468,7 @@ def _patch_corpus_logging_keeps_log_file() -> None:
     def init_logger_unless_set(*args, **kwargs):
         return logger if logger.handlers and not args and not kwargs else init_logger(*args, **kwargs)
 
-    dynamic_iterator.init_logger = init_logger_unless_set
+    _replace(dynamic_iterator, "init_logger", init_logger_unless_set)
 
 
 def _patch_exact_resume() -> None:
@@ -457,9 +512,9 @@ def _patch_exact_resume() -> None:
         self.headlab_resume_record = state.get(RECORD_KEY)
         load_state_dict(self, state)
 
-    onmt.trainer.Trainer.train = train_from_position
-    optimizers.Optimizer.state_dict = state_dict_with_position
-    optimizers.Optimizer.load_state_dict = load_state_dict_keeping_position
+    _replace(onmt.trainer.Trainer, "train", train_from_position)
+    _replace(optimizers.Optimizer, "state_dict", state_dict_with_position)
+    _replace(optimizers.Optimizer, "load_state_dict", load_state_dict_keeping_position)
 
 
 def _patch_feature_embeddings() -> None:
@@ -480,7 +535,7 @@ def _patch_feature_embeddings() -> None:
         return original(opt, vocabs, for_encoder)
 
     # build_src_emb / build_tgt_emb look the name up as a module global at call time
-    builder.build_embeddings = build_embeddings
+    _replace(builder, "build_embeddings", build_embeddings)
 
 
 def _patch_bf16_training() -> None:
@@ -490,34 +545,12 @@ def _patch_bf16_training() -> None:
     ``GradScaler`` for the backward (``Optimizer``); weights and checkpoints stay float32.
     We add ``-model_dtype bf16``: the same autocast in bfloat16, which has float32's
     exponent range, so no loss scaling (Ampere and later GPUs). Three pieces: the option
-    value; ``Optimizer.from_opt`` takes OpenNMT-py's AMP code path with a *disabled*
-    GradScaler (its scale/unscale/step/update are then plain backward and step) and records
-    ``amp_dtype``; the two trainer methods run with ``torch.cuda.amp.autocast`` bound to
-    bfloat16 autocast (OpenNMT-py passes no dtype, and its default is float16)."""
+    value (:func:`_bf16_choice`, with headlab's options in :func:`_patch_options`); the
+    optimizer (:func:`_patch_optimizer_from_opt`); here, the two trainer methods run with
+    ``torch.cuda.amp.autocast`` bound to bfloat16 autocast (OpenNMT-py passes no dtype, and
+    its default is float16)."""
     import torch
-    import onmt.opts
     import onmt.trainer
-    from onmt.utils.optimizers import Optimizer
-
-    def bf16_choice(parser):
-        for action in parser._actions:
-            if action.dest == "model_dtype" and "bf16" not in action.choices:
-                action.choices = [*action.choices, "bf16"]
-                action.help += " bf16: bfloat16 autocast without loss scaling (headlab)."
-
-    onmt.opts.model_opts = _extend(onmt.opts.model_opts, bf16_choice)
-    from_opt = Optimizer.from_opt.__func__
-
-    @functools.wraps(from_opt)
-    def bf16_from_opt(cls, model, opt, checkpoint=None):
-        optimizer = from_opt(cls, model, opt, checkpoint)
-        if getattr(opt, "model_dtype", "fp32") == "bf16":
-            optimizer._fp16 = "amp"
-            optimizer._scaler = torch.amp.GradScaler("cuda", enabled=False)
-            optimizer.amp_dtype = torch.bfloat16
-        return optimizer
-
-    Optimizer.from_opt = classmethod(bf16_from_opt)
 
     def with_amp_dtype(method):
         @functools.wraps(method)
@@ -534,7 +567,7 @@ def _patch_bf16_training() -> None:
         return run
 
     for name in ("_gradient_accumulation", "validate"):
-        setattr(onmt.trainer.Trainer, name, with_amp_dtype(getattr(onmt.trainer.Trainer, name)))
+        _replace(onmt.trainer.Trainer, name, with_amp_dtype(getattr(onmt.trainer.Trainer, name)))
 
 
 #: environment switch for deterministic GPU training (README "Same inputs, same numbers")
@@ -561,25 +594,59 @@ def _deterministic_gpu() -> None:
     torch.backends.cudnn.benchmark = False
 
 
+#: the OpenNMT-py these patches were written against (private names, line numbers)
+ONMT_VERSION = "3.5.1"
+
+#: what :func:`apply` replaced: (owner, attribute, upstream's value), in order
+_REPLACED: list[tuple[object, str, object]] = []
+
+#: the patches, in the order :func:`apply` runs them
+PATCHES = (_build_modules_directly, _patch_checkpoint_loading, _patch_average_models, _patch_with_score,
+           _patch_options, _patch_fresh_init, _patch_test_model_loading, _patch_aux_loss,
+           _patch_model_selection, _patch_optimizer_state_in_newest_checkpoint, _patch_feature_embeddings,
+           _patch_optimizer_from_opt, _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
+           _patch_corpus_logging_keeps_log_file, _patch_bf16_training)
+
+
+def _replace(owner, name: str, value) -> None:
+    """Set ``owner.name``, remembering upstream's value; a second patch of the same name is a
+    bug (two wrappers in an order nobody chose)."""
+    if any(done is owner and done_name == name for done, done_name, _ in _REPLACED):
+        raise RuntimeError(f"headlab.engine.compat: {getattr(owner, '__name__', owner)}.{name} patched twice")
+    _REPLACED.append((owner, name, owner.__dict__.get(name, getattr(owner, name))))
+    setattr(owner, name, value)
+
+
+def _undo() -> None:
+    while _REPLACED:
+        owner, name, original = _REPLACED.pop()
+        setattr(owner, name, original)
+
+
+def check_version(version: str | None = None) -> None:
+    """One line, before anything is patched, for an OpenNMT-py these patches do not fit."""
+    if version is None:
+        import onmt
+        version = onmt.__version__
+    if version != ONMT_VERSION:
+        from headlab.errors import HeadlabError
+        raise HeadlabError(f"headlab patches OpenNMT-py {ONMT_VERSION}, found {version}: "
+                           f"pip install --no-deps OpenNMT-py=={ONMT_VERSION}")
+
+
 def apply() -> None:
+    """Every patch or none: one that raises undoes the ones before it (OpenNMT-py is left as
+    upstream made it, not half-patched) and the error propagates."""
     global _APPLIED
     if _APPLIED:
         return
+    check_version()
     defer_optional_imports()
-    _build_modules_directly()
-    _patch_checkpoint_loading()
-    _patch_average_models()
-    _patch_with_score()
-    _patch_options()
-    _patch_fresh_init()
-    _patch_test_model_loading()
-    _patch_aux_loss()
-    _patch_model_selection()
-    _patch_optimizer_state_in_newest_checkpoint()
-    _patch_feature_embeddings()
-    _patch_optimizer_freezes_pruned_heads()
-    _patch_exact_resume()
-    _patch_corpus_logging_keeps_log_file()
-    _patch_bf16_training()
+    try:
+        for patch in PATCHES:
+            patch()
+    except BaseException:
+        _undo()
+        raise
     _deterministic_gpu()
     _APPLIED = True

@@ -43,30 +43,9 @@ class Scored:
 
 
 def _apply_compat() -> None:
-    """Make OpenNMT-py load checkpoints under torch >= 2.6.
-
-    ``headlab.engine.plugin`` also registers headlab's encoder (needed for its checkpoints);
-    without it, ``headlab.engine.compat``; without that, our own ``weights_only=False`` load.
-    """
-    try:
-        import headlab.engine.plugin  # noqa: F401
-        return
-    except ImportError:
-        pass
-    try:
-        from headlab.engine import compat
-        compat.apply()
-        return
-    except ImportError:
-        pass
-    import torch
-    import onmt.model_builder
-    import onmt.models.model_saver as saver
-
-    def load_checkpoint(ckpt_path):
-        return torch.load(ckpt_path, map_location="cpu", weights_only=False) if ckpt_path else None
-
-    saver.load_checkpoint = onmt.model_builder.load_checkpoint = load_checkpoint
+    """Load checkpoints as headlab writes them: torch >= 2.6, headlab's encoder and decoder
+    (:mod:`headlab.engine.plugin`, which applies :mod:`headlab.engine.compat`)."""
+    import headlab.engine.plugin  # noqa: F401
 
 
 def load_model(path: str | os.PathLike, gpu: int = -1, extra_opts: list[str] | None = None):
