@@ -62,7 +62,7 @@ rule forced_score:
         f"{SCORES}/{MODEL}/{{split}}.{{ablation}}.logprob.tsv",
     params:
         ablation=_ablation_args,
-        gpu="-gpu 0" if GPU else "",
+        gpu="--gpu 0" if GPU else "",
     log:
         f"{LOGS}/forced/{MODEL}/{{split}}.{{ablation}}.log",
     benchmark:
@@ -73,8 +73,8 @@ rule forced_score:
     conda:
         "../envs/onmt.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} headlab score -model {input.model} -src {input.src} -tgt {input.tgt} "
-        "-out {output} -batch_size 24 {params.gpu} {params.ablation} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} headlab score --model {input.model} --src {input.src} --tgt {input.tgt} "
+        "--out {output} --batch-size 24 {params.gpu} {params.ablation} > {log} 2>&1"
 
 
 # The spaCy parses of a DistilLingEval suite's sources, for subject-verb distances (paper A
@@ -219,8 +219,8 @@ rule export_attention:
     conda:
         "../envs/onmt.yaml"
     shell:
-        "headlab export-attention -model {input.model} -src {input.src} -tgt {input.tgt} "
-        "-site {wildcards.site} -max_sents {params.sents} -out {output} 2> {log}"
+        "headlab export-attention --model {input.model} --src {input.src} --tgt {input.tgt} "
+        "--site {wildcards.site} --max-sents {params.sents} --out {output} 2> {log}"
 
 
 # Paper D §2.2: the syntactic profile of a model's encoder heads against gold trees.
@@ -295,10 +295,10 @@ rule profile_heads:
     params:
         gold=_profile_gold,
         prefix=lambda w, output: output.csv[:-len(".csv")],
-        sents=lambda w: (f"-max_sents {config['evaluation']['profile_sentences']}"
+        sents=lambda w: (f"--max-sents {config['evaluation']['profile_sentences']}"
                          if config.get("evaluation", {}).get("profile_sentences") else ""),
         figure=config.get("evaluation", {}).get("profile_figure_sentences", 10),
-        gpu="-gpu 0" if GPU else "",
+        gpu="--gpu 0" if GPU else "",
     log:
         f"{LOGS}/profile/{MODEL}/{{treebank}}.log",
     benchmark:
@@ -308,6 +308,6 @@ rule profile_heads:
     conda:
         "../envs/onmt.yaml"
     shell:
-        "headlab profile-heads -model {input.model} -treebank {params.gold} -src {input.src} "
-        "-pair {wildcards.pair} -out {params.prefix} {params.sents} -figure_sents {params.figure} "
+        "headlab profile-heads --model {input.model} --treebank {params.gold} --src {input.src} "
+        "--pair {wildcards.pair} --out {params.prefix} {params.sents} --figure-sents {params.figure} "
         "{params.gpu} 2> {log}"

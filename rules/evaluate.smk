@@ -46,7 +46,7 @@ rule average_checkpoints:
     conda:
         "../envs/onmt.yaml"
     shell:
-        "headlab average -save_model {params.prefix} -last {wildcards.n} -output {output} 2> {log}"
+        "headlab average --save-model {params.prefix} --last {wildcards.n} --output {output} 2> {log}"
 
 
 rule translate:

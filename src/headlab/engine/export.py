@@ -1,15 +1,15 @@
 """``headlab export-attention``: per-layer, per-head attention of one site, for given sentences.
 
-    headlab export-attention -model ckpt.pt -src tokenised_bpe.txt -out att.npz [-max_sents N]
-                             [-site enc|dec|cross -tgt tokenised_bpe.txt]
-                             [-batch_size 32] [-gpu -1] [-disable_enc_heads k ...]
+    headlab export-attention --model ckpt.pt --src tokenised_bpe.txt --out att.npz [--max-sents N]
+                             [--site enc|dec|cross --tgt tokenised_bpe.txt]
+                             [--batch-size 32] [--gpu -1] [--disable-enc-heads k ...]
 
-Encoder self-attention (``-site enc``, the default) works for any checkpoint whose encoder
+Encoder self-attention (``--site enc``, the default) works for any checkpoint whose encoder
 has an ``attention(src, src_len)`` method (``-encoder_type headlab``: learned heads give
 their softmax, fixed heads their pattern, materialised densely only here). Decoder
 self-attention (``dec``) and cross-attention (``cross``, rows = target tokens, columns =
 source tokens: paper B Figures 1-2) need ``-decoder_type headlab`` and the target
-sentences (``-tgt``), decoded by teacher forcing. The model is loaded with OpenNMT-py's
+sentences (``--tgt``), decoded by teacher forcing. The model is loaded with OpenNMT-py's
 own ``load_test_model`` (plugin loaded), so test-time options behave as in translation.
 
 The ``.npz`` (no pickles) holds: ``att_000000``, ... one float32 array (layers, heads,
@@ -27,7 +27,6 @@ Read it back with :func:`load_attention` / :func:`load_importance` / :func:`load
 """
 from __future__ import annotations
 
-import argparse
 
 import numpy as np
 import torch
@@ -251,19 +250,21 @@ def load_labels(path: str) -> list[tuple[list[str], np.ndarray]]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab export-attention",
-                                     description="dump per-layer, per-head encoder attention to npz")
-    parser.add_argument("-model", required=True)
-    parser.add_argument("-src", required=True, help="tokenised, BPE-segmented source (one sentence a line)")
-    parser.add_argument("-out", required=True)
-    parser.add_argument("-max_sents", type=int, default=None)
-    parser.add_argument("-batch_size", type=int, default=32)
-    parser.add_argument("-gpu", type=int, default=-1)
-    parser.add_argument("-disable_enc_heads", type=int, nargs="*", default=[])
-    parser.add_argument("-site", default="enc", choices=["enc", "dec", "cross"],
+    from headlab.options import CommandParser
+
+    parser = CommandParser("export-attention", "dump per-layer, per-head attention of one site to npz")
+    parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
+    parser.add_argument("--src", required=True, help="tokenised, BPE-segmented source (one sentence a line)")
+    parser.add_argument("--out", required=True, help="the .npz to write")
+    parser.add_argument("--max-sents", type=int, default=None, help="only the first N sentences")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
+    parser.add_argument("--disable-enc-heads", type=int, nargs="*", default=[],
+                        help="encoder heads (1-based) zeroed in every layer (paper A §4.3)")
+    parser.add_argument("--site", default="enc", choices=["enc", "dec", "cross"],
                         help="encoder self-, decoder self- or cross-attention")
-    parser.add_argument("-tgt", help="target sentences (tokenised, BPE) for -site dec/cross")
-    parser.add_argument("-rhe_prune", action="store_true",
+    parser.add_argument("--tgt", help="target sentences (tokenised, BPE) for --site dec/cross")
+    parser.add_argument("--rhe-prune", action="store_true",
                         help="paper C: redundant RHE heads output 0 (their exported rows are 0)")
     args = parser.parse_args(argv)
     n = export_attention(args.model, args.src, args.out, args.max_sents, args.batch_size,

@@ -24,6 +24,44 @@ from headlab.errors import ConfigError, DataError, HeadlabError
 _STEP = re.compile(r"_step_(\d+)\.pt$")
 
 
+#: what each OpenNMT-py wrapper's short help says first
+_PURPOSE = {
+    "train": "OpenNMT-py's onmt_train with headlab's head kinds, exact resume and one-line errors.",
+    "translate": "OpenNMT-py's onmt_translate with headlab's head kinds and test-time head ablation.",
+    "build_vocab": "OpenNMT-py's onmt_build_vocab with headlab's options accepted in the config.",
+}
+
+
+def _help(kind: str, argv: list[str], onmt_parser) -> bool:
+    """``-h``/``--help``: headlab's own options of this command (OpenNMT-py's are over a
+    thousand lines), and how to see those; ``--help-onmt``: OpenNMT-py's whole help."""
+    command = "headlab " + kind.replace("_", "-")
+    if "--help-onmt" in argv:
+        onmt_parser.prog = command
+        onmt_parser.print_help()
+        return True
+    if not {"-h", "--help"} & set(argv):
+        return False
+    from onmt.utils.parse import ArgumentParser
+
+    from headlab.engine import opts as ours
+
+    short = ArgumentParser(prog=command, description=_PURPOSE[kind], add_help=False,
+                           epilog=f"OpenNMT-py's own options (data, model, optimiser, decoding, ...) are all "
+                                  f"accepted too: `{command} --help-onmt` lists them.")
+    short.add_argument("-config", "--config", help="a YAML of options (OpenNMT-py's and headlab's)")
+    short.add_argument("-h", "--help", action="store_true", help="this help")
+    short.add_argument("--help-onmt", action="store_true", help="OpenNMT-py's whole help")
+    if kind in ("train", "build_vocab"):
+        ours.model_opts(short)
+    if kind == "train":
+        ours.train_opts(short)
+    if kind == "translate":
+        ours.translate_opts(short)
+    short.print_help()
+    return True
+
+
 def _parse(parser, argv: list[str], kind: str):
     """Parse like OpenNMT-py, but reject unknown options. A ``-config`` YAML is checked key
     by key first, so the error names its file and line. build_vocab reads the training
@@ -106,6 +144,8 @@ def train(argv: list[str]) -> int:
 
     from headlab.engine import selection
 
+    if _help("train", argv, _get_parser()):
+        return 0
     opt = _parse(_get_parser(), argv, "train")
     # this run's own checkpoints win over -train_from: a fine-tune (train_from: init.pt,
     # reset_optim: all) interrupted at step N resumes at N with its own optimizer state,
@@ -209,6 +249,8 @@ def translate(argv: list[str]) -> int:
     from onmt.bin.translate import _get_parser, translate as onmt_translate
     from onmt.utils.parse import ArgumentParser
 
+    if _help("translate", argv, _get_parser()):
+        return 0
     opt = _parse(_get_parser(), argv, "translate")
     ArgumentParser.validate_translate_opts(opt)
     _check_translate_inputs(opt.src, opt.models)
@@ -228,6 +270,8 @@ def build_vocab(argv: list[str]) -> int:
     import headlab.engine.plugin  # noqa: F401
     from onmt.bin.build_vocab import _get_parser, build_vocab_main
 
+    if _help("build_vocab", argv, _get_parser()):
+        return 0
     opt = _parse(_get_parser(), argv, "build_vocab")
     build_vocab_main(opt)
     return 0
@@ -246,25 +290,25 @@ def main_build_vocab(argv: list[str]) -> int:
 
 
 def main_average(argv: list[str]) -> int:
-    """``headlab average -save_model PREFIX -last N -output FILE``: OpenNMT-py's
+    """``headlab average --save-model PREFIX --last N --output FILE``: OpenNMT-py's
     ``average_models`` (tied weights fixed: :mod:`headlab.engine.compat`) over the last N checkpoints ``PREFIX_step_*.pt`` (paper C §A.1
     averages the last 10), written atomically."""
-    import argparse
-
     import headlab.engine.plugin  # noqa: F401  (average_models with tied weights fixed: compat)
     from onmt.bin.average_models import average_models
     import torch
 
     from headlab.io import atomic_write
 
-    parser = argparse.ArgumentParser(prog="headlab average")
-    parser.add_argument("-save_model", required=True, help="the training's -save_model prefix")
-    parser.add_argument("-last", type=int, required=True)
-    parser.add_argument("-output", required=True)
+    from headlab.options import CommandParser
+
+    parser = CommandParser("average", main_average.__doc__.split("\n\n")[0])
+    parser.add_argument("--save-model", required=True, help="the training's -save_model prefix")
+    parser.add_argument("--last", type=int, required=True, help="average the newest N checkpoints")
+    parser.add_argument("--output", required=True, help="the averaged checkpoint to write")
     args = parser.parse_args(argv)
     found = checkpoints(args.save_model)
     if args.last < 1:
-        raise ConfigError(f"-last must be >= 1, got {args.last}", key="average_last")
+        raise ConfigError(f"--last must be >= 1, got {args.last}", key="average_last")
     if len(found) < args.last:
         raise ConfigError(f"averaging the last {args.last} checkpoints needs as many: {args.save_model}_step_*.pt "
                           f"has {len(found)} (raise the preset's keep_checkpoint, or average fewer)",

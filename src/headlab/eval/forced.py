@@ -1,6 +1,6 @@
 """Forced decoding: the log-probability of given target sentences under an OpenNMT-py model.
 
-    headlab score -model ckpt.pt -src src.bpe -tgt tgt.bpe -out scores.tsv [-batch_size 32] [-gpu 0]
+    headlab score --model ckpt.pt --src src.bpe --tgt tgt.bpe --out scores.tsv [--batch-size 32] [--gpu 0]
                   [any onmt_translate option, e.g. -disable_enc_heads 8]
 
 Options this command does not know are passed to OpenNMT-py's translate option parser
@@ -26,7 +26,6 @@ not depend on the batch size up to float rounding (tested to 1e-5).
 """
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass
 
@@ -153,13 +152,16 @@ def score_files(model_path, src_path, tgt_path, out_path, *, batch_size: int = 3
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab score", description=__doc__.splitlines()[0])
-    parser.add_argument("-model", required=True, help="OpenNMT-py 3.5.1 checkpoint (.pt)")
-    parser.add_argument("-src", required=True, help="tokenised source, one sentence per line")
-    parser.add_argument("-tgt", required=True, help="tokenised target to score, same number of lines")
-    parser.add_argument("-out", required=True, help="TSV: sum, mean, tokens (input order)")
-    parser.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
-    parser.add_argument("-gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
+    from headlab.options import CommandParser
+
+    parser = CommandParser("score", __doc__.splitlines()[0],
+                           epilog="Any other option is an onmt_translate option (e.g. -disable_enc_heads 8).")
+    parser.add_argument("--model", required=True, help="OpenNMT-py 3.5.1 checkpoint (.pt)")
+    parser.add_argument("--src", required=True, help="tokenised source, one sentence per line")
+    parser.add_argument("--tgt", required=True, help="tokenised target to score, same number of lines")
+    parser.add_argument("--out", required=True, help="TSV: sum, mean, tokens (input order)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
     args, extra = parser.parse_known_args(argv)
     n = score_files(args.model, args.src, args.tgt, args.out, batch_size=args.batch_size, gpu=args.gpu,
                     extra_opts=extra)

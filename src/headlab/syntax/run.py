@@ -2,8 +2,8 @@
 
     headlab treebank text  --in GOLD.conllu[.gz] --out RAW.src [--pair en-de]
     headlab treebank parse --in RAW.src --out GOLD.conllu [--pair en-de] [--spacy-model NAME]
-    headlab profile-heads  -model model.pt -treebank GOLD.conllu[.gz] -src BPE.src -pair en-de
-                           -out PREFIX [-max_sents N] [-figure_sents 10] [-batch_size 32] [-gpu -1]
+    headlab profile-heads  --model model.pt --treebank GOLD.conllu[.gz] --src BPE.src --pair en-de
+                           --out PREFIX [--max-sents N] [--figure-sents 10] [--batch-size 32] [--gpu -1]
 
 ``treebank text`` writes a treebank's sentences as one raw line each: the workflow then
 runs the model's own preprocessing on it (the pair's Moses tokeniser, truecaser and BPE
@@ -127,16 +127,18 @@ def profile_heads(model_path: str, treebank: str, src: str, out: str, pair: str 
 
 
 def main_profile_heads(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab profile-heads", description=__doc__.splitlines()[0])
-    parser.add_argument("-model", required=True)
-    parser.add_argument("-treebank", required=True, help="gold trees, CoNLL-U (.gz allowed)")
-    parser.add_argument("-src", required=True, help="the treebank's text after the model's preprocessing (BPE)")
-    parser.add_argument("-pair", default=None, help="the model's language pair (English source only)")
-    parser.add_argument("-out", required=True, help="output prefix (PREFIX.csv, .baselines.csv, ...)")
-    parser.add_argument("-max_sents", type=int, default=None)
-    parser.add_argument("-figure_sents", type=int, default=10)
-    parser.add_argument("-batch_size", type=int, default=32)
-    parser.add_argument("-gpu", type=int, default=-1)
+    from headlab.options import CommandParser
+
+    parser = CommandParser("profile-heads", __doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
+    parser.add_argument("--treebank", required=True, help="gold trees, CoNLL-U (.gz allowed)")
+    parser.add_argument("--src", required=True, help="the treebank's text after the model's preprocessing (BPE)")
+    parser.add_argument("--pair", default=None, help="the model's language pair (English source only)")
+    parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv, .baselines.csv, ...)")
+    parser.add_argument("--max-sents", type=int, default=None, help="only the first N sentences")
+    parser.add_argument("--figure-sents", type=int, default=10, help="sentences drawn in the attention figure")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
     args = parser.parse_args(argv)
     s = profile_heads(args.model, args.treebank, args.src, args.out, args.pair, args.max_sents, args.figure_sents,
                       args.batch_size, args.gpu)
