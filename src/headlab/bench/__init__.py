@@ -6,7 +6,9 @@ running anything: the CUDA plan can be checked on a machine without a GPU.
 
 One module per benchmark: :mod:`~headlab.bench.attention` (``attention.csv``),
 :mod:`~headlab.bench.train` (``train.csv``), :mod:`~headlab.bench.parts` (``train_parts.csv``),
-:mod:`~headlab.bench.atlas` (``atlas.csv``); :mod:`~headlab.bench.synthetic` makes the syntax
+:mod:`~headlab.bench.atlas` (``atlas.csv``), :mod:`~headlab.bench.calibration`
+(``calibration.csv``: the seed-aware test's false-positive rate and power, ``--what
+calibration``, not in the default list); :mod:`~headlab.bench.synthetic` makes the syntax
 kinds' parses.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 
 from headlab.bench.atlas import bench_atlas
+from headlab.bench.calibration import bench_calibration
 from headlab.bench.attention import (CONFIGS, attention_plan, bench_attention, run_one,  # noqa: F401
                                      with_ratios)
 from headlab.bench.parts import bench_train_parts, train_parts
@@ -23,7 +26,8 @@ from headlab.bench.synthetic import random_facts, synthetic_side  # noqa: F401
 from headlab.bench.train import TRAIN_CONFIGS, bench_train, featured_corpus  # noqa: F401
 
 
-__all__ = ["CONFIGS", "TRAIN_CONFIGS", "attention_plan", "bench_atlas", "bench_attention", "bench_train",
+__all__ = ["CONFIGS", "TRAIN_CONFIGS", "attention_plan", "bench_atlas", "bench_attention", "bench_calibration",
+           "bench_train",
            "bench_train_parts", "featured_corpus", "main", "random_facts", "run_one", "synthetic_side", "train_parts",
            "with_ratios"]
 
@@ -41,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
     parser.add_argument("--what", default="attention,train,parts,atlas",
                         help="comma list of attention, train (tokens/s), parts (where a mini training's time "
-                             "goes), atlas (a finished run's atlas costs)")
+                             "goes), atlas (a finished run's atlas costs), calibration (the seed-aware "
+                             "test's false-positive rate and power, by simulation; not in the default)")
     parser.add_argument("--results", default="results", help="a finished run's results (for atlas)")
     parser.add_argument("--specs", default=None,
                         help="comma list: only these attention specs (e.g. 8L,8DEA,8LPEA)")
@@ -58,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true",
                         help="print what would run and write the training configs; run nothing")
     parser.add_argument("--parts-runs", type=int, default=1, help="trainings for the parts (medians)")
+    parser.add_argument("--calibration-experiments", type=int, default=2000,
+                        help="simulated experiments per cell of calibration.csv")
     parser.add_argument("--parts-one", nargs=2, metavar=("CONFIG", "START"), help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -86,5 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_train_parts(args.out, args.train_data, args.parts_runs, args.threads)
     if "atlas" in what and not args.dry_run:
         bench_atlas(args.out, args.results)
+    if "calibration" in what and not args.dry_run:
+        bench_calibration(args.out, args.calibration_experiments)
     return 0
 

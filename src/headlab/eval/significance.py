@@ -1,45 +1,55 @@
 """Seed-aware comparison of systems: a difference tested so that both the variance across
-training seeds and the sampling of test sentences count.
+training seeds and the sampling of test sentences count, each once.
 
 One training run is one draw of the training randomness (initialisation, dropout, batch
-order); one test set is one draw of sentences. A difference between two systems is only
-evidence if it is larger than what either draw moves it by. Following Clark et al. (2011,
-"Better Hypothesis Testing for Statistical Machine Translation: Controlling for Optimizer
-Instability", ACL), we estimate the two variances separately and add them:
+order); one test set is one draw of sentences. A system's score on a test set is moved by
+three things: the test sentences it is good or bad at (a system×sentence term that is the
+same at every seed, so averaging seeds does not remove it), the seed's offset, and the
+run's own sentence-level noise. Following Clark et al. (2011, "Better Hypothesis Testing
+for Statistical Machine Translation: Controlling for Optimizer Instability", ACL), the
+contrast ``Q = sum_k w_k * mean_seeds(score_k)`` (a difference: weights +1, -1; "A keeps
+90% of B": +1, -0.9; a mean over several systems: 1/m each) gets
 
-* **test-set sampling** (their s_sel): paired bootstrap resampling of test sentences
-  (Koehn 2004), the same resampled sentence ids for every system and every seed, so that
-  the difference is paired. The ids are drawn exactly as sacreBLEU 2.x draws them for
-  ``--paired-bs`` and ``--confidence`` (``numpy.random.default_rng(12345).choice(n,
-  (samples, n))``, :func:`sacrebleu.significance._bootstrap_resample`), and each resample
-  is scored from sacreBLEU's own sentence statistics (``_extract_corpus_statistics``,
-  ``_compute_score_from_stats``): with one seed per system this *is* sacreBLEU's paired
-  bootstrap. ``v_test`` = the variance of the contrast over the resamples.
-* **seeds** (their s_dev): the variance of the per-seed values. When every system was
-  trained at the same seeds, the contrast is computed per seed (a paired design: a
-  fine-tune and its control share their parent's seed) and ``v_seed = var(q_s) / S``
-  with ``S - 1`` degrees of freedom; otherwise each system's seed variance is the pooled
-  variance of the systems with two or more seeds (the seed variance is taken as a property
-  of the training set-up, not of the system), ``v_seed = sum_k w_k^2 s_pooled^2 / n_k``.
+* **the seed variance** ``v_seed``: when every system was trained at the same seeds, the
+  contrast per seed ``q_s`` (paired: a fine-tune and its control share their parent's
+  seed), ``var(q_s) / S`` with ``S - 1`` degrees of freedom; otherwise each system's own
+  variance over its runs, ``w_k^2 s_k^2 / n_k`` with ``n_k - 1`` degrees of freedom, and a
+  system with a single run takes the study's pooled seed variance (:class:`SeedPool`: the
+  systems with several seeds at the same scale) with the pool's degrees of freedom. With a
+  one-run system and no pool there is no seed variance: ``seed_source == "none"``, no
+  p-value, and the verdict is "inconclusive (one seed)".
+* **the test-set variance that seeds do not already hold** ``v_persist``: paired bootstrap
+  resampling of test sentences (Koehn 2004), the same resampled ids for every system and
+  seed, drawn as sacreBLEU 2.x draws them (``default_rng(12345).choice(n, (samples, n))``)
+  and scored from sacreBLEU's sentence statistics. The bootstrap variance of ``Q`` holds
+  the persistent system×sentence term and each run's own sentence noise; the per-seed
+  values already hold the run noise, so it is taken out once: ``v_persist = var_boot(Q) -
+  sum_k w_k^2 v_run_k / n_k``, where ``v_run_k`` is the bootstrap variance of a run's
+  deviation from its system's mean over runs (``sum_s var(B_ks - mean_s B_ks) / (n_k - 1)``;
+  a one-run system: the pool's).
 
-The contrast is ``Q = sum_k w_k * mean_seeds(score_k)`` (a difference: weights +1, -1; a
-ratio claim "A keeps 90% of B": +1, -0.9; a mean over several systems: 1/m each), its
-standard error ``sqrt(v_test + v_seed)``, and its 95% interval and two-sided p-value use a
-t distribution with Welch-Satterthwaite degrees of freedom (Satterthwaite 1946):
-``(v_test + v_seed)^2 / (v_seed^2 / df_seed)`` (v_test counts as known: a thousand
-resamples). With three seeds and a seed variance that dominates, that is t with 2 degrees
-of freedom: an interval 4.3 standard errors wide on either side, which is what three runs
-can tell. With one seed per system there is no seed variance to estimate (``seeds == 1``):
-the test covers test-set sampling only and says so (its false-positive rate is then above
-the nominal one whenever seeds matter, which ``tests/test_eval_significance.py`` shows).
+``se = sqrt(v_persist + v_seed)``; the 95% interval and the two-sided p-value use a t
+distribution with Satterthwaite's (1946) degrees of freedom in which the seed variance
+counts four times (:data:`SEED_DF_WEIGHT`): ``(v_seed + v_persist / 4)^2 / sum_i (v_i^2 /
+df_i)`` over the seed estimates ``v_i``. Three seeds estimate a variance with 2 degrees of
+freedom; the plain formula (weight 1) gives many degrees of freedom exactly when that
+estimate came out small, and called equal systems different in 7.5-8.5% of simulated
+experiments at 3 seeds and variance ratios from 3 to 50; the estimate's own degrees of
+freedom (weight infinite) in almost none where the test-set variance dominates, at a cost
+in power. The weight was chosen by
+simulation (:mod:`headlab.eval.calibration`; the table in the README, ``python -m
+headlab.bench --what calibration``): with 4 the false-positive rate stays at or below 6%
+within its Monte-Carlo error at 1, 3 and 5 seeds for seed/test-set variance ratios from 0.5
+to 50, with a persistent term of 10%, 50% or 90% of the sentence-level variance;
+``tests/test_eval_significance.py`` checks it at every seed count.
 
-The simulation in ``tests/test_eval_significance.py`` checks the calibration: systems
-that differ only by seed noise and test-set noise are called different in about 5% of
-experiments (the stated rate), systems with a known difference are detected and covered
-by the interval.
+The resampling is sacreBLEU's, the test is not: sacreBLEU's ``--paired-bs`` p-value is
+the share of resampled absolute differences, centred on their mean, above the observed one
+(one run per system); ours is a t test of the contrast over seeds and test sentences.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -53,6 +63,11 @@ DEFAULT_SAMPLES = 1000
 SACREBLEU_SEED = 12345
 LEVEL = 0.95
 METRICS = ("bleu", "chrf")
+#: the weight of the seed variance in the Satterthwaite degrees of freedom (module doc): 1 is
+#: plain Welch-Satterthwaite, ``math.inf`` the seed estimate's own degrees of freedom
+SEED_DF_WEIGHT = 4.0
+#: where a contrast's seed variance comes from
+PAIRED, OWN, POOLED, NO_SEEDS = "paired", "own", "pooled", "none"
 
 #: summed sufficient statistics, shape (samples, k) -> one score per row
 Scorer = Callable[[np.ndarray], np.ndarray]
@@ -67,6 +82,19 @@ class Term:
     runs: Mapping[str, np.ndarray]
 
 
+@dataclass(frozen=True)
+class SeedPool:
+    """The seed variance of a set-up, pooled over the systems that have several runs: the
+    variance of one run's score across seeds (``var``: seed offset and the run's own
+    sentence noise), of it the run's sentence noise (``var_run``, which the bootstrap of a
+    one-run system already counts), the degrees of freedom and how many systems."""
+
+    var: float
+    var_run: float
+    df: int
+    systems: int
+
+
 @dataclass
 class Contrast:
     """A contrast ``Q = sum_k w_k mean_seeds(score_k)``, tested against ``null``."""
@@ -75,29 +103,34 @@ class Contrast:
     ci_low: float
     ci_high: float
     p_value: float
-    se_test: float
+    se_test: float                   # sqrt(v_persist): the test-set variance seeds do not hold
     se_seed: float
     df: float
     seeds: tuple[int, ...]           # runs per term
     null: float = 0.0
     level: float = LEVEL
     per_seed: dict = field(default_factory=dict)   # seed -> contrast, where paired
+    seed_source: str = PAIRED        # PAIRED, OWN, POOLED or NO_SEEDS
+    pool: SeedPool | None = None     # the pool a one-run system borrowed from
 
     @property
     def replicated(self) -> bool:
-        """True when a seed variance was estimated (some system has two or more seeds)."""
-        return max(self.seeds, default=0) >= 2
+        """True when a seed variance was estimated or borrowed."""
+        return self.seed_source != NO_SEEDS
 
 
+@functools.lru_cache(maxsize=8)
 def resample_counts(n: int, samples: int = DEFAULT_SAMPLES, seed: int = SACREBLEU_SEED) -> np.ndarray:
     """``(samples, n)``: how often each test sentence is drawn in each bootstrap resample,
     from the ids sacreBLEU draws (``default_rng(seed).choice(n, (samples, n))``); a resample's
-    summed statistics are ``counts @ stats``."""
+    summed statistics are ``counts @ stats``. Cached (read-only): every contrast on one test
+    set uses the same resamples."""
     if n < 1:
         raise DataError("no test sentences to resample")
     ids = np.random.default_rng(seed).choice(n, size=(samples, n), replace=True)
     counts = np.zeros((samples, n), dtype=np.float64)
     np.add.at(counts, (np.arange(samples)[:, None], ids), 1.0)
+    counts.flags.writeable = False
     return counts
 
 
@@ -144,50 +177,90 @@ def _t(df: float):
     return stats.t(df) if math.isfinite(df) else stats.norm()
 
 
-def _finish(estimate: float, v_test: float, v_seed: float, df_seed: float, seeds, null: float,
-            level: float, per_seed=None) -> Contrast:
-    var = v_test + v_seed
-    df = math.inf if v_seed <= 0 else var ** 2 / (v_seed ** 2 / df_seed)
-    se = math.sqrt(var)
+def _run_noise(boot: np.ndarray) -> float:
+    """A run's own sentence-noise variance from its system's bootstrap scores ``(runs,
+    samples)``: each run's deviation from the mean over runs, ``sum_s var / (runs - 1)``."""
+    return float(np.var(boot - boot.mean(0), axis=1, ddof=1).sum() / (len(boot) - 1))
+
+
+def _scores(runs: Mapping[str, np.ndarray], score: Scorer, counts: np.ndarray):
+    """Per run: the point score and the bootstrap scores ``(runs, samples)``."""
+    point = {s: float(score(stats.sum(0))[0]) for s, stats in runs.items()}
+    return point, np.array([score(counts @ stats) for stats in runs.values()])
+
+
+def seed_pool(systems: Sequence[Mapping[str, np.ndarray]], score: Scorer, *, samples: int = DEFAULT_SAMPLES,
+              seed: int = SACREBLEU_SEED) -> SeedPool | None:
+    """The :class:`SeedPool` of ``systems`` (seed -> sentence statistics, on one test set):
+    those with two or more runs; None where there is none."""
+    parts = []
+    for runs in systems:
+        if len(runs) >= 2:
+            counts = resample_counts(len(next(iter(runs.values()))), samples, seed)
+            point, boot = _scores(runs, score, counts)
+            parts.append((len(runs) - 1, float(np.var(list(point.values()), ddof=1)), _run_noise(boot)))
+    df = sum(d for d, _, _ in parts)
+    if not df:
+        return None
+    return SeedPool(sum(d * v for d, v, _ in parts) / df, sum(d * r for d, _, r in parts) / df, df, len(parts))
+
+
+def _finish(estimate: float, v_persist: float, seed_parts: Sequence[tuple[float, float]], seeds, null: float,
+            level: float, per_seed=None, source: str = PAIRED, pool: SeedPool | None = None) -> Contrast:
+    """``seed_parts``: (variance, degrees of freedom) of each seed-variance estimate."""
+    v_seed = float(sum(v for v, _ in seed_parts))
+    denominator = sum(v ** 2 / d for v, d in seed_parts if v > 0)
+    df = (v_seed + v_persist / SEED_DF_WEIGHT) ** 2 / denominator if denominator else math.inf
+    se = math.sqrt(v_persist + v_seed)
+    extra = dict(per_seed=per_seed or {}, seed_source=source, pool=pool)
     if se == 0.0:        # identical systems, or a quantity without noise (a parameter count)
         p = 1.0 if estimate == null else 0.0
-        return Contrast(estimate, estimate, estimate, p, 0.0, 0.0, df, tuple(seeds), null, level, per_seed or {})
+        return Contrast(estimate, estimate, estimate, p, 0.0, 0.0, df, tuple(seeds), null, level, **extra)
     dist = _t(df)
     half = float(dist.ppf(0.5 + level / 2)) * se
     p = float(2.0 * dist.sf(abs(estimate - null) / se))
-    return Contrast(estimate, estimate - half, estimate + half, min(p, 1.0), math.sqrt(v_test), math.sqrt(v_seed),
-                    df, tuple(seeds), null, level, per_seed or {})
+    return Contrast(estimate, estimate - half, estimate + half, min(p, 1.0), math.sqrt(v_persist), math.sqrt(v_seed),
+                    df, tuple(seeds), null, level, **extra)
 
 
 def contrast(terms: Sequence[Term], score: Scorer, *, samples: int = DEFAULT_SAMPLES, seed: int = SACREBLEU_SEED,
-             null: float = 0.0, level: float = LEVEL) -> Contrast:
-    """Test ``Q = sum_k w_k mean_seeds(score_k)`` against ``null`` (see the module doc)."""
+             null: float = 0.0, level: float = LEVEL, pool: SeedPool | None = None) -> Contrast:
+    """Test ``Q = sum_k w_k mean_seeds(score_k)`` against ``null`` (see the module doc);
+    ``pool``: the seed variance a one-run system takes."""
     if not terms or any(not t.runs for t in terms):
         raise DataError("a contrast needs at least one system, each with at least one run")
     sizes = {len(stats) for t in terms for stats in t.runs.values()}
     if len(sizes) != 1:
         raise DataError(f"the runs are not scored on the same test sentences (sizes {sorted(sizes)})")
     counts = resample_counts(sizes.pop(), samples, seed)
-    point, boot = [], []
-    for t in terms:
-        point.append({s: float(score(stats.sum(0))[0]) for s, stats in t.runs.items()})
-        boot.append(np.mean([score(counts @ stats) for stats in t.runs.values()], axis=0))
+    scored = [_scores(t.runs, score, counts) for t in terms]
+    point = [p for p, _ in scored]
     weights = np.array([t.weight for t in terms], dtype=float)
-    estimate = float(sum(w * np.mean(list(p.values())) for w, p in zip(weights, point)))
-    v_test = float(np.var(weights @ np.array(boot), ddof=1))
     n = [len(p) for p in point]
+    estimate = float(sum(w * np.mean(list(p.values())) for w, p in zip(weights, point)))
+    v_boot = float(np.var(sum(w * b.mean(0) for w, (_, b) in zip(weights, scored)), ddof=1))
+    single = any(k == 1 for k in n)
+    if single and pool is None:
+        # no seed variance to be had: the interval covers test sentences only, and no test is made
+        half = float(_t(math.inf).ppf(0.5 + level / 2)) * math.sqrt(v_boot)
+        return Contrast(estimate, estimate - half, estimate + half, math.nan, math.sqrt(v_boot), math.nan, math.nan,
+                        tuple(n), null, level, {}, NO_SEEDS)
+    v_run = [pool.var_run if k == 1 else _run_noise(b) for k, (_, b) in zip(n, scored)]
+    v_persist = max(v_boot - float(sum(w ** 2 * r / k for w, r, k in zip(weights, v_run, n))), 0.0)
     common = set(point[0]).intersection(*point[1:])
-    per_seed = {}
-    if all(len(p) == len(common) for p in point) and len(common) >= 2:
+    if all(k == len(common) for k in n) and len(common) >= 2:
         # every system at the same seeds: the contrast per seed (paired by seed)
         per_seed = {s: float(sum(w * p[s] for w, p in zip(weights, point))) for s in sorted(common, key=str)}
-        v_seed, df_seed = float(np.var(list(per_seed.values()), ddof=1)) / len(common), len(common) - 1
-    else:
-        spread = [(len(p) - 1, float(np.var(list(p.values()), ddof=1))) for p in point if len(p) >= 2]
-        df_seed = sum(d for d, _ in spread)
-        pooled = sum(d * v for d, v in spread) / df_seed if df_seed else 0.0
-        v_seed = float(sum(w ** 2 * pooled / k for w, k in zip(weights, n)))
-    return _finish(estimate, v_test, v_seed, df_seed or math.inf, n, null, level, per_seed)
+        parts = [(float(np.var(list(per_seed.values()), ddof=1)) / len(common), len(common) - 1)]
+        return _finish(estimate, v_persist, parts, n, null, level, per_seed, PAIRED)
+    # each system with several runs: its own variance; the one-run systems: one pooled
+    # estimate between them (one estimate, so its degrees of freedom count once)
+    parts = [(w ** 2 * float(np.var(list(p.values()), ddof=1)) / k, k - 1)
+             for w, p, k in zip(weights, point, n) if k > 1]
+    if single:
+        parts.append((float(sum(w ** 2 for w, k in zip(weights, n) if k == 1)) * pool.var, pool.df))
+    return _finish(estimate, v_persist, parts, n, null, level, None, POOLED if single else OWN,
+                   pool if single else None)
 
 
 def difference(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], score: Scorer, **kwargs) -> Contrast:
@@ -195,24 +268,39 @@ def difference(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], score: 
     return contrast([Term(1.0, a), Term(-1.0, b)], score, **kwargs)
 
 
-def seed_interval(values: Mapping[str, float] | Sequence[float], *, null: float = 0.0,
-                  level: float = LEVEL) -> Contrast:
-    """A quantity measured once per seed without test-set sampling (the share of gates a
-    model keeps): its mean, a t interval over the seeds and the p-value against ``null``.
-    One seed: the interval is the value itself and ``seeds == (1,)`` says so."""
+@dataclass(frozen=True)
+class SeedCount:
+    """A quantity measured once per seed and compared with ``null`` (a count or a share of
+    heads): in how many seeds it lies on the claim's side, and the exact sign test."""
+
+    estimate: float                  # the mean over seeds
+    agree: int                       # seeds on the claim's side (strictly)
+    seeds: int
+    p_value: float                   # two-sided exact binomial test of agree / seeds against 1/2
+    low: float                       # the smallest and largest per-seed value
+    high: float
+
+
+def sign_test(values: Mapping[str, float] | Sequence[float], direction: str, null: float = 0.0) -> SeedCount:
+    """:class:`SeedCount` of per-seed ``values`` against ``null`` in ``direction`` (``>``,
+    ``<``). A value equal to ``null`` contradicts a strict claim ("at least one head": > 0).
+    Three seeds cannot reach p < 0.05 (all three agreeing gives 0.25): the count says what
+    they show."""
+    from scipy.stats import binomtest
+
     values = list(values.values()) if isinstance(values, Mapping) else list(values)
     if not values:
         raise DataError("no values to summarise")
-    mean = float(np.mean(values))
-    if len(values) == 1:
-        return Contrast(mean, math.nan, math.nan, math.nan, 0.0, 0.0, math.nan, (1,), null, level)
-    v_seed = float(np.var(values, ddof=1)) / len(values)
-    return _finish(mean, 0.0, v_seed, len(values) - 1, (len(values),), null, level)
+    if direction not in (">", "<"):
+        raise ValueError(f"direction must be '>' or '<', got {direction!r}")
+    agree = sum((v > null) if direction == ">" else (v < null) for v in values)
+    p = float(binomtest(agree, len(values), 0.5).pvalue)
+    return SeedCount(float(np.mean(values)), int(agree), len(values), p, float(min(values)), float(max(values)))
 
 
 def exact(value: float, *, null: float = 0.0) -> Contrast:
     """A quantity without noise (a parameter count): its interval is the value."""
-    return _finish(float(value), 0.0, 0.0, math.inf, (1,), null, LEVEL)
+    return _finish(float(value), 0.0, [], (1,), null, LEVEL)
 
 
 def binomial_interval(correct: int, total: int, level: float = LEVEL) -> tuple[float, float]:

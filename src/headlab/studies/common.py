@@ -109,4 +109,4 @@ def readme_tail(provenance: Mapping[str, Any], effects_csv: str, outputs: list[s
 
     return [*[f"- {k}: {v}" for k, v in provenance.items()], "", *readme_lines(effects_csv), "## Outputs", "",
             "- `effects.csv`: every claim of the paper judged here (mean difference over seeds, 95% interval, "
-            "p-value, verdict)", *[f"- {line}" for line in outputs], ""]
+            "p-value and Holm's adjusted one over the paper's claims, the verdict alone and after Holm's correction)", *[f"- {line}" for line in outputs], ""]

@@ -4,19 +4,27 @@ Each study's ``effects`` builder writes one row per claim it judges (columns
 :data:`COLUMNS`): the claim, the systems compared, the quantity's unit, the paper's
 direction (``>`` or ``<``) against the ``null`` value (0 for "A beats B"; a margin such as
 -1 for "A is within 1 BLEU of B", i.e. not worse by more than 1), the paper's own value of
-the quantity where it reports one, ours (the mean over seeds) with its 95% interval and
-p-value against ``null``, the seeds behind it, what the interval covers, and the verdict:
+the quantity where it reports one (else ``paper_note`` says why not), ours (the mean over
+seeds) with its 95% interval and p-value against ``null``, the p-value after Holm's
+correction over the study's claims, the seeds behind it, what the interval covers, and the
+verdicts (``verdict``: at 5% for this claim alone; ``verdict_adjusted``: at 5% for the
+paper's family of claims, the one the READMEs lead with):
 
-* ``holds``: the interval excludes ``null`` on the paper's side;
-* ``reversed``: the interval excludes ``null`` on the other side;
-* ``inconclusive at this scale``: the interval contains ``null`` (or there is none: a
-  per-seed quantity measured once).
+* ``holds``: the claim is significant on the paper's side (the interval excludes ``null``);
+* ``reversed``: significant on the other side;
+* ``inconclusive at this scale``: neither;
+* ``inconclusive (one seed)``: a system with one run and no seed variance in the study to
+  stand for it: no test is made (the interval shown covers test sentences only);
+* for a count or share measured once per seed (heads kept, gates saturated): the sign test
+  over seeds, and where it cannot decide (three seeds cannot: all three agreeing has p =
+  0.25) ``as claimed in every seed`` or ``contradicted in every seed``, else inconclusive.
 
-Intervals (:mod:`headlab.eval.significance`): a difference of BLEU (or of an accuracy
-over test items) counts the seed variance and the resampling of test sentences; a quantity
-measured once per seed without test sentences (the share of gates kept) has a t interval
-over the seeds; a count (parameters) is exact. A row whose systems have one seed each
-(``seeds == 1``) covers test-set sampling only and the README says so next to its verdict.
+Tests (:mod:`headlab.eval.significance`): a contrast of BLEU (or of an accuracy over test
+items) counts the seed variance and the test-set variance that seeds do not already hold; a
+one-run system takes the seed variance of the study's systems with several runs on the
+same test set (its ``interval`` says so, with the pool's degrees of freedom); a quantity
+measured once per seed has the exact sign test; a count (parameters) is exact, without a
+test, and outside the family Holm's correction counts.
 
 The README of each study renders its section from ``effects.csv``
 (:func:`readme_lines`) and ``results/effects.md`` lists every study's claims
@@ -30,13 +38,23 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-COLUMNS = ("study", "claim", "compared", "unit", "direction", "null", "paper", "ours", "ci_low", "ci_high",
-           "p_value", "seeds", "runs", "interval", "verdict")
+COLUMNS = ("study", "claim", "compared", "unit", "direction", "null", "paper", "paper_note", "ours", "ci_low",
+           "ci_high", "p_value", "p_adjusted", "seeds", "runs", "agree", "interval", "verdict", "verdict_adjusted")
+LEVEL = 0.05
 HOLDS, REVERSED, INCONCLUSIVE = "holds", "reversed", "inconclusive at this scale"
-VERDICTS = (HOLDS, REVERSED, INCONCLUSIVE)
-#: what an interval covers
-BOTH, TEST_ONLY, SEEDS, NONE, EXACT = ("seeds and test sentences", "test sentences only (1 seed)", "seeds",
-                                       "none (1 seed)", "exact")
+ONE_SEED = "inconclusive (one seed)"
+AS_CLAIMED, CONTRADICTED = "as claimed in every seed", "contradicted in every seed"
+VERDICTS = (HOLDS, REVERSED, INCONCLUSIVE, ONE_SEED, AS_CLAIMED, CONTRADICTED)
+#: what an interval covers (a pooled one: :func:`pooled_interval`)
+BOTH, TEST_ONLY, SIGN, EXACT = ("seeds and test sentences", "test sentences only (1 seed, no seed variance)",
+                                "none: per-seed values, sign test", "exact")
+NO_PAPER_VALUE = "the paper reports no number for this contrast"
+
+
+def pooled_interval(pool) -> str:
+    """The ``interval`` of a contrast whose one-run systems took the study's seed variance."""
+    return (f"seeds (a 1-seed system: pooled over {pool.systems} multi-seed systems of this study, "
+            f"{pool.df} df) and test sentences")
 
 
 @dataclass(frozen=True)
@@ -49,10 +67,11 @@ class Claim:
     null: float = 0.0
     paper: float | None = None   # the paper's own value of the quantity, where it has one
     unit: str = "BLEU"
+    paper_note: str = ""         # why ``paper`` is missing (a figure only, not in the paper...)
 
 
 def verdict(ci_low: float, ci_high: float, direction: str, null: float = 0.0) -> str:
-    """``holds`` / ``reversed`` / ``inconclusive at this scale`` (see the module doc)."""
+    """``holds`` / ``reversed`` / ``inconclusive at this scale`` from a 95% interval."""
     if direction not in (">", "<"):
         raise ValueError(f"direction must be '>' or '<', got {direction!r}")
     if ci_low is None or ci_high is None or math.isnan(ci_low) or math.isnan(ci_high):
@@ -65,17 +84,54 @@ def verdict(ci_low: float, ci_high: float, direction: str, null: float = 0.0) ->
     return INCONCLUSIVE
 
 
+def verdict_from_p(p: float, side: int, direction: str) -> str:
+    """``holds`` / ``reversed`` where ``p`` < 5%, ``side``: the sign of ours - null."""
+    if p is None or math.isnan(p) or p >= LEVEL or side == 0:
+        return INCONCLUSIVE
+    return HOLDS if (side > 0) == (direction == ">") else REVERSED
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values; NaN (no test) stays NaN and is not counted.
+    Sorted ascending, the i-th (from 0) of m is multiplied by m - i, then made monotone:
+    adjusted_i = max over j <= i of min(1, (m - j) p_j)."""
+    p = np.asarray(p_values, dtype=float)
+    adjusted = np.full(len(p), math.nan)
+    tested = np.flatnonzero(~np.isnan(p))
+    order = tested[np.argsort(p[tested], kind="stable")]
+    m = len(order)
+    running = 0.0
+    for i, k in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p[k]))
+        adjusted[k] = running
+    return adjusted.tolist()
+
+
+def _sign_verdict(p: float, agree: int, seeds: int) -> str:
+    """A per-seed count's verdict: the sign test where it decides, else what every seed shows."""
+    if seeds <= 1:
+        return ONE_SEED
+    if p < LEVEL:
+        return verdict_from_p(p, 1 if 2 * agree > seeds else -1, ">")
+    return AS_CLAIMED if agree == seeds else CONTRADICTED if agree == 0 else INCONCLUSIVE
+
+
 #: a system in a contrast: seed -> (hypothesis file, reference file[, target language]), the
 #: target language picking sacreBLEU's tokeniser as the ``bleu`` rule does (zh, ja, ko)
 Runs = Mapping[str, tuple[str, ...]]
 
 
 class Judge:
-    """Collects one study's effect rows; reads each hypothesis file once."""
+    """Collects one study's effect rows; reads each hypothesis file once. Contrasts are
+    tested in :meth:`frame`, when every system of the study is known: a one-run system's
+    seed variance is pooled over the study's systems with several runs on the same test set
+    and metric (those of claims added with ``pooled=True``)."""
 
     def __init__(self, study: str, samples: int = 1000):
-        self.study, self.samples, self.rows = study, int(samples), []
-        self._stats: dict[tuple[str, str, str], np.ndarray] = {}
+        self.study, self.samples = study, int(samples)
+        self._pending: list[tuple] = []
+        self._stats: dict[tuple[str, str, str, str], np.ndarray] = {}
+        self._pools: dict[tuple[str, str], dict[tuple, Mapping[str, np.ndarray]]] = {}
 
     def stats(self, hyp: str, ref: str, trg_lang: str = "", metric: str = "bleu") -> np.ndarray:
         from headlab.eval.common import read_aligned
@@ -87,52 +143,103 @@ class Judge:
             self._stats[key] = sentence_stats(texts["hyp"], texts["ref"], metric, trg_lang=trg_lang)
         return self._stats[key]
 
-    def _add(self, claim: Claim, result, interval: str) -> dict:
-        runs = [str(n) for n in result.seeds]
-
-        def clean(x):   # a contrast of equal scores is 0, not float noise such as -2.8e-17
-            return x if math.isnan(x) else round(x, 6) + 0.0
-        row = {"study": self.study, "claim": claim.text, "compared": claim.compared, "unit": claim.unit,
-               "direction": claim.direction, "null": claim.null,
-               "paper": math.nan if claim.paper is None else round(float(claim.paper), 6), "ours": clean(result.estimate),
-               "ci_low": clean(result.ci_low), "ci_high": clean(result.ci_high),
-               "p_value": math.nan if interval == EXACT else result.p_value,
-               "seeds": min(result.seeds), "runs": "/".join(runs), "interval": interval,
-               "verdict": verdict(clean(result.ci_low), clean(result.ci_high), claim.direction, claim.null)}
-        self.rows.append(row)
-        return row
-
-    def systems(self, claim: Claim, terms: Sequence[tuple[float, Runs]], metric: str = "bleu") -> dict:
-        """A contrast of systems' corpus scores (weights: +1 / -1 for a difference)."""
+    def systems(self, claim: Claim, terms: Sequence[tuple[float, Runs]], metric: str = "bleu", *,
+                pooled: bool = True) -> None:
+        """A contrast of systems' corpus scores (weights: +1 / -1 for a difference).
+        ``pooled=False``: its systems' runs are not replicates of one system (subsamples of
+        several sizes) and stay out of the study's seed pool."""
         from headlab.eval.significance import Term, scorer
 
         stats = [Term(w, {s: self.stats(*run, metric=metric) for s, run in runs.items()}) for w, runs in terms]
-        return self.items(claim, stats, scorer(metric))
+        refs = {(run[1], metric) for _, runs in terms for run in runs.values()}
+        if pooled:
+            for (w, runs), term in zip(terms, stats):
+                if len(runs) >= 2:
+                    key = (next(iter(runs.values()))[1], metric)
+                    self._pools.setdefault(key, {})[tuple(sorted(runs.items()))] = term.runs
+        self._pending.append(("contrast", claim, stats, scorer(metric), refs.pop() if len(refs) == 1 else None))
 
-    def items(self, claim: Claim, terms, score: Callable) -> dict:
-        """A contrast over per-item statistics (``significance.Term`` s) and a scorer."""
-        from headlab.eval.significance import contrast
+    def items(self, claim: Claim, terms, score: Callable, pool=None) -> None:
+        """A contrast over per-item statistics (``significance.Term`` s) and a scorer;
+        ``pool``: the seed variance for a one-run system (none: no test)."""
+        self._pending.append(("contrast", claim, list(terms), score, pool))
 
-        result = contrast(terms, score, samples=self.samples, null=claim.null)
-        return self._add(claim, result, BOTH if result.replicated else TEST_ONLY)
+    def per_seed(self, claim: Claim, values: Mapping[str, float]) -> None:
+        """A count or share measured once per seed, without test sentences: the sign test."""
+        self._pending.append(("per_seed", claim, dict(values)))
 
-    def per_seed(self, claim: Claim, values: Mapping[str, float]) -> dict:
-        """A quantity measured once per seed, without test sentences."""
-        from headlab.eval.significance import seed_interval
-
-        result = seed_interval(values, null=claim.null)
-        return self._add(claim, result, SEEDS if len(values) > 1 else NONE)
-
-    def exact(self, claim: Claim, value: float) -> dict:
+    def exact(self, claim: Claim, value: float) -> None:
         """A quantity without noise (a parameter count)."""
-        from headlab.eval.significance import exact
+        self._pending.append(("exact", claim, float(value)))
 
-        return self._add(claim, exact(value, null=claim.null), EXACT)
+    def _pool(self, key, score):
+        from headlab.eval.significance import seed_pool
+
+        if key is None or not isinstance(key, tuple):
+            return key                  # items(): the caller's pool (or None)
+        return seed_pool(list(self._pools.get(key, {}).values()), score, samples=self.samples)
+
+    def rows(self) -> list[dict]:
+        """Every claim tested, Holm's correction over the study's family (the rows with a p-value)."""
+        from headlab.eval import significance as sig
+
+        rows, pools = [], {}
+        for kind, claim, *rest in self._pending:
+            if kind == "contrast":
+                terms, score, key = rest
+                if key not in pools:
+                    pools[key] = self._pool(key, score)
+                result = sig.contrast(terms, score, samples=self.samples, null=claim.null, pool=pools[key])
+                interval = {sig.NO_SEEDS: TEST_ONLY, sig.POOLED: None}.get(result.seed_source, BOTH)
+                rows.append(_row(self.study, claim, result.estimate, result.ci_low, result.ci_high, result.p_value,
+                                 result.seeds, interval or pooled_interval(result.pool),
+                                 ONE_SEED if result.seed_source == sig.NO_SEEDS else None))
+            elif kind == "per_seed":
+                count = sig.sign_test(rest[0], claim.direction, claim.null)
+                row = _row(self.study, claim, count.estimate, math.nan, math.nan, count.p_value, (count.seeds,),
+                           SIGN, _sign_verdict(count.p_value, count.agree, count.seeds))
+                row["agree"] = f"{count.agree} of {count.seeds}"
+                rows.append(row)
+            else:
+                value = rest[0]
+                rows.append(_row(self.study, claim, value, value, value, math.nan, (1,), EXACT,
+                                 verdict(value, value, claim.direction, claim.null)))
+        for row, adjusted in zip(rows, holm([r["p_value"] for r in rows])):
+            row["p_adjusted"] = adjusted
+            row["verdict_adjusted"] = _adjusted(row, adjusted)
+        return rows
 
     def frame(self):
         import pandas as pd
 
-        return pd.DataFrame(self.rows, columns=list(COLUMNS))
+        return pd.DataFrame(self.rows(), columns=list(COLUMNS))
+
+
+def _clean(x: float) -> float:
+    """A contrast of equal scores is 0, not float noise such as -2.8e-17."""
+    return x if math.isnan(x) else round(x, 6) + 0.0
+
+
+def _row(study: str, claim: Claim, estimate, low, high, p, seeds, interval: str, fixed: str | None) -> dict:
+    low, high = _clean(low), _clean(high)
+    note = claim.paper_note or ("" if claim.paper is not None else NO_PAPER_VALUE)
+    return {"study": study, "claim": claim.text, "compared": claim.compared, "unit": claim.unit,
+            "direction": claim.direction, "null": claim.null,
+            "paper": math.nan if claim.paper is None else round(float(claim.paper), 6), "paper_note": note,
+            "ours": _clean(estimate), "ci_low": low, "ci_high": high, "p_value": p, "p_adjusted": math.nan,
+            "seeds": min(seeds), "runs": "/".join(str(n) for n in seeds), "agree": "", "interval": interval,
+            "verdict": fixed or verdict(low, high, claim.direction, claim.null), "verdict_adjusted": ""}
+
+
+def _adjusted(row: dict, p_adjusted: float) -> str:
+    """The verdict at 5% for the family: Holm's p-value where the row has a test."""
+    if row["interval"] == EXACT or row["verdict"] == ONE_SEED:
+        return row["verdict"]
+    side = int(np.sign(row["ours"] - row["null"]))
+    if row["interval"] == SIGN:
+        agree, seeds = (int(x) for x in row["agree"].split(" of "))
+        return _sign_verdict(p_adjusted, agree, seeds)
+    return verdict_from_p(p_adjusted, side, row["direction"])
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -144,11 +251,22 @@ def _number(value) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 0.1 else f"{value:.2f}"
 
 
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+
+
 def _ours(row) -> str:
     text = _number(row["ours"])
-    if row["interval"] != EXACT and not math.isnan(row["ci_low"]):
+    if row["interval"] == SIGN:
+        text += f" (mean; {row['agree']} seeds {row['direction']} {row['null']:g})"
+    elif row["interval"] != EXACT and not math.isnan(row["ci_low"]):
         text += f" [{_number(row['ci_low'])}, {_number(row['ci_high'])}]"
     return text
+
+
+def _paper(row) -> str:
+    value = "—" if _missing(row["paper"]) else _number(row["paper"])
+    return f"{value} ({row['paper_note']})" if row["paper_note"] else value
 
 
 def _p(value) -> str:
@@ -158,13 +276,11 @@ def _p(value) -> str:
 
 
 def _verdict(row) -> str:
-    text = row["verdict"]
+    text = row["verdict_adjusted"]
     if row["interval"] == TEST_ONLY:
-        text += " (1 seed: test sentences only)"
-    elif row["interval"] == NONE:
-        text += " (1 seed: no interval)"
-    elif row["interval"] == BOTH and row["seeds"] <= 1:
-        text += " (a system with 1 seed: the others' seed variance stands for it)"
+        text += " (the interval: test sentences only)"
+    elif str(row["interval"]).startswith("seeds (a 1-seed system"):
+        text += f" ({row['interval'].split('(', 1)[1].split(')')[0]})"
     return text
 
 
@@ -173,57 +289,79 @@ def _escape(text) -> str:
 
 
 def table_lines(frame, *, study_column: bool = False) -> list[str]:
-    """Markdown table of effect rows."""
+    """Markdown table of effect rows, the family-adjusted verdict first."""
     head = (["study"] if study_column else []) + ["claim", "compared", "paper says", "paper", "ours [95% CI]",
-                                                  "p", "seeds", "verdict"]
+                                                  "p (Holm)", "p", "seeds", "verdict (Holm)", "verdict alone"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in frame.iterrows():
         cells = ([row["study"]] if study_column else []) + [
-            row["claim"], row["compared"], f"{row['direction']} {row['null']:g} {row['unit']}",
-            _number(row["paper"]), _ours(row), _p(row["p_value"]), row["runs"], _verdict(row)]
+            row["claim"], row["compared"], f"{row['direction']} {row['null']:g} {row['unit']}", _paper(row),
+            _ours(row), _p(row["p_adjusted"]), _p(row["p_value"]), row["runs"], _verdict(row), row["verdict"]]
         lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
     return lines
 
 
-def counts(frame) -> str:
-    """``2 hold, 1 reversed, 5 inconclusive at this scale (3 of them from one seed)``."""
-    n = {v: int((frame["verdict"] == v).sum()) for v in VERDICTS}
-    one = int(frame["interval"].isin([TEST_ONLY, NONE]).sum()) if len(frame) else 0
-    return (f"{n[HOLDS]} hold, {n[REVERSED]} reversed, {n[INCONCLUSIVE]} inconclusive at this scale; "
-            f"{one} of {len(frame)} from one seed")
+def counts(frame, column: str = "verdict_adjusted") -> str:
+    """``2 hold, 1 reversed, 5 inconclusive (3 of them from one seed), ...`` of ``column``."""
+    n = {v: int((frame[column] == v).sum()) if len(frame) else 0 for v in VERDICTS}
+    text = f"{n[HOLDS]} hold, {n[REVERSED]} reversed, {n[INCONCLUSIVE]} inconclusive at this scale"
+    if n[ONE_SEED]:
+        text += f", {n[ONE_SEED]} inconclusive with one seed"
+    if n[AS_CLAIMED] or n[CONTRADICTED]:
+        text += f", {n[AS_CLAIMED]} as claimed and {n[CONTRADICTED]} contradicted in every seed (too few seeds to test)"
+    return text
+
+
+def chance_line(frame) -> str:
+    """What chance alone would give: m tested claims at 5% each, and after Holm."""
+    m = int(frame["p_value"].notna().sum()) if len(frame) else 0
+    return (f"Chance verdicts: {m} claims have a test. If none of their effects were real, up to "
+            f"{LEVEL * m:.2f} of the unadjusted verdicts (`verdict alone`, 5% each) would be expected to be holds "
+            f"or reversed by chance; Holm's correction over the {m} keeps the chance of even one such verdict at "
+            f"or below {LEVEL:.0%}, so the adjusted list (`verdict (Holm)`) expects at most {LEVEL:.2f} of them.")
 
 
 EXPLANATION = ("Each claim is a directional statement about one quantity (`paper says`: ours should be above "
-               "or below that value). `ours` is the mean over seeds with its 95% interval, counting both the "
-               "variance across seeds and the resampling of test sentences (`headlab.eval.significance`); "
-               "`holds`: the interval excludes the value on the paper's side, `reversed`: on the other side, "
-               "otherwise `inconclusive at this scale`. `seeds`: runs behind each system compared; a row from one "
-               "seed per system covers test-set sampling only and says so.")
+               "or below that value). `ours` is the mean over seeds with its 95% interval, counting the variance "
+               "across seeds and the test-set variance the seeds do not already hold (`headlab.eval.significance`; "
+               "its false-positive rate is measured in the top-level README). A system with one seed takes the "
+               "seed variance of this study's systems with several seeds on the same test set, and the row says so; "
+               "where there is none, no test is made: `inconclusive (one seed)`. A count or share measured once per "
+               "seed gets the sign test over seeds (`k of n seeds`). `verdict (Holm)`: holds / reversed when Holm's "
+               "adjusted p-value over the paper's claims is below 5% (on the paper's side / the other), the verdict "
+               "this list leads with; `verdict alone`: the claim at 5% by itself.")
+
+
+def _read(path: str):
+    """An ``effects.csv``, its text columns as text (empty, not NaN)."""
+    import pandas as pd
+
+    text = {"paper_note": str, "agree": str, "interval": str, "verdict": str, "verdict_adjusted": str}
+    return pd.read_csv(path, dtype=text, keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c in COLUMNS
+                                                                           if c not in text})
 
 
 def readme_lines(path: str) -> list[str]:
     """A study README's section on the paper's effects, rendered from its ``effects.csv``."""
-    import pandas as pd
-
-    frame = pd.read_csv(path)
+    frame = _read(path)
     return ["## Which effects of the paper hold here", "",
-            f"From [effects.csv](effects.csv): {counts(frame)}. {EXPLANATION}", "", *table_lines(frame), ""]
+            f"From [effects.csv](effects.csv), after Holm's correction over the paper's claims: {counts(frame)} "
+            f"(each claim alone: {counts(frame, 'verdict')}). {EXPLANATION}", "", *table_lines(frame), "",
+            chance_line(frame), ""]
 
 
 def summary(paths: Sequence[str]) -> str:
     """``results/effects.md``: every configured study's claims at a glance."""
-    import pandas as pd
-
-    frames = [pd.read_csv(p) for p in paths]
+    frames = [_read(p) for p in paths]
     lines = ["# What this run reproduces (generated)", "",
              "Every claim each configured study judges, from its `effects.csv`. " + EXPLANATION, "",
-             "| study | claims | verdicts |", "|---|---|---|"]
+             "| study | claims | verdicts (Holm, within the paper) | each claim alone |", "|---|---|---|---|"]
     for path, frame in zip(paths, frames):
         name = frame["study"].iloc[0] if len(frame) else path
-        lines.append(f"| {name} | {len(frame)} | {counts(frame)} |")
+        lines.append(f"| {name} | {len(frame)} | {counts(frame)} | {counts(frame, 'verdict')} |")
     for frame in frames:
         if len(frame):
-            lines += ["", f"## {frame['study'].iloc[0]}", "", *table_lines(frame)]
+            lines += ["", f"## {frame['study'].iloc[0]}", "", *table_lines(frame), "", chance_line(frame)]
     return "\n".join(lines) + "\n"
 
 
