@@ -48,7 +48,7 @@ def _atlas_treebank_args(w, input):
         return ""
     kind, name = ATLAS["treebank"].split("-", 1)
     gold = _ud_gold(name) if kind == "ud" else input.gold
-    return f"-treebank {gold} -treebank_src {input.treebank_src} -treebank_sentences {ATLAS['treebank_sentences']}"
+    return f"--treebank {gold} --treebank-src {input.treebank_src} --treebank-sentences {ATLAS['treebank_sentences']}"
 
 
 rule atlas_model:
@@ -61,12 +61,12 @@ rule atlas_model:
     params:
         name=lambda w: MODEL.format(**dict(w.items())),
         out=lambda w, output: os.path.dirname(output.heads),
-        sizes=lambda w: (f"-valid_sentences {ATLAS['valid_sentences']} -examples {ATLAS['examples']} "
-                         f"-batch_size {ATLAS['batch_size']}"),
+        sizes=lambda w: (f"--valid-sentences {ATLAS['valid_sentences']} --examples {ATLAS['examples']} "
+                         f"--batch-size {ATLAS['batch_size']}"),
         treebank=_atlas_treebank_args,
-        bleu=lambda w, input: " ".join(f"-bleu {k[len('bleu_'):]}={input[k]}" for k in input.keys()
+        bleu=lambda w, input: " ".join(f"--bleu {k[len('bleu_'):]}={input[k]}" for k in input.keys()
                                        if k.startswith("bleu_")),
-        gpu="-gpu 0" if GPU else "",
+        gpu="--gpu 0" if GPU else "",
     log:
         f"{LOGS}/atlas/{MODEL}.log",
     benchmark:
@@ -77,8 +77,8 @@ rule atlas_model:
     conda:
         "../envs/onmt.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} headlab atlas-model -model {input.model} -src {input.src} -tgt {input.tgt} "
-        "-name {params.name} -out {params.out} {params.sizes} {params.treebank} {params.bleu} {params.gpu} 2> {log}"
+        "OMP_NUM_THREADS={threads} headlab atlas-model --model {input.model} --src {input.src} --tgt {input.tgt} "
+        "--name {params.name} --out {params.out} {params.sizes} {params.treebank} {params.bleu} {params.gpu} 2> {log}"
 
 
 def _atlas_index_inputs(w):

@@ -11,6 +11,15 @@ import torch
 
 from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
 
+import atlas_workflow
+
+
+@pytest.fixture(scope="session")
+def atlas_run(tmp_path_factory, mirror):
+    """The workflow's atlas: one snakemake run per test session, shared by the test files."""
+    return atlas_workflow.build(tmp_path_factory, mirror)
+
+
 TINY = dict(hidden_size=16, heads=2, enc_heads="2L", transformer_ff=32, enc_layers=1, dec_layers=1, dropout=0.0,
             attention_dropout=0.0)
 
@@ -149,18 +158,39 @@ def test_agreement_and_claims_on_hand_made_heads():
     n = 12
     heads = pd.DataFrame({"model": ["m"] * n, "site": ["enc"] * n, "kind": ["RHElpea"] * n, "pruned": [False] * n,
                           "confidence": np.arange(n, dtype=float), "grad_importance": np.arange(n) ** 2.0,
+                          "grad_raw": np.arange(n) ** 3.0,
                           "loss_delta": -np.arange(n, dtype=float), "rhe_redundant": np.arange(n) / n,
                           "gate": np.nan, "dhicm_importance": np.nan, "syn_margin": np.nan})
     heads.loc[0, "pruned"] = True
     heads.loc[0, "confidence"] = 100.0            # would break the monotone pairs if counted
     table = agreement(heads, {"m": ["paper_C"]}).set_index(["group", "a", "b"])
     row = table.loc[("all", "confidence", "grad_importance")]
-    assert row.rho == pytest.approx(1.0) and row.low == pytest.approx(1.0) and row.heads == n - 1
+    assert row.rho == pytest.approx(1.0) and row.low == pytest.approx(1.0) and row.n == n - 1
     assert table.loc[("paper_C", "confidence", "loss_delta")].rho == pytest.approx(-1.0)
     said = claims(heads).set_index("a")
     assert said.loc["rhe_redundant", "verdict"] == "contradicts"      # paper C expects a negative rho
-    assert said.loc["grad_importance", "verdict"] == "contradicts"
+    # Michel et al.'s claim: the raw gradient against the raw loss change, said in its row
+    assert said.loc["grad_raw", "verdict"] == "contradicts" and "raw" in said.loc["grad_raw", "compares"]
     assert said.loc["gate", "verdict"] == "no data"
+
+
+def test_delta_bleu_counts_each_head_index_once():
+    """ΔBLEU is measured per encoder head index (head k disabled in every layer): two layers
+    of eight heads give 8 units, not 16, the other criterion averaged over the layers; a
+    criterion on every head alone keeps all 16 rows."""
+    from headlab.atlas.agree import agreement, model_pairs, units
+    heads = pd.DataFrame({"model": "m", "site": "enc", "layer": np.repeat([1, 2], 8),
+                          "head": np.tile(np.arange(1, 9), 2), "pruned": False, "delta_bleu": np.tile(-np.arange(8.0), 2),
+                          "loss_delta": np.r_[np.arange(8.0), np.arange(8.0) + 0.5],
+                          "confidence": np.linspace(0, 1, 16)})
+    frame, unit = units(heads, "delta_bleu", "loss_delta")
+    assert unit == "head index" and len(frame) == 8
+    assert frame.set_index("head").loc[3, "loss_delta"] == pytest.approx(2.25)
+    table = agreement(heads, {}).set_index(["a", "b"])
+    row = table.loc[("loss_delta", "delta_bleu")]
+    assert row.n == 8 and row.units == "head index" and row.rho == pytest.approx(-1.0)
+    assert table.loc[("confidence", "loss_delta")].n == 16
+    assert {(p["a"], p["b"]): p["n"] for p in model_pairs(heads)}[("confidence", "delta_bleu")] == 8
 
 
 def test_selection_headline_and_bleu_inputs():
@@ -189,28 +219,20 @@ def test_selection_headline_and_bleu_inputs():
 
 
 @pytest.mark.slow
-def test_end_to_end_atlas(tmp_path, mirror):
-    """The rules on the smoke config: a stock 8L model and DHICM at every site, every
-    criterion written, the explorer and the agreement outputs."""
-    from test_workflow import snakemake, write_config
-    dhicm = "*8L.8L~dhicm@dec=*8L.8L~dhicm@cross=*8L.8L~dhicm"
-    config = write_config(tmp_path, mirror, **{
-        "studies": {"baseline": {"data": {"multi30k": ["en-de"]}, "sizes": [300], "layers": ["2+1"],
-                                 "heads": ["8L", dhicm], "preset": "tiny", "seeds": [1]}},
-        "atlas": {"models": "all", "valid_sentences": 12, "treebank_sentences": 30, "examples": 2}})
-    # the target before --configfile, which takes every path after it
-    result = snakemake("--cores", "2", str(tmp_path / "results/atlas/index.html"), "--configfile", str(config),
-                       timeout=1500)
-    assert result.returncode == 0, result.stderr[-5000:]
-    atlas = tmp_path / "results/atlas"
-    for heads_spec in ("8L", dhicm):
-        folder = atlas / f"multi30k/en-de/300/tiny/default/2+1/{heads_spec}/seed1"
+def test_end_to_end_atlas(atlas_run):
+    """The rules on the smoke config (tests/atlas_workflow.py: a stock 8L model and DHICM at
+    every site): every criterion written, the explorer and the agreement outputs."""
+    from atlas_workflow import DHICM, MODEL_DIR, SPECS
+    atlas = atlas_run / "results/atlas"
+    for heads_spec in SPECS:
+        folder = atlas / MODEL_DIR.format(heads_spec)
         heads = pd.read_csv(folder / "heads.csv")
         assert len(heads) == (2 + 1 + 1) * 8
         enc = heads[heads.site == "enc"]
         assert enc["syn_margin"].notna().any() and heads["grad_importance"].notna().all()
+        assert heads["value_norm"].notna().all() and (heads["value_norm"] > 0).all()
         assert json.loads((folder / "timing.json").read_text())["sentences"] == 12
-    dh = pd.read_csv(atlas / f"multi30k/en-de/300/tiny/default/2+1/{dhicm}/seed1/heads.csv")
+    dh = pd.read_csv(atlas / MODEL_DIR.format(DHICM) / "heads.csv")
     enc = dh[dh.site == "enc"]
     assert enc[enc.layer == 2]["dhicm_importance"].notna().all() and enc[enc.layer == 1]["dhicm_importance"].isna().all()
     assert dh[dh.site == "cross"]["dhicm_importance"].notna().all()
@@ -229,3 +251,72 @@ def test_spearman_with_ties_equals_pearson_of_average_ranks():
     rho, low, high = spearman_ci(a, b)
     assert low <= rho <= high and -1 <= low and high <= 1
     assert math.isnan(spearman(a, np.ones(6)))
+
+
+def test_value_norm_of_a_hand_set_layer():
+    """Kobayashi et al.'s ‖Σ_j α_ij f(x_j)‖ by hand: two width-1 learned heads whose query
+    and key weights are 0 (uniform attention, α = 1/2), x1 = (1, 0), x2 = (0, 1), values
+    head 1 = x·(1, 0) and head 2 = x·(0, 2), so o_1 = 1/2 and o_2 = 1 at both queries; the
+    output projection maps head 1 to (3, 4) and head 2 to (0, 1): norms 2.5 and 1. A third,
+    padded query token with large inputs must not count."""
+    from headlab.atlas.probe import _OutputRecorder, head_projections, value_norm_sums
+    from headlab.heads.attention import HeadlabAttention
+    from headlab.heads.base import HeadContext
+    from headlab.heads.spec import parse_spec
+
+    [layer] = parse_spec("2L", 1, "enc")
+    attn = HeadlabAttention(layer, d_model=2, default_d_head=1)
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.zero_()
+        attn.linear_values.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
+        attn.final_linear.weight.copy_(torch.tensor([[3.0, 0.0], [4.0, 1.0]]))
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [50.0, 70.0]]])
+    pad = torch.tensor([[False, False, True]])
+    recorder = _OutputRecorder(attn)
+    try:
+        attn(x, HeadContext(pad_mask=pad, lengths=torch.tensor([2])))
+        sums = value_norm_sums(recorder.outs, head_projections(attn), torch.tensor([2]))
+    finally:
+        recorder.close()
+    np.testing.assert_allclose(sums.numpy() / 2, [2.5, 1.0], rtol=1e-6)
+    assert "head_outputs" not in vars(attn)                 # the method is back
+    # DHICM's G scales each head's vector first: G = (0.2, 0.8) at both tokens
+    outs = [torch.tensor([[[[0.5], [1.0]], [[0.5], [1.0]]]])]
+    weighted = value_norm_sums(outs, head_projections(attn), torch.tensor([2]), torch.tensor([[[0.2, 0.8]] * 2]))
+    np.testing.assert_allclose(weighted.numpy() / 2, [0.5, 0.8], rtol=1e-6)
+
+
+def test_value_norm_is_what_the_head_adds_to_the_layer_output(tmp_path):
+    """In a real model: the value norm of each encoder head equals the mean norm of the
+    change of its layer's output when that head alone is disabled (the output projection is
+    linear), and a head the projection ignores has value norm 0."""
+    from headlab.atlas.model import characterise
+    from headlab.atlas.probe import batches
+
+    path, model, opt, vocabs = _checkpoint(tmp_path)
+    d_head = TINY["hidden_size"] // 2
+    with torch.no_grad():
+        model.encoder.transformer[0].self_attn.final_linear.weight[:, d_head:] = 0.0
+    save_checkpoint(model, opt, vocabs, path)
+    src_path, tgt_path, src, tgt = _data(tmp_path, n=5)
+    heads = characterise(str(path), src_path, tgt_path, str(tmp_path / "atlas"), "toy")
+    enc = heads[heads.site == "enc"].set_index("head")
+    assert enc.loc[2, "value_norm"] == 0.0 and enc.loc[1, "value_norm"] > 0
+    assert (heads["value_norm"] >= 0).all() and heads["value_norm"].notna().all()
+    vocabs, model, modules = _loaded(path)
+    attn = modules["enc"][0]
+    seen = {}
+    attn.register_forward_hook(lambda m, args, out: seen.__setitem__("out", out))
+    norms, tokens = 0.0, 0
+    with torch.no_grad():
+        for b in batches(model, vocabs, [s.split() for s in src], [t.split() for t in tgt], "cpu", 8):
+            model.encoder(b.src, b.src_len)
+            full = seen["out"]
+            attn.head_scale[0] = 0.0
+            model.encoder(b.src, b.src_len)
+            attn.head_scale[0] = 1.0
+            real = torch.arange(full.size(1)).view(1, -1) < b.src_len.view(-1, 1)
+            norms += float(((full - seen["out"]).norm(dim=-1) * real).sum())
+            tokens += int(b.src_len.sum())
+    assert enc.loc[1, "value_norm"] == pytest.approx(norms / tokens, rel=1e-4)

@@ -1,9 +1,9 @@
 """``headlab atlas-model``: the head table of one model, every criterion from one process.
 
-    headlab atlas-model -model model.pt -src valid.src -tgt valid.tgt -name MODELPATH -out DIR
-                        [-valid_sentences 100] [-examples 3] [-batch_size 32]
-                        [-treebank GOLD.conllu[.gz] -treebank_src BPE.src -treebank_sentences 100]
-                        [-bleu full=SCORE.json -bleu 1=SCORE.json ...] [-gpu -1]
+    headlab atlas-model --model model.pt --src valid.src --tgt valid.tgt --name MODELPATH --out DIR
+                        [--valid-sentences 100] [--examples 3] [--batch-size 32]
+                        [--treebank GOLD.conllu[.gz] --treebank-src BPE.src --treebank-sentences 100]
+                        [--bleu full=SCORE.json --bleu 1=SCORE.json ...] [--gpu -1]
 
 The model is loaded once; :mod:`headlab.atlas.probe` runs the shared passes on the first
 ``valid_sentences`` validation pairs; the encoder's syntactic profile (paper D §2.2,
@@ -31,11 +31,11 @@ value on head k of each layer), ``syn_*`` (the head's most syntactic relation: t
 beats its best offset baseline by most, dependent -> head, v1 names, at least
 :data:`SYN_MIN_COUNT` arcs; its accuracy, the baseline and the margin, points).
 ``grad_importance`` is ``grad_raw`` divided by the L2 norm of its layer's ``grad_raw``
-(Michel et al.'s code normalises each layer so; every layer alike here).
+(Michel et al.'s code normalises each layer so; every layer alike here). ``value_norm`` is
+Kobayashi et al.'s ‖Σ_j α_ij f(x_j)‖, mean over query tokens (:mod:`headlab.atlas.probe`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -48,9 +48,9 @@ from headlab.errors import ConfigError, DataError
 from headlab.io import atomic_write, read_lines
 
 COLUMNS = ["model", "site", "layer", "head", "kind", "family", "mixer", "pruned", "confidence", "entropy",
-           "distance", "grad_raw", "grad_importance", "loss_delta", "delta_bleu", "syn_relation", "syn_accuracy",
-           "syn_baseline", "syn_margin", "syn_count", "dhicm_importance", "dhicm_entropy", "gate", "gate_kept",
-           "rhe_redundant", "tokens", "sentences"]
+           "distance", "grad_raw", "grad_importance", "loss_delta", "value_norm", "delta_bleu", "syn_relation",
+           "syn_accuracy", "syn_baseline", "syn_margin", "syn_count", "dhicm_importance", "dhicm_entropy", "gate",
+           "gate_kept", "rhe_redundant", "tokens", "sentences"]
 EXAMPLE_MAX = 24      # pieces: longer sentences make unreadable matrices
 SYN_MIN_COUNT = 20    # arcs a relation needs before it can be a head's best (paper D's join)
 FAMILY = {"L": "learned", "Lwide": "learned", "Ftoken": "fixed pattern", "Fword": "fixed pattern"}
@@ -248,6 +248,7 @@ def characterise(model_path: str, src: str, tgt: str, out_dir: str, name: str, *
                            grad_raw=res.grad[layer, head],
                            grad_importance=res.grad[layer, head] / norm[layer, 0] if norm[layer, 0] > 0 else 0.0,
                            loss_delta=deltas[site][layer, head],
+                           value_norm=res.value_norm[layer, head] / res.tokens,
                            delta_bleu=bleu_k.get(head + 1, math.nan) if site == "enc" else math.nan,
                            tokens=int(res.tokens), sentences=len(src_s))
                 if imp is not None:
@@ -277,21 +278,23 @@ def characterise(model_path: str, src: str, tgt: str, out_dir: str, name: str, *
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab atlas-model", description=__doc__.splitlines()[0])
-    parser.add_argument("-model", required=True)
-    parser.add_argument("-src", required=True, help="validation source (BPE; featured for syntax models)")
-    parser.add_argument("-tgt", required=True, help="validation target (BPE)")
-    parser.add_argument("-name", required=True, help="the model's path (corpus/pair/.../seedN)")
-    parser.add_argument("-out", required=True, help="output folder")
-    parser.add_argument("-valid_sentences", type=int, default=100)
-    parser.add_argument("-examples", type=int, default=3)
-    parser.add_argument("-batch_size", type=int, default=32)
-    parser.add_argument("-treebank", default=None, help="gold trees (CoNLL-U) for the syntactic profile")
-    parser.add_argument("-treebank_src", default=None, help="the treebank's text after the model's preprocessing")
-    parser.add_argument("-treebank_sentences", type=int, default=100)
-    parser.add_argument("-bleu", action="append", default=[], metavar="K=SCORE.json",
+    from headlab.options import CommandParser
+
+    parser = CommandParser("atlas-model", __doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
+    parser.add_argument("--src", required=True, help="validation source (BPE; featured for syntax models)")
+    parser.add_argument("--tgt", required=True, help="validation target (BPE)")
+    parser.add_argument("--name", required=True, help="the model's path (corpus/pair/.../seedN)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--valid-sentences", type=int, default=100, help="validation sentences the criteria average over")
+    parser.add_argument("--examples", type=int, default=3, help="sentences whose attention the explorer shows")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--treebank", default=None, help="gold trees (CoNLL-U) for the syntactic profile")
+    parser.add_argument("--treebank-src", default=None, help="the treebank's text after the model's preprocessing")
+    parser.add_argument("--treebank-sentences", type=int, default=100, help="treebank sentences profiled")
+    parser.add_argument("--bleu", action="append", default=[], metavar="K=SCORE.json",
                         help="full=JSON and K=JSON (encoder head K disabled in every layer) score files")
-    parser.add_argument("-gpu", type=int, default=-1)
+    parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
     args = parser.parse_args(argv)
     bleu = {}
     for item in args.bleu:

@@ -17,7 +17,13 @@ One pass with gradients per batch gives, for every head at once:
   depends on row b only): exactly the expectation over examples of the paper, not their
   code's per-batch approximation. L(x) is the sentence's summed negative log-likelihood;
 * DHICM importance G (paper B eq. 1) and RHE labels (paper C eq. 10), recorded in the same
-  forward.
+  forward;
+* **value norm** (Kobayashi et al. 2020, "Attention is not only a weight"): mean over query
+  tokens of ‖Σ_j α_ij f_h(x_j)‖, f_h(x) = (x W_V^h + b_V^h) W_O^h the head's value vector
+  carried through its share of the output projection: what the head adds to the layer's
+  output, weights and value norms together (:func:`value_norm_sums`). The head's output is
+  taken after the list mixers (a gate scales it); in a DHICM layer f_h goes through G_h, V
+  and W_s (paper B eq. 3), biases left out as in the paper (they are no head's).
 
 Then one forward per head without gradients: the **loss change** when that head alone
 (one site, one layer, one head) is disabled (probe 0), per target token, in nats. For
@@ -117,6 +123,7 @@ class SiteResult:
     loss_delta: np.ndarray | None = None    # per-token loss change with the head disabled
     dhicm: dict[int, list[np.ndarray]] = field(default_factory=dict)   # layer -> [(tokens, H)]
     rhe: dict[int, list[np.ndarray]] = field(default_factory=dict)     # layer -> [(B, H) important?]
+    value_norm: np.ndarray | None = None    # (L, H) sums over query tokens of ‖Σ_j α_ij f_h(x_j)‖
 
 
 def _rhe_groups(attn) -> list[tuple[int, object]]:
@@ -133,13 +140,62 @@ def _dhicm(attn):
     return mixer if mixer is not None and hasattr(mixer, "importance") else None
 
 
+def head_projections(attn) -> list[Tensor]:
+    """Per head group, (count, d_head, d_model): the linear map from each head's output to
+    the layer's output (its columns of ``final_linear``; in a DHICM layer V then W_s, one
+    map for every head)."""
+    mixer = _dhicm(attn)
+    if mixer is not None:
+        shared = mixer.V.weight.T @ mixer.W_s.weight.T                      # (d_head, d_model)
+        return [shared.unsqueeze(0).expand(g.count, -1, -1) for g in attn.heads]
+    columns = attn.final_linear.weight.T.split(attn.widths, 0)              # (count * d_head, d_model) each
+    return [c.reshape(g.count, g.d_head, -1) for g, c in zip(attn.heads, columns)]
+
+
+def value_norm_sums(outs: list[Tensor], projections: list[Tensor], q_len: Tensor,
+                    weights: Tensor | None = None) -> Tensor:
+    """Σ over the real query tokens of ‖o_h P_h‖ per head, (H,) float64: ``outs`` the heads'
+    outputs o_h = Σ_j α_ij v_j^h, one (B, Nq, count, d_head) tensor per group;
+    ``projections`` from :func:`head_projections`; ``weights`` (B, Nq, H) >= 0 scale each
+    head first (DHICM's G)."""
+    norms = torch.cat([torch.einsum("bnck,ckd->bncd", o.double(), p.detach().double()).norm(dim=-1)
+                       for o, p in zip(outs, projections)], -1)             # (B, Nq, H)
+    if weights is not None:
+        norms = norms * weights.double()
+    B, Nq = norms.shape[:2]
+    real = (torch.arange(Nq, device=norms.device).view(1, Nq) < q_len.view(B, 1)).double()
+    return (norms * real.unsqueeze(-1)).sum((0, 1))
+
+
+class _OutputRecorder:
+    """Keeps a layer's head outputs of each forward (an instance attribute over the method,
+    removed by :meth:`close`): the value norm needs them, the layer's API does not give them."""
+
+    def __init__(self, attn):
+        self.attn, self.outs = attn, None
+        method = attn.head_outputs
+
+        def record(*args, **kwargs):
+            outs = method(*args, **kwargs)
+            self.outs = [o.detach() for o in outs]
+            return outs
+        attn.head_outputs = record
+
+    def close(self):
+        del self.attn.head_outputs
+
+
 def forward_pass(model, modules: dict[str, list], data: list[Batch], pad: int,
                  examples: set[int] = frozenset()) -> tuple[dict[str, SiteResult], float, int, dict]:
     """The pass with gradients (module doc): (per-site results, total loss, target tokens,
     {sentence index: {site: attention (L, H, nq, nk) numpy}} for ``examples``)."""
     results = {site: SiteResult(np.zeros((len(layers), layers[0].num_heads if layers else 0, 3)),
-                                grad=np.zeros((len(layers), layers[0].num_heads if layers else 0)))
+                                grad=np.zeros((len(layers), layers[0].num_heads if layers else 0)),
+                                value_norm=np.zeros((len(layers), layers[0].num_heads if layers else 0)))
                for site, layers in modules.items()}
+    outputs = {(site, number): _OutputRecorder(attn) for site, layers in modules.items()
+               for number, attn in enumerate(layers)}
+    projections = {key: head_projections(rec.attn) for key, rec in outputs.items()}
     recorders = [a for a in (*modules["dec"], *modules["cross"])]
     recorders += [m for layers in modules.values() for m in map(_dhicm, layers) if m is not None]
     recorders += [g for layers in modules.values() for a in layers for _, g in _rhe_groups(a)]
@@ -171,6 +227,9 @@ def forward_pass(model, modules: dict[str, list], data: list[Batch], pad: int,
                     k_len = batch.src_len if site in ("enc", "cross") else count
                     res.stats[number] += attention_stats(att, q_len[site], k_len, site != "cross").cpu().numpy()
                     mixer = _dhicm(attn)
+                    weights = mixer.importance if mixer is not None else None
+                    res.value_norm[number] += value_norm_sums(outputs[(site, number)].outs, projections[(site, number)],
+                                                              q_len[site], weights).cpu().numpy()
                     if mixer is not None and mixer.importance is not None:
                         imp = mixer.importance.float().cpu().numpy()
                         res.dhicm.setdefault(number, []).extend(
@@ -188,6 +247,8 @@ def forward_pass(model, modules: dict[str, list], data: list[Batch], pad: int,
                         "dec": torch.stack([a.recorded[b, :, :t, :t] for a in modules["dec"]]).float().cpu().numpy(),
                         "cross": torch.stack([a.recorded[b, :, :t, :n] for a in modules["cross"]]).float().cpu().numpy()}
     finally:
+        for recorder in outputs.values():
+            recorder.close()
         for module in recorders:
             module.record = False
         set_probes(modules, lambda *_: None)

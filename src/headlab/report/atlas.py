@@ -10,7 +10,10 @@ Reads every characterised model's ``heads.csv`` and ``examples.json``
   file per characterised model, loaded by a ``<script>`` element when the model is chosen
   (browsers block ``fetch()`` of ``file://``; nothing is loaded from the network);
 * ``index.html``: the same page with ``<base href="explorer/">``, to open from the atlas
-  folder (the explorer folder alone is what the Snakemake report embeds);
+  folder (the explorer folder alone is what the Snakemake report embeds). The catalog
+  carries each criterion's one colour scale over every model (:func:`scales`), the pooled
+  agreement and the claims; each model's file its rank agreement of every pair of criteria
+  (:func:`headlab.atlas.agree.model_pairs`), for the page's agreement view;
 * ``agreement.csv`` / ``.md``: Spearman's rho between criteria per study and over all
   models, with bootstrap intervals; ``claims.csv`` / ``.md``: the papers' claims that are
   agreements in disguise (:mod:`headlab.atlas.agree`); ``agreement.png`` / ``.pdf``: the
@@ -45,12 +48,16 @@ PAGE = """<!DOCTYPE html>
 <span id="status"></span>
 </header>
 <p class="note">Every head of every model by every criterion (heads.csv under the atlas folder). Two models side
-by side; grey: the criterion is not defined for that head. Badges: F fixed pattern, g gated, D DHICM-mixed,
-× pruned, first letter of other kinds.</p>
+by side, one colour scale per criterion for every model and panel, the more important end always on the right
+of the legend (bright, or red on a diverging scale); grey: the criterion is not defined for that head. Badges:
+F fixed pattern, g gated, D DHICM-mixed, × pruned, first letter of other kinds. Below each model's grids: any
+two criteria against each other, head by head. <a href="../agreement.png">Agreement over all models</a>.</p>
+<div id="legend"></div>
 <div id="panels">
 <div class="panel" id="panel-0"><select class="model"></select><div class="body"></div></div>
 <div class="panel" id="panel-1"><select class="model"></select><div class="body"></div></div>
 </div>
+<section id="claims"><h2>The papers' claims as agreements</h2></section>
 <script>window.ATLAS_CATALOG = {catalog};</script>
 <script src="explorer.js"></script>
 </body>
@@ -69,12 +76,55 @@ def _clean(value):
 
 
 def payload(path: str, studies: list[str], heads: pd.DataFrame, examples: dict) -> dict:
-    """One model's data file content: the head table and the example sentences."""
+    """One model's data file content: the head table, the example sentences and the rank
+    agreement of every pair of criteria over its heads."""
+    from headlab.atlas.agree import model_pairs
+
     sites = {site: {"layers": int(g["layer"].max()), "heads": int(g["head"].max())}
              for site, g in heads.groupby("site", sort=False)}
     rows = [[_clean(v) for v in row] for row in heads.itertuples(index=False)]
     return {"path": path, "studies": studies, "sentences": int(heads["sentences"].max()),
-            "columns": list(heads.columns), "rows": rows, "sites": sites, "examples": examples["sentences"]}
+            "columns": list(heads.columns), "rows": rows, "sites": sites, "examples": examples["sentences"],
+            "pairs": [{k: _clean(v) for k, v in pair.items()} for pair in model_pairs(heads)]}
+
+
+#: the share of heads beyond each end of a sequential scale (their colour is the end's): one
+#: extreme head would otherwise leave every other one in the scale's first shades
+CLIP = 2.0
+
+
+def scales(heads: pd.DataFrame) -> dict[str, dict]:
+    """Per criterion of :data:`headlab.atlas.agree.CRITERIA`, how to read it and its one
+    colour scale over every head of every characterised model: ``lo``, ``hi`` in oriented
+    units (value × ``important``, so that more important is always higher; ``important`` 0
+    keeps the value), the CLIP-th to (100 - CLIP)-th percentile; a signed criterion gets
+    -m..m around 0 (m: the (100 - CLIP)-th percentile of |value|), a diverging scale.
+    Per-head-index criteria count each index once."""
+    from dataclasses import asdict
+
+    from headlab.atlas.agree import CRITERIA
+
+    out = {}
+    for name, criterion in CRITERIA.items():
+        entry = {**asdict(criterion), "lo": None, "hi": None}
+        out[name] = entry
+        if name not in heads:
+            continue
+        frame = heads.assign(value=pd.to_numeric(heads[name], errors="coerce")).dropna(subset=["value"])
+        if criterion.unit == "head index":
+            frame = frame.drop_duplicates(["model", "head"])
+        oriented = frame["value"].to_numpy(dtype=float) * (criterion.important or 1)
+        if not len(oriented):
+            continue
+        if criterion.signed:
+            m = float(np.percentile(np.abs(oriented), 100 - CLIP)) or float(np.abs(oriented).max()) or 1.0
+            entry["lo"], entry["hi"] = -m, m
+        else:
+            lo, hi = (float(v) for v in np.percentile(oriented, [CLIP, 100 - CLIP]))
+            if hi <= lo:
+                lo, hi = float(oriented.min()), float(oriented.max())
+            entry["lo"], entry["hi"] = lo, hi
+    return out
 
 
 def _script_json(data) -> str:
@@ -82,9 +132,12 @@ def _script_json(data) -> str:
     return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
 
 
-def write_explorer(out: Path, models: list[dict], data: dict[str, dict], studies: list[str], criteria: dict) -> dict:
+def write_explorer(out: Path, models: list[dict], data: dict[str, dict], studies: list[str], criteria: dict,
+                   agreement: pd.DataFrame | None = None, claims: pd.DataFrame | None = None) -> dict:
     """The explorer under ``out`` (module doc); ``models``: [{path, studies}] of the run,
-    ``data``: path -> payload of the characterised ones. Returns {path: bytes of its file}."""
+    ``data``: path -> payload of the characterised ones, ``criteria``: :func:`scales`,
+    ``agreement`` / ``claims``: the pooled tables shown beside each model's own. Returns
+    {path: bytes of its file}."""
     explorer = out / "explorer"
     (explorer / "data").mkdir(parents=True, exist_ok=True)
     entries, sizes = [], {}
@@ -101,11 +154,21 @@ def write_explorer(out: Path, models: list[dict], data: dict[str, dict], studies
     for name in ASSETS:
         with atomic_write(explorer / name) as handle:
             handle.write(resources.files("headlab.report").joinpath(name).read_text(encoding="utf-8"))
-    catalog = _script_json({"models": entries, "studies": studies, "criteria": criteria})
+    pooled = [] if agreement is None else agreement[agreement["group"] == "all"]
+    catalog = _script_json({"models": entries, "studies": studies, "criteria": criteria,
+                            "agreement": _records(pooled, ["a", "b", "units", "n", "models", "rho", "low", "high"]),
+                            "claims": _records(claims, ["claim", "paper", "a", "b", "compares", "expected", "rows",
+                                                        "units", "n", "models", "rho", "low", "high", "verdict"])})
     for path, base in ((explorer / "index.html", ""), (out / "index.html", '<base href="explorer/">\n')):
         with atomic_write(path) as handle:
             handle.write(PAGE.replace("{base}", base).replace("{catalog}", catalog))
     return sizes
+
+
+def _records(frame, columns: list[str]) -> list[dict]:
+    if frame is None or not len(frame):
+        return []
+    return [{c: _clean(row.get(c)) for c in columns} for row in frame.to_dict("records")]
 
 
 # -- agreement ------------------------------------------------------------------------------
@@ -118,17 +181,21 @@ def _tables(agreement: pd.DataFrame, claims: pd.DataFrame, out: Path) -> None:
         agreement.to_csv(handle, index=False)
     with atomic_write(out / "claims.csv") as handle:
         claims.to_csv(handle, index=False)
-    shown = agreement.assign(row=agreement["group"] + ": " + agreement["a"] + " ~ " + agreement["b"]).set_index("row")
-    table = Table(shown[["heads", "models", "rho", "low", "high"]].astype(float), decimals=2,
-                  column_decimals={"heads": 0, "models": 0}, best=None, index_name="criteria",
-                  caption="Spearman's rho between head criteria (95% percentile bootstrap over heads, 1000 "
-                          "resamples), per study and over all atlas models; pruned heads left out.")
+    shown = agreement.assign(row=agreement["group"] + ": " + agreement["a"] + " ~ " + agreement["b"]
+                             + " (per " + agreement["units"] + ")").set_index("row")
+    table = Table(shown[["n", "models", "rho", "low", "high"]].astype(float), decimals=2,
+                  column_decimals={"n": 0, "models": 0}, best=None, index_name="criteria",
+                  caption="Spearman's rho between head criteria (95% percentile bootstrap over the units, 1000 "
+                          "resamples), per study and over all atlas models; pruned heads left out. n: distinct "
+                          "units, heads, or head indices where a criterion is per head index (ΔBLEU: head k "
+                          "disabled in every layer; the other criterion averaged over the layers).")
     with atomic_write(out / "agreement.md") as handle:
         handle.write(to_markdown(table))
     rows = claims.assign(row=claims["claim"] + " (" + claims["paper"] + "; " + claims["a"] + " ~ " + claims["b"]
-                         + ", expected " + claims["expected"] + "): " + claims["verdict"]).set_index("row")
-    table = Table(rows[["heads", "models", "rho", "low", "high"]].astype(float), decimals=2,
-                  column_decimals={"heads": 0, "models": 0}, best=None, index_name="claim",
+                         + ": " + claims["compares"] + ", expected " + claims["expected"] + "): "
+                         + claims["verdict"]).set_index("row")
+    table = Table(rows[["n", "models", "rho", "low", "high"]].astype(float), decimals=2,
+                  column_decimals={"n": 0, "models": 0}, best=None, index_name="claim",
                   caption="The papers' claims that two criteria agree: Spearman's rho over the heads the claim "
                           "is about, 95% bootstrap interval; agrees / contradicts: the interval excludes 0 on the "
                           "claimed / the other side, undecided: it holds 0.")
@@ -177,6 +244,7 @@ def figure(agreement: pd.DataFrame, claims: pd.DataFrame, prefix: Path) -> None:
             right.plot(c.rho, i, "o", color=colour)
     right.axvline(0, color="k", lw=0.8)
     right.set_yticks(y, [f"{c.claim}\n({c.paper}; {c.a} ~ {c.b}, expect {c.expected}): {c.verdict}"
+                         + (f"\n{c.compares}" if isinstance(getattr(c, "compares", None), str) else "")
                          for c in claims.itertuples()], fontsize=8)
     right.set_xlim(-1, 1)
     right.invert_yaxis()
@@ -189,7 +257,7 @@ def figure(agreement: pd.DataFrame, claims: pd.DataFrame, prefix: Path) -> None:
 
 def build(config: dict, root: str, out: str) -> dict:
     """Write everything of the module doc; returns {model path: bytes of its data file}."""
-    from headlab.atlas.agree import CRITERIA, agreement, claims
+    from headlab.atlas.agree import agreement, claims
     from headlab.atlas.model import COLUMNS
     from headlab.atlas.select import model_dir, run_models, selected
 
@@ -204,10 +272,10 @@ def build(config: dict, root: str, out: str) -> dict:
         data[path] = payload(path, entry["studies"], heads, examples)
         frames.append(heads)
     listing = [{"path": p, "studies": e["studies"]} for p, e in models.items()]
-    sizes = write_explorer(out_dir, listing, data, list(config["studies"]), CRITERIA)
     heads = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     studies = {p: e["studies"] for p, e in chosen.items()}
     agree, said = agreement(heads, studies), claims(heads)
+    sizes = write_explorer(out_dir, listing, data, list(config["studies"]), scales(heads), agree, said)
     _tables(agree, said, out_dir)
     figure(agree, said, out_dir / "agreement")
     return sizes
