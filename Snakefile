@@ -14,6 +14,7 @@ import headlab.workflow.config_check
 import headlab.workflow.config_types
 import headlab.workflow.hints
 import headlab.data.fetch
+import headlab.studies
 from headlab.errors import HeadlabError
 
 min_version("9.0")
@@ -22,6 +23,10 @@ min_version("9.0")
 # the embedded default, only when no --configfile is given (snakemake would otherwise
 # merge the two, mixing the default's studies into another config's)
 if not workflow.overwrite_configfiles:
+    # relative to the working directory: run elsewhere, say which config to pass
+    if not os.path.isfile("config/config.yaml"):
+        raise WorkflowError(f"no config: pass --configfile config/config.yaml (the embedded default, in "
+                            f"{workflow.basedir}) or a config of your own; {os.getcwd()} has no config/config.yaml")
 
     configfile: "config/config.yaml"
 
@@ -53,6 +58,10 @@ if workflow.is_main_process:
         headlab.workflow.config_check.check(config, mirror=_mirror and os.path.join(workflow.basedir, _mirror))
     except HeadlabError as err:
         raise WorkflowError(f"config error: {err}") from None
+# head specs as model paths name them (`4L|gate` is 4L~gate), in every process, after the
+# check (whose errors quote them as written): the studies' tables and files name each model
+# exactly as its directory does
+headlab.studies.name_head_specs(config)
 
 
 report: "report/workflow.rst"

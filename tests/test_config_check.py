@@ -72,6 +72,13 @@ def test_the_shipped_configs_pass():
     ({"studies.baseline.overrides": {"attention_dropout": [1.5]}},
      "[studies.baseline.overrides.attention_dropout] attention_dropout must be a number in [0, 1), or a list of "
      "them, got [1.5]"),
+    # heads that do not divide the model width: named where the count, else the width, is set
+    ({"studies.baseline.overrides": {"heads": 3}},
+     "[studies.baseline.overrides.heads] heads 3 does not divide the model width (hidden_size 32)"),
+    ({"training.overrides.hidden_size": 36, "training.overrides.word_vec_size": 36},
+     "[training.overrides.hidden_size] heads 8 does not divide the model width (hidden_size 36)"),
+    ({"studies.paper_A.lowres.overrides": {"heads": 0}},
+     "[studies.paper_A.lowres.overrides.heads] heads must be an integer >= 1, got 0"),
     ({"training.overrides.encoder_type": "transformer"},
      "[studies.paper_A.heads[1]] head spec '7Ftoken+1L' needs encoder_type 'headlab'"),
 ])
@@ -145,3 +152,11 @@ def test_a_global_override_of_an_option_a_study_varies_is_an_error(study, option
     config["training"]["overrides"][option] = 64
     assert _error(config).startswith(f"[training.overrides.{option}] training.overrides sets {option!r}, which study "
                                      f"{study} varies")
+
+
+def test_a_grid_head_count_that_does_not_divide_the_width_names_the_grid():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["studies"]["paper_B"]["grid"]["stage1"]["heads"] = [4, 6]
+    with pytest.raises(ConfigError, match=r"^\[studies.paper_B.grid.stage1.heads\] heads 6 does not divide the "
+                                          r"model width \(hidden_size 64\)"):
+        check({**config, "studies": {"paper_B": config["studies"]["paper_B"]}})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -171,4 +172,14 @@ def test_config_check_of_local_corpora(tmp_path):
         check_corpus(corpus, "corpora.mine")
     corpus["tests"] = ["tset"]
     with pytest.raises(ConfigError, match=r"\[corpora.mine.tests\[0\]\] split 'tset' has no files"):
+        check_corpus(corpus, "corpora.mine")
+
+
+def test_sides_of_different_lengths_are_a_config_error_naming_key_and_files(tmp_path):
+    from headlab.data.local import check_corpus
+
+    corpus = _corpus(tmp_path)
+    Path(corpus["files"]["train"]["en"]).write_text("one line too many\n" * 3, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^\[corpora.mine.files.train\] the sides differ in length: .*train.de has "
+                                          r"\d+ lines, .*train.en has 3; the files must be line-aligned"):
         check_corpus(corpus, "corpora.mine")

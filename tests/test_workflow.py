@@ -259,12 +259,17 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     # the verdicts come from effects.csv; one seed here, and the README says so
     import pandas as pd
     effects = pd.read_csv(paper / "effects.csv")
-    assert set(effects["verdict"]) <= {"holds", "reversed", "inconclusive at this scale"} and len(effects) >= 10
+    assert set(effects["verdict"]) <= {"holds", "reversed", "inconclusive at this scale", "inconclusive (one seed)"}
+    assert len(effects) >= 10 and {"p_adjusted", "verdict_adjusted", "paper_note"} <= set(effects.columns)
     assert {"§4.1", "§4.2", "§4.3", "§4.4", "§5.3"} <= {c.split(":")[0].split(" ")[0] for c in effects["claim"]}
-    assert (effects["runs"] != "").all() and "(1 seed: test sentences only)" in readme
+    # one seed and no system with several: no test, and the README says so
+    assert (effects["runs"] != "").all() and "inconclusive (one seed) (the interval: test sentences only)" in readme
     holds = effects[effects["verdict"] == "holds"]
     assert ((holds["direction"] == ">") & (holds["ci_low"] > holds["null"])
             | (holds["direction"] == "<") & (holds["ci_high"] < holds["null"])).all()
+    called = effects[effects["verdict_adjusted"].isin(["holds", "reversed"])]
+    assert ((called["p_adjusted"] < 0.05) | (called["interval"] == "exact")).all()
+    assert (effects["paper"].notna() | effects["paper_note"].notna()).all()
     summary = (tmp_path / "results/effects.md").read_text()
     assert "| paper_A | " in summary and "## paper_A" in summary
     f2 = pd.read_csv(paper / "F2.csv")

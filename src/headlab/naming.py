@@ -122,7 +122,7 @@ def study_models(study: Mapping[str, Any]) -> Iterator[dict[str, str]]:
                     for heads in study["heads"]:
                         for seed in study.get("seeds", [1]):
                             yield dict(corpus=corpus, pair=pair, size=str(size),
-                                       preset=study["preset"], layers=layers, heads=heads,
+                                       preset=study["preset"], layers=layers, heads=heads_name(heads),
                                        seed=str(seed),
                                        variant=variant_name(study.get("overrides")))
 

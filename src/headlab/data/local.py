@@ -25,8 +25,8 @@ What happens to bad input (the same on every split unless said otherwise):
 input                          result
 =============================  ==================================================================
 invalid UTF-8                  error naming file and line
-source/target line counts      error naming both files and their line counts
-differ
+source/target line counts      error naming both files and their line counts (a config error
+differ                         naming the split's key when the DAG is built)
 TSV line without exactly one   error naming file and line (never a guess that would shift sides)
 tab
 UTF-8 BOM at the file start    removed (counted)
@@ -124,6 +124,25 @@ def check_corpus(corpus: Mapping[str, Any], key: str) -> None:
             if not Path(path).is_file():
                 raise ConfigError(f"no such file: {path} (relative paths are relative to the working "
                                   f"directory, {os.getcwd()})", key=where)
+        _check_aligned(entry, where)
+
+
+def _check_aligned(entry: Mapping[str, Any], key: str) -> None:
+    """Two files of one split with different line counts: found here, when the DAG is
+    built, rather than by the prepare-local job (a TSV's pairs are aligned by construction)."""
+    if "tsv" in entry:
+        return
+    src_path, tgt_path = entry.values()
+    lines = {path: _line_count(path) for path in (src_path, tgt_path)}
+    if lines[src_path] != lines[tgt_path]:
+        raise ConfigError(f"the sides differ in length: {src_path} has {lines[src_path]} lines, {tgt_path} has "
+                          f"{lines[tgt_path]}; the files must be line-aligned", key=key)
+
+
+def _line_count(path: str) -> int:
+    """Lines as read_file counts them (a last line without a newline counts)."""
+    with open_maybe_gz(path, "rb") as handle:
+        return sum(1 for _ in handle)
 
 
 def check_pair(corpus: Mapping[str, Any], pair: str, key: str) -> None:
@@ -137,8 +156,7 @@ def check_pair(corpus: Mapping[str, Any], pair: str, key: str) -> None:
 
 def count_lines(corpus: Mapping[str, Any], split: str) -> int:
     """Lines of a split's (first) file: what a subsample may take at most, before cleaning."""
-    with open_maybe_gz(input_files(corpus, split)[0], "rb") as handle:
-        return sum(1 for _ in handle)
+    return _line_count(input_files(corpus, split)[0])
 
 
 # -- reading and cleaning --------------------------------------------------------------

@@ -38,6 +38,38 @@ STUDIES = {
 }
 
 
+#: the keys of each study that hold head specs as the user writes them (``4L|gate``,
+#: ``*(8L),8L|dhicm``): its models, tables and files name them by ``heads_name``
+HEAD_SPECS = {"baseline": ("heads",), "paper_A": ("heads", "eight_fixed"), "paper_D": ("heads", "fixed_heads")}
+
+
+def head_spec_keys(config) -> list[tuple[str, str, int | None]]:
+    """(study, key, list index or None) of every head spec the config's studies set."""
+    out = []
+    for name in config["studies"]:
+        for key in HEAD_SPECS.get(name, ()):
+            value = config["studies"][name].get(key)
+            if isinstance(value, list):
+                out += [(name, key, i) for i in range(len(value))]
+            elif value:
+                out.append((name, key, None))
+    return out
+
+
+def name_head_specs(config) -> None:
+    """Rewrite (in place) every study's head specs as their path names, so that what the
+    DAG and the jobs read of a study (its Files, tables, compare groups) names each model
+    exactly as its directory does; a path name reads back as the same spec."""
+    from headlab.naming import heads_name
+
+    for name, key, index in head_spec_keys(config):
+        study = config["studies"][name]
+        if index is None:
+            study[key] = heads_name(study[key])
+        else:
+            study[key][index] = heads_name(study[key][index])
+
+
 def study_models(config, study: str, root: str | None = None) -> list[tuple[dict, dict]]:
     """(model, overrides) of every model a study trains; with ``root``, also those that its
     finished stages name (see the module doc)."""

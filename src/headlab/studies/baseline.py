@@ -64,7 +64,7 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
     s = f.study
     lines = ["# Baseline (generated)", "",
              "This file is written by the workflow (`headlab study-table`); do not edit it.", "",
-             f"- data: " + "; ".join(f"{c} {', '.join(p)}" for c, p in s["data"].items()),
+             "- data: " + "; ".join(f"{c} {', '.join(p)}" for c, p in s["data"].items()),
              f"- preset `{s['preset']}`, layers {', '.join(s['layers'])}, heads {', '.join(s['heads'])}, "
              f"sizes {', '.join(map(str, s.get('sizes', ['full'])))}, seeds {s.get('seeds', [1])}"]
     lines += [f"- {k}: {v}" for k, v in provenance.items()]

@@ -35,7 +35,7 @@ from headlab.studies.common import at_seeds, headline_seeds, load_json, seeds as
 from headlab.studies.effects import Claim, Judge
 from headlab.studies.tables import Table, beside, pivot
 from headlab.studies.timing import training_time
-from headlab.naming import model_path, results_paths, variant_name
+from headlab.naming import heads_name, model_path, results_paths, variant_name
 
 OUTDIR = "paper_A"
 FIXED = "7Ftoken+1L"                     # the system of Table 4 and Figures 2-3
@@ -49,9 +49,9 @@ def headline(study, part: str | None, layers: str, heads: str) -> bool:
     """Is this model in the paper's headline comparison (trained at ``headline_seeds`` too)?
     Table 1's deep row 8L / 7Ftoken+1L / 8Ftoken (§4.1, §4.4) and Table 2's 8L / 7Ftoken+1L
     (§4.2: fixed beats learned in the low-resource scenario); 7Fword+1L and 1L are not."""
-    base = study["heads"][0]
+    base, heads = heads_name(study["heads"][0]), heads_name(heads)   # as written or as named
     if part is None:
-        return layers == study["deep"] and heads in (base, FIXED, _eight(study))
+        return layers == study["deep"] and heads in (base, FIXED, heads_name(_eight(study)))
     return part == "lowres" and heads in (base, FIXED)
 
 
@@ -67,7 +67,7 @@ def _grid(study, part, data: Mapping[str, list], preset: str, layers: list, head
                 for head in heads:
                     for seed in model_seeds(study, part, lay, head):
                         yield dict(corpus=corpus, pair=pair, size=str(study.get("size", "full")), preset=preset,
-                                   layers=lay, heads=head, seed=seed, variant=variant_name(overrides))
+                                   layers=lay, heads=heads_name(head), seed=seed, variant=variant_name(overrides))
 
 
 def models(study: Mapping[str, Any], root: str | None = None):
@@ -121,7 +121,7 @@ def _model(study, corpus, pair, layers, heads, scenario=None):
     at the study's first seed."""
     scenario = scenario or study
     return dict(corpus=corpus, pair=pair, size=str(study.get("size", "full")),
-                preset=scenario["preset"], layers=layers, heads=heads,
+                preset=scenario["preset"], layers=layers, heads=heads_name(heads),
                 seed=common.first_seed(study), variant=variant_name(scenario.get("overrides")))
 
 
@@ -207,8 +207,9 @@ def t1(f: Files):
                              best=None, over="seed"),
                        pivot(paper, index="row", columns="layers", values="value", mark="significantly_lower", best=None))
         table.caption = ("Paper A Table 1: BLEU by encoder+decoder layers; several seeds: mean ± sd (n). * significantly "
-                         f"lower than 8L (paired bootstrap, compare-mt, p < 0.05; ours: seed {common.first_seed(s)}; "
-                         "the seed-aware tests are in effects.csv).")
+                         f"lower than 8L (paired bootstrap, compare-mt, p < 0.05; ours: seed {common.first_seed(s)} alone, "
+                         "test-set sampling only, the paper's test: not the verdict, which is effects.csv's seed-aware "
+                         "test and may disagree).")
         return table, ours
     return inputs, build
 
@@ -590,17 +591,17 @@ def readme(f: Files, provenance: Mapping[str, Any]) -> str:
         "",
         "## Scale of this run",
         "",
-        f"- data: " + "; ".join(f"{c} {', '.join(p)} (test: {f.test(c)})" for c, p in s["data"].items()),
+        "- data: " + "; ".join(f"{c} {', '.join(p)} (test: {f.test(c)})" for c, p in s["data"].items()),
         f"- model preset `{s['preset']}`: d={preset.get('hidden_size')}, ff={preset.get('transformer_ff')}, "
         f"{preset.get('heads')} heads, {preset.get('train_steps')} training steps of "
         f"{preset.get('batch_size')} {preset.get('batch_type', 'tokens')}",
         f"- layers: T1 {', '.join(s['layers'])}; shallow decoder {s['shallow']} (paper 6+1), "
         f"deep {s['deep']} (paper 6+6)",
-        f"- low-resource (T2): " + ("; ".join(f"{c} {', '.join(p)}" for c, p in s["lowres"]["data"].items())
+        "- low-resource (T2): " + ("; ".join(f"{c} {', '.join(p)}" for c, p in s["lowres"]["data"].items())
                                     + f", preset `{s['lowres']['preset']}`" if s.get("lowres") else "not configured"),
         f"- eight fixed heads (T5): {_eight(s)} on the standard pairs"
         + (f" and low-resource {', '.join(s['eight_fixed_lowres'])}" if s.get("eight_fixed_lowres") else ""),
-        f"- high-resource (T3): " + ("configured" if s.get("highres") else "not configured (paper numbers only)"),
+        "- high-resource (T3): " + ("configured" if s.get("highres") else "not configured (paper numbers only)"),
         f"- device: {config.get('training', {}).get('device', 'cpu')}; seeds: {study_seeds(s)} (every model), "
         f"{headline_seeds(s)} (the headline comparison: T1's {s['deep']} 8L / {FIXED} / {_eight(s)}, T2's "
         f"8L / {FIXED})",

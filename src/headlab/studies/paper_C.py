@@ -36,7 +36,6 @@ shares and Figure 5 (one model's attention) use the first seed.
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any, Callable, Iterator, Mapping
 
@@ -362,8 +361,9 @@ def t1(f: Files):
                          "(ours in thousands, the paper in millions) of the Transformer, "
                          "Rel_Pos, Localness, DEA, DEA+RHE, LPEA and LPEA+RHE (enhanced encoder layers: "
                          f"{f.study.get('enhanced', '1-1')}). ⇑ / ↑: better than the Transformer by paired bootstrap "
-                         f"(compare-mt, seed {first_seed(f.study)}), p < 0.01 / p < 0.05; the seed-aware tests are "
-                         "in effects.csv.")
+                         f"(compare-mt, seed {first_seed(f.study)} alone, test-set sampling only: the paper's test, not "
+                         "the verdict), p < 0.01 / p < 0.05; the verdicts are effects.csv's seed-aware tests and may "
+                         "disagree.")
         return table, ours
     return inputs, build
 
@@ -513,7 +513,9 @@ def redundant(f: Files):
         table.caption = ("Share of heads RHE labels redundant (Syn_attn <= Syn_gate, eq. 10), mean over each "
                          "training report interval.")
         return table, ours
-    return list(logs.values()), build
+    # headlab train writes train.log beside the checkpoints (no declared output: a resume
+    # appends to it); it is complete once model.pt exists
+    return [f"{results_paths(f.root)['models']}/{model_path(m)}/model.pt" for m in ms.values()], build
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -674,7 +676,8 @@ def effects(f: Files):
     fixed = [g for g in f4 if g not in ("dynamic", "Transformer")]
     if fixed:
         claims.append((Claim("§5.3.2: the dynamic Syn_gate beats fixed gates", f"dynamic − mean(fixed gates "
-                             f"{', '.join(fixed)}) ({where})", ">", 0.0),
+                             f"{', '.join(fixed)}) ({where})", ">", 0.0,
+                             paper_note="the paper shows it in Figure 4 only, without numbers"),
                        [(1, at_seeds(f4["dynamic"], seeds), "full")]
                        + [(-1 / len(fixed), at_seeds(f4[g], seeds), "full") for g in fixed]))
     ablation = {"full": f.ablation}

@@ -3,13 +3,15 @@ when snakemake builds the DAG (the Snakefile calls :func:`check` right after sch
 validation), so that a bad value stops the workflow within seconds, before data
 preparation, with one error naming the config key:
 
-* corpora: the dataset is registered (or ``local`` with readable files), the configured
-  train/valid/test splits exist;
+* corpora: the dataset is registered (or ``local`` with readable, line-aligned files),
+  the configured train/valid/test splits exist;
 * every study's models: the corpus is configured, the language pair exists in it (for
   every split it reads), the preset is known, the layers parse, and the model's training
   config builds as ``headlab onmt-config`` builds it (:func:`headlab.engine.config.train_config`):
   the head specs of all three sites parse for their depths, a non-``8L`` encoder spec has
-  ``encoder_type: headlab``, option values such as ``lambda_kl`` are valid;
+  ``encoder_type: headlab``, option values such as ``lambda_kl`` are valid, ``heads``
+  divides the model width; no list of head specs names one model twice (``8L,4L`` and
+  ``8L.4L``: one path name);
 * subsample sizes not larger than the training split, for own corpora and for registered
   ones in plain text files already on disk (Multi30k in the mirror); for the others the
   count is only known once ``prepare`` has read them (archives, XML): that job fails then;
@@ -209,6 +211,8 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
         seen.add(ident)
 
         def key(field: str) -> str:
+            if field == "heads":     # the model names the spec by its path name
+                return _written(config, name, model["heads"])[0] or f"{prefix}.heads"
             return where(study, model[field], prefix) or f"{prefix}.{field}"
 
         if model["corpus"] not in config["corpora"]:
@@ -229,7 +233,9 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
         # the model's whole training config as `headlab onmt-config` will write it: head
         # specs of all three sites against the depths, option names and values
         try:
-            options = train_config(preset=model["preset"], layers=model["layers"], heads=model["heads"],
+            # the spec as written, so that an error quotes what the config says
+            heads = _written(config, name, model["heads"])[1] or model["heads"]
+            options = train_config(preset=model["preset"], layers=model["layers"], heads=heads,
                                    train_src="train.src", train_tgt="train.tgt", valid_src="valid.src",
                                    valid_tgt="valid.tgt", vocab="vocab", save_dir="model",
                                    overrides={**global_overrides, **overrides})
@@ -237,6 +243,69 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
             field = "heads" if err.key in SPEC_KEYS else None
             raise _rekey(err, key(field) if field else _override_key(err.key, overrides, global_overrides, prefix)) from None
         _check_reported(options, global_overrides, overrides, prefix, model)
+        _check_width(options, global_overrides, study, prefix, key("preset"))
+
+
+def _written(config: Mapping, study: str, heads: str) -> tuple[str, str] | tuple[None, None]:
+    """(key, spec as written) of the head spec that a model's path name ``heads`` comes from."""
+    from headlab.naming import heads_name
+    from headlab.studies import head_spec_keys
+
+    for name, field, index in head_spec_keys({"studies": {study: config["studies"][study]}}):
+        value = config["studies"][name][field]
+        spec = value if index is None else value[index]
+        if heads_name(spec) == heads:
+            return f"studies.{name}.{field}" + ("" if index is None else f"[{index}]"), spec
+    return None, None
+
+
+def check_head_names(config: Mapping) -> None:
+    """Two specs of one list that name the same model (``8L,4L`` and ``8L.4L``, the path
+    name of both): it would be trained once but stand twice in the study's tables."""
+    from headlab.naming import heads_name
+    from headlab.studies import head_spec_keys
+
+    seen: dict[tuple[str, str, str], str] = {}     # (study, key, path name) -> spec as written
+    for name, field, index in head_spec_keys(config):
+        if index is None:
+            continue
+        spec = config["studies"][name][field][index]
+        ident = (name, field, heads_name(spec))
+        if ident in seen:
+            raise ConfigError(f"{spec!r} names the same model as {seen[ident]!r} (both are {ident[2]!r} in "
+                              f"model paths); list it once", key=f"studies.{name}.{field}[{index}]")
+        seen[ident] = spec
+
+
+def _option_key(option: str, value: Any, study: Mapping, prefix: str, global_overrides: Mapping) -> str | None:
+    """Where the config sets ``option`` to ``value``: one of the study's ``overrides``
+    mappings, the global ones, or a search grid's candidates (paper B's stages)."""
+    for path, options in _overrides(study, prefix):
+        if option in options and str(options[option]) == str(value):
+            return f"{path}.{option}"
+    if option in global_overrides and str(global_overrides[option]) == str(value):
+        return f"training.overrides.{option}"
+    found = where(study, option, prefix)
+    return found if found and found != f"{prefix}.heads" else None   # the study's head specs are no option
+
+
+def _check_width(options: Mapping, global_overrides: Mapping, study: Mapping, prefix: str, preset_key: str) -> None:
+    """OpenNMT-py splits the model width (``hidden_size``, else ``enc_hid_size`` /
+    ``dec_hid_size``) into ``heads`` equal parts; a count that does not divide it fails only
+    when the job builds the model. Named where the head count is set, else the width, else
+    the preset that sets both."""
+    heads, hidden = options.get("heads", 8), options.get("hidden_size", -1)
+    widths = {"hidden_size": hidden} if isinstance(hidden, int) and hidden > 0 else {
+        name: options.get(name, 500) for name in ("enc_hid_size", "dec_hid_size")}
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise ConfigError(f"heads must be an integer >= 1, got {heads!r}",
+                          key=_option_key("heads", heads, study, prefix, global_overrides) or preset_key)
+    for name, width in widths.items():
+        if isinstance(width, int) and width % heads:
+            key = (_option_key("heads", heads, study, prefix, global_overrides)
+                   or _option_key(name, width, study, prefix, global_overrides) or preset_key)
+            raise ConfigError(f"heads {heads} does not divide the model width ({name} {width}): each head gets "
+                              f"{name} / heads dimensions; use a head count that divides {width}", key=key)
 
 
 def _override_key(option: str, overrides: Mapping, global_overrides: Mapping, prefix: str) -> str:
@@ -273,6 +342,7 @@ def check(config: Mapping, mirror: str | None = None) -> None:
     ``mirror``: the data mirror, where registered corpora may already be countable."""
     check_overrides(config)
     check_corpora(config)
+    check_head_names(config)
     roots = (f"{config.get('results', 'results')}/data/raw",) + ((str(mirror),) if mirror else ())
     for name in config["studies"]:
         check_study(config, name, roots)
