@@ -18,7 +18,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # the GPU configs executed on CPU: each with its overlay (config/cpu/), merged key by key
 GPU_ON_CPU := config/multi30k-gpu.yaml,config/cpu/multi30k-gpu.yaml config/paper.yaml,config/cpu/paper.yaml
 
-.PHONY: setup run test test-fast bench dryrun report clean help gpu-configs-on-cpu gpu-bundle gpu-rehearsal
+.PHONY: setup browser run test test-fast bench dryrun report clean help gpu-configs-on-cpu gpu-bundle gpu-rehearsal
 
 help:
 	@echo "make run    set up, then run the workflow on $(CONFIG) (all tables and figures)"
@@ -37,7 +37,7 @@ setup: $(STAMP)
 # are bypassed on purpose (--no-deps; headlab.engine.compat runs OpenNMT-py on this torch), so
 # it stays in the log; `pip check` then reports any OTHER conflict on screen.
 SETUP_LOG := $(VENV)/setup.log
-EXTRAS    := test,parse,indic,parsers
+EXTRAS    := test,parse,indic,parsers,docs
 step = echo "setup: $(1)"; $(2) >> $(SETUP_LOG) 2>&1 || { echo "setup: FAILED: $(1); the end of $(SETUP_LOG):" >&2; tail -n 30 $(SETUP_LOG) >&2; exit 1; }
 
 $(STAMP): pyproject.toml requirements/constraints.txt
@@ -50,9 +50,12 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@$(BIN)/python -c "import headlab.engine.plugin, torch, onmt; print('setup: ready: torch', torch.__version__, '+ OpenNMT-py', onmt.__version__, '+ headlab (log: $(SETUP_LOG))')"
 	@touch $@
 
-# A lock left by a killed run is cleared first (a live run's stops here); when snakemake
-# fails, the failed jobs are listed with their logs (headlab.workflow.runlock) and make fails too.
+# The config files are read first (snakemake's own error for a YAML syntax error, an empty
+# or a missing file names no line: headlab.workflow.configfile). A lock left by a killed run
+# is cleared next (a live run's stops here); when snakemake fails, the failed jobs are listed
+# with their logs (headlab.workflow.runlock) and make fails too.
 run: setup
+	@$(BIN)/python -m headlab.workflow.configfile $(CONFIG)
 	@$(BIN)/python -m headlab.workflow.runlock unlock
 	start=$$(date +%s); $(SNAKE) --cores $(CORES) || $(BIN)/python -m headlab.workflow.runlock failures --since $$start
 
@@ -61,11 +64,26 @@ run: setup
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --durations=15
 
-test: setup
-	$(PYTEST)
+# the atlas browser test's Chromium (Debian's, with its driver): installed when missing and
+# root; make test requires it (the test fails instead of skipping without it)
+browser:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { test "$$(id -u)" = 0 && command -v apt-get > /dev/null \
+	  && echo "setup: chromium + chromium-driver (apt-get, for the atlas browser test)" \
+	  && DEBIAN_FRONTEND=noninteractive apt-get update -qq >> $(SETUP_LOG) 2>&1 \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >> $(SETUP_LOG) 2>&1; } \
+	  || echo "setup: no /usr/bin/chromium: install Debian's chromium chromium-driver, or the atlas browser test fails" >&2
+
+test: setup browser
+	HEADLAB_REQUIRE_BROWSER=1 $(PYTEST)
 
 test-fast: setup
 	$(PYTEST) -m "not slow"
+
+# the documentation site (docs/): warnings are errors, as in make test (tests/test_docs.py)
+.PHONY: docs
+docs: setup
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
 
 bench: setup
 	$(SNAKE) --cores $(CORES) results/data/multi30k/de-en/full/vocab.txt

@@ -367,7 +367,8 @@ def layer_inputs(site: str, seed: int = 0, fully_masked: bool = False):
 def ctx_to(ctx, device):
     """A HeadContext with every tensor on ``device``."""
     from headlab.heads.base import HeadContext
-    move = (lambda t: None if t is None else t.to(device))
+    def move(tensor):
+        return None if tensor is None else tensor.to(device)
     return HeadContext(move(ctx.pad_mask), move(ctx.lengths), move(ctx.token_ids), move(ctx.word_ids),
                        {k: v.to(device) for k, v in ctx.side.items()}, move(ctx.allowed))
 

@@ -9,7 +9,6 @@ import random
 
 import pytest
 import torch
-import yaml
 
 from headlab import bench
 from simdevice import SimulatedDevice

@@ -2,8 +2,6 @@
 placement and bad input; the auxiliary-loss path in real OpenNMT-py training."""
 import math
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,19 +11,19 @@ from headlab.heads.base import HeadContext
 from headlab.heads.dhicm import DHICM
 
 
-def reference(O, x, W, U, V, W_s, pad):
+def reference(heads_out, x, W, U, V, W_s, pad):
     """Eqs. 1-4 as printed, one token and one head at a time (no dropout)."""
-    B, N, H, _ = O.shape
+    B, N, H, _ = heads_out.shape
     d_m = U.shape[0]
     out = torch.zeros(B, N, W_s.shape[0], dtype=torch.float64)
     G = torch.zeros(B, N, H, dtype=torch.float64)
     kls = []
     for b in range(B):
         for n in range(N):
-            s = torch.stack([O[b, n, h] @ W.T @ U @ x[b, n] / math.sqrt(d_m) for h in range(H)])  # eq. 2
+            s = torch.stack([heads_out[b, n, h] @ W.T @ U @ x[b, n] / math.sqrt(d_m) for h in range(H)])  # eq. 2
             g = torch.exp(s) / torch.exp(s).sum()                                                 # eq. 1
             G[b, n] = g
-            out[b, n] = W_s @ sum(g[h] * (V @ O[b, n, h]) for h in range(H))                      # eq. 3
+            out[b, n] = W_s @ sum(g[h] * (V @ heads_out[b, n, h]) for h in range(H))                      # eq. 3
             if not pad[b, n]:
                 kls.append(sum(g[h] * math.log(g[h] * H) for h in range(H)))                     # eq. 4
     return out, G, float(sum(kls) / len(kls))
@@ -36,15 +34,15 @@ def test_dhicm_equals_equations_1_to_4():
     B, N, H, d_k, d, d_m = 2, 5, 4, 3, 8, 6
     mixer = DHICM(H, d, d_k, d_m).double().eval()
     mixer.record = True
-    O = torch.randn(B, N, H, d_k, dtype=torch.float64)
+    heads_out = torch.randn(B, N, H, d_k, dtype=torch.float64)
     x = torch.randn(B, N, d, dtype=torch.float64)
     pad = torch.zeros(B, N, dtype=torch.bool)
     pad[1, 3:] = True
     ctx = HeadContext(pad, (~pad).sum(1))
     # two groups (2 + 2 heads): the mixer stacks them in spec order
-    out = mixer.project([O[:, :, :2], O[:, :, 2:]], ctx, x)
+    out = mixer.project([heads_out[:, :, :2], heads_out[:, :, 2:]], ctx, x)
     with torch.no_grad():
-        ref, G, kl = reference(O, x, mixer.W.weight, mixer.U.weight, mixer.V.weight, mixer.W_s.weight, pad)
+        ref, G, kl = reference(heads_out, x, mixer.W.weight, mixer.U.weight, mixer.V.weight, mixer.W_s.weight, pad)
     assert torch.allclose(out, ref, atol=1e-10)
     assert torch.allclose(mixer.importance.double(), G, atol=1e-6)
     assert mixer.aux_terms()["kl"].item() == pytest.approx(kl, abs=1e-6)
@@ -55,16 +53,16 @@ def test_kl_is_zero_for_uniform_and_ln_h_for_one_hot():
     mixer = DHICM(H, d, 2).eval()
     x = torch.randn(1, 3, d)
     ctx = HeadContext(torch.zeros(1, 3, dtype=torch.bool), torch.tensor([3]))
-    O = torch.randn(1, 3, H, 2)
+    heads_out = torch.randn(1, 3, H, 2)
     with torch.no_grad():
         mixer.W.weight.zero_()                     # all scores 0: uniform importance
-        mixer.project([O], ctx, x)
+        mixer.project([heads_out], ctx, x)
         assert mixer.aux_terms()["kl"].item() == pytest.approx(0.0, abs=1e-7)
         mixer.W.weight.fill_(1.0)
         mixer.U.weight.fill_(1.0)
-        O = torch.zeros(1, 3, H, 2)
-        O[:, :, 2] = 1e3                          # head 3 wins every token
-        mixer.project([O], ctx, torch.ones(1, 3, d))
+        heads_out = torch.zeros(1, 3, H, 2)
+        heads_out[:, :, 2] = 1e3                          # head 3 wins every token
+        mixer.project([heads_out], ctx, torch.ones(1, 3, d))
     assert mixer.aux_terms()["kl"].item() == pytest.approx(math.log(H), abs=1e-5)
 
 
@@ -129,14 +127,15 @@ def test_kl_term_is_logged_apart_and_raised_by_lambda(tmp_path):
     assert xents and min(xents) > 0
     assert "Validation aux: kl=" in pushed
     # model selection: the final model is the best validation step, which is kept
-    import csv, json
+    import csv
+    import json
     rows = list(csv.DictReader(open(folder / "model" / "model.valid.csv")))
     assert [int(r["step"]) for r in rows] == [10, 20, 30]
     best = json.loads((folder / "model" / "model.best.json").read_text())
     assert best["step"] == int(min(rows, key=lambda r: float(r["xent"]))["step"])
     assert float(best["xent"]) == min(float(r["xent"]) for r in rows)
     assert (folder / "model" / f"model_step_{best['step']}.pt").is_file()
-    assert f"best validation cross-entropy" in pushed
+    assert "best validation cross-entropy" in pushed
 
 
 def test_negative_lambda_is_a_config_error(tmp_path):

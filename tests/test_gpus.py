@@ -34,7 +34,7 @@ def test_n_gpus_divide_accum_count_so_a_step_sees_as_many_tokens():
     four = train_config(preset="base_paper_C", layers="6+6", heads="8L", gpus=4, **PATHS)
     assert (four["world_size"], four["gpu_ranks"], four["accum_count"]) == (4, [0, 1, 2, 3], [1])
     # tokens per optimizer step: batch_size x accum_count x world_size
-    for gpus, options in ((1, one := train_config(preset="base_paper_C", layers="6+6", heads="8L", gpus=1, **PATHS)),
+    for gpus, options in ((1, train_config(preset="base_paper_C", layers="6+6", heads="8L", gpus=1, **PATHS)),
                           (4, four)):
         assert options["batch_size"] * options["accum_count"][0] * gpus == 4096 * 4
 

@@ -277,7 +277,7 @@ def test_export_shows_the_enlivened_attention_and_labels():
            for b, n in enumerate([6, 3])]
     assert len(next(site_attention(model, feature_vocabs(vocabs), src, None, "enc"))) == 3
     out = list(site_attention(model, feature_vocabs(vocabs), src, None, "enc", extras=True))
-    (tokens, att, imp, extra), second = out[0], out[1]
+    (_, att, imp, extra), second = out[0], out[1]
     labels, raw = extra["rhe"], extra["raw"]
     assert att.shape == raw.shape == (2, 8, 6, 6) and imp is None
     assert labels.shape == (2, 8) and (labels[0] == 0).all() and torch.isnan(torch.tensor(labels[1])).all()

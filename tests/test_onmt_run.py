@@ -2,7 +2,6 @@
 and the compat fixes (torch>=2.6 checkpoint loading, -with_score), on a toy corpus."""
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -161,7 +160,8 @@ def test_only_the_newest_checkpoint_keeps_the_optimizer(toy, tmp_path, capfd):
                   save_checkpoint_steps=2, keep_checkpoint=-1)
     write_yaml(config, tmp_path / "train.yaml")
     assert onmt_run.train(["-config", str(tmp_path / "train.yaml"), "-train_steps", "4"]) == 0
-    load = lambda step: torch.load(tmp_path / f"model_step_{step}.pt", map_location="cpu", weights_only=False)
+    def load(step):
+        return torch.load(tmp_path / f"model_step_{step}.pt", map_location="cpu", weights_only=False)
     assert load(2)["optim"] is None and load(4)["optim"]["training_step"] == 5
     assert set(load(2)["model"]) == set(load(4)["model"]) and load(2)["generator"] is not None
     assert not list(tmp_path.glob("*.tmp"))

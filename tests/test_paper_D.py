@@ -432,7 +432,7 @@ def test_dry_run_pruned_finetunes_wait_for_the_gates(tmp_path, mirror):
 def test_end_to_end_paper_d(tmp_path, mirror):
     import json
 
-    from test_workflow import snakemake, write_config
+    from test_workflow import snakemake
 
     config = _paper_d_config(tmp_path, mirror)
     result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)

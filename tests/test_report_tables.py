@@ -69,7 +69,6 @@ def test_column_decimals_survive_beside():
 
 def test_integer_hyper_parameters_print_as_integers():
     # issue 24 item 7: paper B's T2 printed heads and feed-forward size as 8.00 / 2048.00
-    from headlab.studies import paper_B
     hyper = pd.DataFrame({"row": ["Attention heads", "Attention heads", "Feed forward dim.", "Feed forward dim.",
                                   "Dropout", "Dropout"], "column": ["Default", "de-en"] * 3,
                           "value": [8, 4, 2048, 1024, 0.1, 0.3]})

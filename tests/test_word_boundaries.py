@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 from headlab.engine.config import feature_args, train_config, write_yaml
 from headlab.engine.encoder import HeadlabEncoder

@@ -1,0 +1,52 @@
+"""One CLI style: every subcommand's usage names it; headlab's own subcommands spell options
+``--long-name`` (the old ``-long_name`` still works, with a note); the OpenNMT-py wrappers'
+help shows headlab's options first and says how to see OpenNMT-py's."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from headlab.cli import COMMANDS, main
+from headlab.options import CommandParser
+
+ONMT_WRAPPERS = {"train", "translate", "build-vocab"}
+
+
+def _help(command: str, capsys) -> str:
+    try:
+        code = main([command, "--help"])
+    except SystemExit as stop:          # argparse's own --help
+        code = stop.code
+    assert code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_names_itself_and_has_one_option_style(command, capsys):
+    text = _help(command, capsys)
+    assert text.startswith(f"usage: headlab {command} "), text[:200]
+    if command in ONMT_WRAPPERS:
+        # headlab's options, not OpenNMT-py's thousand lines, and the way to those
+        assert len(text.splitlines()) < 150 and f"headlab {command} --help-onmt" in text
+    else:
+        single_dash = re.findall(r"^\s+(-[a-z][a-z_]+)\b", text, re.M)
+        assert single_dash == [], f"headlab {command}: options spelled the OpenNMT-py way: {single_dash}"
+
+
+def test_onmt_help_is_there_on_request(capsys):
+    assert main(["train", "--help-onmt"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: headlab train ") and "-train_steps" in text and len(text.splitlines()) > 500
+
+
+def test_old_spellings_still_work_with_a_note(capsys):
+    parser = CommandParser("score", "test")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--max-sents", type=int)
+    parser.add_argument("--gpu", type=int, default=-1)
+    args, extra = parser.parse_known_args(["-model", "m.pt", "-max_sents=3", "--gpu", "-1", "-beam_size", "2"])
+    assert (args.model, args.max_sents, args.gpu) == ("m.pt", 3, -1)
+    assert extra == ["-beam_size", "2"]          # not ours: left to OpenNMT-py, unrenamed
+    assert capsys.readouterr().err.splitlines() == ["headlab score: note: -model is now spelled --model",
+                                                    "headlab score: note: -max_sents is now spelled --max-sents"]
