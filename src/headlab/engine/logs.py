@@ -72,7 +72,8 @@ def parse_log(lines) -> list[dict[str, Any]]:
     return rows
 
 
-def read_curve(path) -> "pd.DataFrame":
+def read_curve(path):
+    """The tidy curve (pandas DataFrame, :data:`COLUMNS`) of a training log."""
     import pandas as pd
 
     try:

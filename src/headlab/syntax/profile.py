@@ -258,7 +258,7 @@ def syntactic_heads(profile_csv, *, threshold: float = 20.0, min_count: int = 20
                      offset=[best.get(r, (float("nan"), 0))[1] for r in acc["relation"]])
     acc["margin"] = acc["accuracy"] - acc["baseline"]
     out = acc[acc["margin"] >= threshold].copy()
-    out["head_kind"] = [kinds[(l, h)] for l, h in zip(out["layer"], out["head"])]
+    out["head_kind"] = [kinds[(layer, head)] for layer, head in zip(out["layer"], out["head"])]
     out = out.sort_values(["layer", "head", "margin"], ascending=[True, True, False])
     return out[["layer", "head", "head_kind", "relation", "direction", "accuracy", "baseline", "offset", "margin",
                 "count"]].reset_index(drop=True)
