@@ -45,7 +45,7 @@ print(torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchma
 @pytest.mark.parametrize("value, expected", [
     (None, "False False None"), ("0", "False False None"), ("1", "True False :4096:8")])
 def test_deterministic_switch(value, expected):
-    """HEADLAB_DETERMINISTIC=1 (README "Same inputs, same numbers") turns on torch's
+    """HEADLAB_DETERMINISTIC=1 (docs/statistics.md, "Same inputs, same numbers") turns on torch's
     deterministic algorithms and cuBLAS's fixed workspace; unset or 0 leaves torch as is."""
     import os
     env = {k: v for k, v in os.environ.items() if k not in ("HEADLAB_DETERMINISTIC", "CUBLAS_WORKSPACE_CONFIG")}

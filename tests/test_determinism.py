@@ -3,7 +3,7 @@ thread count give bit-identical checkpoints and translations. A tiny model with 
 (random masks) and more batches than fit one bucket (shuffled batch order) is trained
 twice through ``headlab train``; every tensor of every checkpoint (weights and optimizer
 state) and the translations must be equal bit for bit. Another seed must change them,
-or the comparison could not fail. README "Same inputs, same numbers" lists what breaks it."""
+or the comparison could not fail. docs/statistics.md ("Same inputs, same numbers") lists what breaks it."""
 from __future__ import annotations
 
 import os

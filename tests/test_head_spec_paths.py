@@ -14,7 +14,7 @@ from headlab.errors import ConfigError
 from headlab.naming import heads_name
 from test_workflow import ROOT, snakemake
 
-# a 2-layer encoder: each construct of the grammar once (the README's spellings among them)
+# a 2-layer encoder: each construct of the grammar once (the documented spellings among them)
 SPECS = {
     "8L": "8L",                              # one layer spec for every layer
     "7Ftoken + 1L": "7Ftoken+1L",            # terms; whitespace ignored

@@ -570,7 +570,7 @@ def _patch_bf16_training() -> None:
         _replace(onmt.trainer.Trainer, name, with_amp_dtype(getattr(onmt.trainer.Trainer, name)))
 
 
-#: environment switch for deterministic GPU training (README "Same inputs, same numbers")
+#: environment switch for deterministic GPU training (docs/statistics.md, "Same inputs, same numbers")
 DETERMINISTIC_ENV = "HEADLAB_DETERMINISTIC"
 
 

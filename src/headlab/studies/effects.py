@@ -324,7 +324,7 @@ def chance_line(frame) -> str:
 EXPLANATION = ("Each claim is a directional statement about one quantity (`paper says`: ours should be above "
                "or below that value). `ours` is the mean over seeds with its 95% interval, counting the variance "
                "across seeds and the test-set variance the seeds do not already hold (`headlab.eval.significance`; "
-               "its false-positive rate is measured in the top-level README). A system with one seed takes the "
+               "its false-positive rate is measured in docs/statistics.md). A system with one seed takes the "
                "seed variance of this study's systems with several seeds on the same test set, and the row says so; "
                "where there is none, no test is made: `inconclusive (one seed)`. A count or share measured once per "
                "seed gets the sign test over seeds (`k of n seeds`). `verdict (Holm)`: holds / reversed when Holm's "

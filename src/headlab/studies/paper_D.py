@@ -43,7 +43,7 @@ fixed-head model are one model's internals: the first seed.
 Fine-tune length: ``finetune`` options (OpenNMT-py training options, e.g. ``train_steps``,
 ``learning_rate``) apply to every fine-tune; the optimizer restarts (``reset_optim all``).
 Paper D trains "until the gate values converged" and its pruned models 16,000 / 4,000
-batches; the embedded default trains a few hundred steps (measured in the README).
+batches; the embedded default trains a few hundred steps (docs/studies/paper_D.md).
 """
 from __future__ import annotations
 
