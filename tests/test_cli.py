@@ -50,3 +50,22 @@ def test_old_spellings_still_work_with_a_note(capsys):
     assert extra == ["-beam_size", "2"]          # not ours: left to OpenNMT-py, unrenamed
     assert capsys.readouterr().err.splitlines() == ["headlab score: note: -model is now spelled --model",
                                                     "headlab score: note: -max_sents is now spelled --max-sents"]
+
+
+def test_every_option_says_what_it_is_for():
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "src" / "headlab"
+    silent = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            method, first = getattr(node.func, "attr", ""), node.args[0]
+            flag = first.value if isinstance(first, ast.Constant) else ""
+            # add_argument, or configargparse's alias (OpenNMT-py style: group.add("--x", "-x"))
+            is_option = method == "add_argument" or (method == "add" and str(flag).startswith("-"))  # not set.add
+            if is_option and not any(keyword.arg == "help" for keyword in node.keywords):
+                silent.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert silent == []

@@ -34,14 +34,14 @@ __all__ = ["CONFIGS", "TRAIN_CONFIGS", "attention_plan", "bench_atlas", "bench_a
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlab.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--out", default="results/bench", help="folder for the bench CSVs")
     parser.add_argument("--sizes", default=None,
                         help="comma list of n (default: 32,128,512,2048 on CPU, 32,64,...,1024 on CUDA)")
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=16, help="sentences per batch in the attention bench")
     parser.add_argument("--devices", default=None, help="comma list: cpu, cuda (default: cuda if available, else cpu)")
     parser.add_argument("--precisions", default=None,
                         help="comma list of fp32, fp16, bf16 for CUDA runs (default fp32,fp16); CPU: fp32")
-    parser.add_argument("--mem-limit-gb", type=float, default=6.0)
+    parser.add_argument("--mem-limit-gb", type=float, default=6.0, help="memory cap (GiB) of a measured process")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
     parser.add_argument("--what", default="attention,train,parts,atlas",
                         help="comma list of attention, train (tokens/s), parts (where a mini training's time "
@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
                              "medians (ratios: median of per-round ratios to 8L)")
     parser.add_argument("--repeat-scale", type=float, default=1.0,
                         help="multiply the timed repeats (10/3/1 by n) by this, at least 1")
-    parser.add_argument("--train-data", default="results/data/multi30k/de-en/full")
-    parser.add_argument("--train-steps", type=int, default=60)
+    parser.add_argument("--train-data", default="results/data/multi30k/de-en/full", help="prepared corpus folder the training bench reads")
+    parser.add_argument("--train-steps", type=int, default=60, help="training steps per timed run")
     parser.add_argument("--train-preset", default=None, help="default: tiny on CPU, base on CUDA")
     parser.add_argument("--train-layers", default=None, help="default: 3+3 on CPU, 6+6 on CUDA")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=1, help="repetitions of each measurement")
     parser.add_argument("--dry-run", action="store_true",
                         help="print what would run and write the training configs; run nothing")
     parser.add_argument("--parts-runs", type=int, default=1, help="trainings for the parts (medians)")

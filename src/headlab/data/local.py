@@ -293,13 +293,13 @@ def summary(report: Mapping[str, Any]) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab prepare-local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus-json", required=True, help="the corpus's config entry as JSON")
-    parser.add_argument("--pair", required=True)
-    parser.add_argument("--split", required=True)
-    parser.add_argument("--out-src", required=True)
-    parser.add_argument("--out-tgt", required=True)
+    parser.add_argument("--pair", required=True, help="language pair, SRC-TGT")
+    parser.add_argument("--split", required=True, help="train, valid or test")
+    parser.add_argument("--out-src", required=True, help="source side to write")
+    parser.add_argument("--out-tgt", required=True, help="target side to write")
     parser.add_argument("--report", required=True, help="JSON report (sha256, removed and normalised lines)")
-    parser.add_argument("--size", type=int)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, help="keep this many sentence pairs (a seeded sample; default all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     args = parser.parse_args(argv)
 
     def go() -> int:

@@ -267,8 +267,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pair", required=True, help="SRC-TGT, e.g. de-en")
     parser.add_argument("--split", required=True, help="e.g. train, val, test_2016_flickr, test")
     parser.add_argument("--raw", help="the dataset's local folder (default: <data mirror>/<dataset>)")
-    parser.add_argument("--out-src", required=True)
-    parser.add_argument("--out-tgt", required=True)
+    parser.add_argument("--out-src", required=True, help="source side to write")
+    parser.add_argument("--out-tgt", required=True, help="target side to write")
     parser.add_argument("--size", type=int, help="subsample to N pairs (data-size sweeps)")
     parser.add_argument("--seed", type=int, default=0, help="subsampling seed (default 0)")
     parser.add_argument("--keep-empty", action="store_true",

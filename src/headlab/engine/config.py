@@ -428,17 +428,17 @@ def write_yaml(options: Mapping[str, Any], path: str | Path) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab onmt-config", description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", required=True)
+    parser.add_argument("--preset", required=True, help="a preset of src/headlab/presets.yaml (mini, base, ...)")
     parser.add_argument("--layers", required=True, help="encoder+decoder layers, e.g. 6+6")
     parser.add_argument("--heads", default="8L",
                         help="head specs: the encoder's (e.g. 7Ftoken+1L), or all three sites as a "
                              "model path names them, ENC[@dec=SPEC][@cross=SPEC]")
-    parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"))
-    parser.add_argument("--valid", nargs=2, required=True, metavar=("SRC", "TGT"))
+    parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"), help="training source and target (BPE)")
+    parser.add_argument("--valid", nargs=2, required=True, metavar=("SRC", "TGT"), help="validation source and target (BPE)")
     parser.add_argument("--vocab", required=True, nargs="+", metavar="VOCAB",
                         help="one shared vocabulary, or source and target vocabularies")
-    parser.add_argument("--save-dir", required=True)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--save-dir", required=True, help="the model folder (checkpoints, train.log)")
+    parser.add_argument("--seed", type=int, default=1, help="training seed")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="override an option (repeatable), value parsed as YAML")
     parser.add_argument("--gpus", type=int, default=0, metavar="N",
@@ -447,7 +447,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--precision", default="preset", choices=PRECISIONS,
                         help="GPU training precision (config key training.precision): preset = the "
                              "preset's model_dtype; CPU always trains in fp32")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="the OpenNMT-py YAML to write")
     args = parser.parse_args(argv)
     overrides = {}
     for item in args.set:

@@ -191,8 +191,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--parent", required=True, help="the parent's checkpoint (model.pt)")
     parser.add_argument("--parent-config", required=True, help="the parent's OpenNMT-py config (onmt.yaml)")
     parser.add_argument("--tune", required=True, help="the child's tune path (its last /ft_ segment is read)")
-    parser.add_argument("--save-dir", required=True)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--save-dir", required=True, help="the child's model folder (init.pt, checkpoints)")
+    parser.add_argument("--out", required=True, help="the child's OpenNMT-py YAML to write")
     args = parser.parse_args(argv)
     segments, step = parse_tune(args.tune)
     if not segments or step is not None:

@@ -85,13 +85,13 @@ def count_checkpoint(path: str) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab params", description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="base")
+    parser.add_argument("--preset", default="base", help="a preset of src/headlab/presets.yaml")
     parser.add_argument("--layers", default="6+6", help="ENC+DEC layers, e.g. 6+6 or 6+1")
     parser.add_argument("--heads", default="8L",
                         help="encoder head spec (7Ftoken+1L), or all three sites: ENC@dec=SPEC@cross=SPEC")
-    parser.add_argument("--src-vocab", type=int, default=32000)
-    parser.add_argument("--tgt-vocab", type=int, default=None)
-    parser.add_argument("--share-embeddings", action="store_true")
+    parser.add_argument("--src-vocab", type=int, default=32000, help="source vocabulary size")
+    parser.add_argument("--tgt-vocab", type=int, default=None, help="target vocabulary size (default: the source's)")
+    parser.add_argument("--share-embeddings", action="store_true", help="one embedding matrix for both sides and the generator")
     parser.add_argument("--encoder-type", default="headlab", help="headlab or transformer (stock)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a model option that changes the count, e.g. lpea_k=4 (repeatable)")

@@ -333,7 +333,7 @@ def vocab(argv: list[str]) -> int:
     import yaml
 
     parser = argparse.ArgumentParser(prog="headlab vocab")
-    parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"))
+    parser.add_argument("--train", nargs=2, required=True, metavar=("SRC", "TGT"), help="training source and target (BPE)")
     parser.add_argument("--out", required=True, help="the shared (or, with --out-tgt, source) vocabulary")
     parser.add_argument("--out-tgt", help="a separate target vocabulary")
     args = parser.parse_args(argv)

@@ -51,9 +51,9 @@ def mucow(root: Path, pair: str, domains: list[str], limit: int | None = None) -
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab suite-split", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", required=True, help="distil_<name> or mucow")
-    parser.add_argument("--pair", required=True)
+    parser.add_argument("--pair", required=True, help="language pair, SRC-TGT")
     parser.add_argument("--root", required=True, help="folder with the fetched datasets (DATA/raw)")
-    parser.add_argument("--out-prefix", required=True)
+    parser.add_argument("--out-prefix", required=True, help="prefix of the .src/.ref (and key) files written")
     parser.add_argument("--domains", default="ted,tatoeba", help="MuCoW corpora to keep")
     parser.add_argument("--limit", type=int, default=None, help="first N items only (smoke tests)")
     args = parser.parse_args(argv)

@@ -69,8 +69,8 @@ def main(argv: list[str]) -> int:
     from headlab.io import atomic_write
 
     parser = argparse.ArgumentParser(prog="headlab gates", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--model", required=True, help="a gated model's checkpoint (.pt)")
+    parser.add_argument("--out", required=True, help="gate values CSV")
     args = parser.parse_args(argv)
     table = read_gates(args.model)
     if table.empty:

@@ -17,7 +17,7 @@ from headlab.report.tables import write_table
 def main(argv: list[str]) -> int:
     """``headlab study-table --study S --name N --results DIR --config-json JSON --out PREFIX``."""
     parser = argparse.ArgumentParser(prog="headlab study-table")
-    parser.add_argument("--study", required=True, choices=sorted(studies.STUDIES))
+    parser.add_argument("--study", required=True, choices=sorted(studies.STUDIES), help="the study whose output is built")
     parser.add_argument("--name", required=True, help="a table, a figure, or README")
     parser.add_argument("--results", required=True, help="the workflow's results folder")
     parser.add_argument("--config-json", required=True, action="append",

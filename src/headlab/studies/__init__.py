@@ -263,8 +263,8 @@ def main_study_stage(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="headlab study-stage")
     for name in ("study", "corpus", "pair", "stage", "results", "out"):
-        parser.add_argument(f"--{name}", required=True)
-    parser.add_argument("--config-json", required=True, action="append")
+        parser.add_argument(f"--{name}", required=True, help="(study, corpus, pair, stage, results folder, output JSON)")
+    parser.add_argument("--config-json", required=True, action="append", help="the workflow's config as JSON (repeatable: merged in order)")
     args = parser.parse_args(argv)
     config = merge_config(args.config_json)
     module = STUDIES[args.study]

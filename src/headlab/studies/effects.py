@@ -372,8 +372,8 @@ def main_effects_summary(argv: list[str]) -> int:
     from headlab.io import atomic_write
 
     parser = argparse.ArgumentParser(prog="headlab effects-summary", description=main_effects_summary.__doc__)
-    parser.add_argument("--in", dest="inputs", action="append", required=True)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--in", dest="inputs", action="append", required=True, help="a study's effects.csv (repeatable)")
+    parser.add_argument("--out", required=True, help="the summary (Markdown) to write")
     args = parser.parse_args(argv)
     text = summary(args.inputs)
     with atomic_write(args.out) as handle:

@@ -183,7 +183,7 @@ def main(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser(prog="headlab parser-eval", description=__doc__.splitlines()[0])
     ap.add_argument("--treebank", required=True, help="ptb-sample's treebank.zip (or .mrg files)")
-    ap.add_argument("--parser", default=PARSERS[0], choices=PARSERS)
+    ap.add_argument("--parser", default=PARSERS[0], choices=PARSERS, help="the parser evaluated")
     ap.add_argument("--limit", type=int, default=0, help="score the first N trees (0: all)")
     ap.add_argument("--out", required=True, help="CSV: " + ", ".join(FIELDS))
     args = ap.parse_args(argv)

@@ -127,7 +127,7 @@ def main_featurize(argv: list[str]) -> int:
     ap.add_argument("--bpe", required=True, help="BPE'd source (pieces joined by '@@ ')")
     ap.add_argument("--parses", required=True, help="the parse cache of the same split (headlab parse)")
     ap.add_argument("--parser", choices=PARSERS, help="the parser the cache must come from")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, help="featured source (token￨feature columns)")
     args = ap.parse_args(argv)
     featurize_file(args.bpe, args.parses, args.out, parser=args.parser)
     return 0
@@ -136,7 +136,7 @@ def main_featurize(argv: list[str]) -> int:
 def main_feature_vocab(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="headlab feature-vocab", description="numeric-order feature vocabularies")
     ap.add_argument("--src-vocab", required=True, help="the model's source vocabulary: writes SRC_VOCAB_feat{i}")
-    ap.add_argument("--values", type=int, default=VALUES)
+    ap.add_argument("--values", type=int, default=VALUES, help="values of each feature vocabulary")
     args = ap.parse_args(argv)
     write_feature_vocabs(args.src_vocab, values=args.values)
     return 0

@@ -250,8 +250,8 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="headlab parse", description=__doc__.splitlines()[0])
     ap.add_argument("--in", dest="src", required=True, help="Moses-tokenised English, one sentence a line")
     ap.add_argument("--out", required=True, help="the parse cache (JSON lines)")
-    ap.add_argument("--parser", default=DEFAULT_PARSER, choices=PARSERS)
-    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--parser", default=DEFAULT_PARSER, choices=PARSERS, help="depconv (spaCy dependencies to constituents) or benepar")
+    ap.add_argument("--batch-size", type=int, default=256, help="sentences per spaCy batch")
     args = ap.parse_args(argv)
     parse_file(args.src, args.out, args.parser, batch_size=args.batch_size)
     return 0

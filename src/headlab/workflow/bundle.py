@@ -449,7 +449,7 @@ def main(argv: list[str]) -> int:
                         help="the studies whose DAG is checked (tables = the baseline)")
     parser.add_argument("--python-version", default="3.12", help="the GPU machine's Python (wheels' tags)")
     parser.add_argument("--cores", type=int, default=2, help="cores of the CPU-side preparation here")
-    parser.add_argument("--max-mib", type=float, default=55.0)
+    parser.add_argument("--max-mib", type=float, default=55.0, help="refuse a bundle larger than this (MiB)")
     args = parser.parse_args(argv)
     build(Path(args.out), configfiles=args.configfile, targets=args.target, python_version=args.python_version,
           cores=args.cores, max_mib=args.max_mib)

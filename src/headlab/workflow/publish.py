@@ -119,7 +119,7 @@ def publish(config: dict, study: str, results: str | os.PathLike, out: str | os.
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab publish", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--study", required=True)
+    parser.add_argument("--study", required=True, help="the study whose outputs are published")
     parser.add_argument("--results", required=True, help="the workflow's results folder")
     parser.add_argument("--config-json", required=True, action="append",
                         help="the workflow config as JSON, or slices of it (repeatable)")

@@ -105,10 +105,10 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.rehearsal", description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", default="gpu-bundle", help="a built bundle (make gpu-bundle)")
-    parser.add_argument("--venv", default=".venv-rehearsal")
+    parser.add_argument("--venv", default=".venv-rehearsal", help="the Python 3.12 virtual environment of the rehearsal")
     parser.add_argument("--python", default=None, help=f"a CPython {MACHINE_PYTHON} (default: found)")
     parser.add_argument("--budget", type=float, default=300, help="the first call's budget in seconds")
-    parser.add_argument("--second-budget", type=float, default=60)
+    parser.add_argument("--second-budget", type=float, default=60, help="budget (s) of the second run, after a simulated fresh machine")
     parser.add_argument("--keep", default=None, help="copy OUT of both calls here")
     args = parser.parse_args(argv)
     bundle = Path(args.bundle).resolve()
