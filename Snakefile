@@ -6,8 +6,8 @@
 # the rules below are generic (fetch, prepare, preprocess, bpe, vocab, train, translate,
 # score, table) and never copied per paper.
 import os
+import sys
 
-from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 import headlab.workflow.config_check
@@ -20,13 +20,20 @@ from headlab.errors import HeadlabError
 min_version("9.0")
 
 
+def _stop(message: str):
+    """Bad input: one line naming the file or config key, exit status 1 (a WorkflowError
+    would add snakemake's own location lines about this file)."""
+    print(f"headlab: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
 # the embedded default, only when no --configfile is given (snakemake would otherwise
 # merge the two, mixing the default's studies into another config's)
 if not workflow.overwrite_configfiles:
     # relative to the working directory: run elsewhere, say which config to pass
     if not os.path.isfile("config/config.yaml"):
-        raise WorkflowError(f"no config: pass --configfile config/config.yaml (the embedded default, in "
-                            f"{workflow.basedir}) or a config of your own; {os.getcwd()} has no config/config.yaml")
+        _stop(f"no config: pass --configfile config/config.yaml (the embedded default, in "
+              f"{workflow.basedir}) or a config of your own; {os.getcwd()} has no config/config.yaml")
 
     configfile: "config/config.yaml"
 
@@ -36,16 +43,19 @@ if not workflow.overwrite_configfiles:
 # on a GPU config) drop a key with null where the schema allows no null: snakemake merges
 # mappings key by key, so null is the only way an overlay can remove a study or a grid key.
 _schema = headlab.workflow.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml"))
-for _overlay in list(workflow.overwrite_configfiles)[1:]:
+# Each source is read on its own, so that an error names the file (or --config) it is in:
+# the one that wins first (a merged value is that of the last source that sets it; once
+# typed, the sources below it pass).
+try:
+    headlab.workflow.config_types.coerce_overrides(config, dict(workflow.config_settings.config), _schema)
+except HeadlabError as err:
+    _stop(f"config error: --config: {err}")
+for _configfile in reversed(workflow.overwrite_configfiles):
     try:
         headlab.workflow.config_types.coerce_overrides(
-            config, headlab.workflow.config_types.load_yaml(_overlay), _schema)
+            config, headlab.workflow.config_types.load_yaml(_configfile), _schema)
     except HeadlabError as err:
-        raise WorkflowError(f"{_overlay}: {err}") from None
-try:
-    headlab.workflow.config_types.coerce_overrides(config, workflow.config_settings.overwrite_config, _schema)
-except HeadlabError as err:
-    raise WorkflowError(f"--config: {err}") from None
+        _stop(f"config error: {_configfile}: {err}")
 validate(config, "config/schema.yaml")
 
 # Rule shells never glob: model paths may hold a head spec's "*" (headlab.naming.MODEL).
@@ -57,7 +67,7 @@ if workflow.is_main_process:
         _mirror = config.get("data", {}).get("mirror") or headlab.data.fetch.default_mirror()
         headlab.workflow.config_check.check(config, mirror=_mirror and os.path.join(workflow.basedir, _mirror))
     except HeadlabError as err:
-        raise WorkflowError(f"config error: {err}") from None
+        _stop(f"config error: {err}")
 # head specs as model paths name them (`4L|gate` is 4L~gate), in every process, after the
 # check (whose errors quote them as written): the studies' tables and files name each model
 # exactly as its directory does

@@ -27,6 +27,22 @@ def test_config_override_that_cannot_be_coerced_names_the_key(tmp_path, mirror):
     assert "[studies.baseline.sizes[0]] '5k'" in result.stdout + result.stderr
 
 
+def test_a_bad_value_is_one_line_naming_the_source_it_came_from(tmp_path, mirror):
+    """The merged value's source: the config file, an overlay on it, or --config."""
+    config = write_config(tmp_path, mirror)
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("training:\n  threads: two\n")
+    for args, source in [((str(config), str(overlay)), str(overlay)),
+                         ((str(write_config(tmp_path, mirror, **{"training.threads": "two"})),), str(config))]:
+        result = snakemake("-n", "--configfile", *args)
+        lines = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("Using profile")]
+        assert result.returncode == 1
+        assert lines == [f"headlab: config error: {source}: [training.threads] cannot read 'two' as integer"]
+    result = snakemake("-n", "--configfile", str(config), str(overlay), "--config", "training={'threads': 'x'}")
+    assert (result.stdout + result.stderr).splitlines()[-1] == (
+        "headlab: config error: --config: [training.threads] cannot read 'x' as integer")
+
+
 def test_bogus_head_spec_preset_or_option_fails_before_any_job(tmp_path, mirror):
     config = write_config(tmp_path, mirror)
     for override, message in [
