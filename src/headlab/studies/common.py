@@ -27,9 +27,9 @@ def load_json(path):
         return json.load(handle)
 
 
-def reference(csv_name: str, table: str, dtype=None) -> pd.DataFrame:
-    """The rows of ``table`` in a study's reference CSV (the paper's own numbers)."""
-    text = resources.files("headlab.studies").joinpath(csv_name).read_text(encoding="utf-8")
+def reference(study: str, table: str, dtype=None) -> pd.DataFrame:
+    """The rows of ``table`` in a study's ``reference.csv`` (the paper's own numbers)."""
+    text = resources.files(f"headlab.studies.{study}").joinpath("reference.csv").read_text(encoding="utf-8")
     ref = pd.read_csv(StringIO(text), dtype=dtype)
     return ref[ref["table"] == table].copy()
 

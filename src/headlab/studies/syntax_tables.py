@@ -2,7 +2,7 @@
 
 Reads the CSVs of ``headlab profile-heads`` (:mod:`headlab.syntax.profile`) and returns
 what a study table builder returns: a :class:`headlab.studies.tables.Table` (ours beside
-the paper's ``paper_D_reference.csv`` T1 numbers) and the tidy rows.
+the paper's ``paper_D/reference.csv`` T1 numbers) and the tidy rows.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
     the paper's other rows. Columns: the best head (``layer-head``; ``direction`` =
     ``dep->head`` is eq. 4, ``both`` takes the better of the two directions and names it),
     its accuracy, the best offset baseline over every non-root arc and its offset, each
-    beside the paper's (``reference``: the T1 rows of ``paper_D_reference.csv`` by
+    beside the paper's (``reference``: the T1 rows of ``paper_D/reference.csv`` by
     default); bold: the head beats the baseline by ``threshold`` points or more. Counts
     are summed over the v2 relations that share a v1 name before dividing. Ties: the
     lowest layer, then head; relations of equal frequency by name."""
@@ -102,4 +102,4 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
 
 def _reference(table: str):
     from headlab.studies.common import reference
-    return reference("paper_D_reference.csv", table, dtype=str)
+    return reference("paper_D", table, dtype=str)

@@ -105,7 +105,7 @@ def paired(systems: dict[str, list[str]], refs: list[str]) -> dict[str, dict]:
 def paper_numbers(pair: str, layers: str) -> dict[str, tuple[str, str]]:
     """heads -> (table, BLEU) of paper A's rows for this pair and depth."""
     import csv
-    reference = Path(__file__).resolve().parents[1] / "studies/paper_A_reference.csv"
+    reference = Path(__file__).resolve().parents[1] / "studies/paper_A/reference.csv"
     found = {}
     with open(reference, newline="") as handle:
         for row in csv.DictReader(handle):

@@ -1,7 +1,7 @@
 """Paper D: Ondov et al., *Interpretability of attention heads in a Transformer trained on
 English-German translation*: L0 head gates on a converged model (§3.1-3.4, Table 2),
 pruned and inverse-pruned fine-tuning (§3.5-3.6, Table 3), beside the paper's numbers
-(``paper_D_reference.csv``), and what the paper's future work asks for.
+(``paper_D/reference.csv``), and what the paper's future work asks for.
 
 Models (all fine-tunes, :mod:`headlab.engine.finetune`; paths name their parent)
 ---------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ class Files(common.StudyFiles):
 
 
 def reference(table: str) -> pd.DataFrame:
-    return common.reference("paper_D_reference.csv", table, dtype=str)
+    return common.reference("paper_D", table, dtype=str)
 
 
 def _bleu(f: Files, m) -> float:

@@ -1,6 +1,6 @@
 """Paper B: Goindani & Shrivastava (2021), *A Dynamic Head Importance Computation Mechanism
 for Neural Machine Translation* (DHICM). Tables 2-4 and Figures 1-3, each beside the
-paper's own numbers (``paper_B_reference.csv``).
+paper's own numbers (``paper_B/reference.csv``).
 
 Systems (§4.3)
 --------------
@@ -260,7 +260,7 @@ class Files(common.StudyFiles):
 
 
 def reference(table: str) -> pd.DataFrame:
-    return common.reference("paper_B_reference.csv", table, dtype=str)
+    return common.reference("paper_B", table, dtype=str)
 
 
 def _label(corpus, pair):

@@ -1,6 +1,6 @@
 """Paper C: *Redundant heads enlivening* (RHE) with syntax-enhanced attention (DEA, LPEA),
 beside Rel_Pos (Shaw et al. 2018) and Localness (Yang et al. 2018). Tables 1-3, A2, A3
-and Figures 4-5, each beside the paper's own numbers (``paper_C_reference.csv``).
+and Figures 4-5, each beside the paper's own numbers (``paper_C/reference.csv``).
 
 Systems (§5.2)
 --------------
@@ -308,7 +308,7 @@ class Files(common.StudyFiles):
 
 
 def reference(table: str) -> pd.DataFrame:
-    return common.reference("paper_C_reference.csv", table, dtype=str).assign(
+    return common.reference("paper_C", table, dtype=str).assign(
         value=lambda r: pd.to_numeric(r["value"], errors="coerce"), mark=lambda r: r["note"].where(
             r["note"].isin(["↑", "⇑"]), ""))
 

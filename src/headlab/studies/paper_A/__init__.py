@@ -1,5 +1,5 @@
 """Paper A (Raganato et al. 2020, fixed encoder self-attention patterns): Tables 1-6 and
-Figures 2-3, each beside the paper's own numbers (``paper_A_reference.csv``).
+Figures 2-3, each beside the paper's own numbers (``paper_A/reference.csv``).
 
 The study config names the grid (see config/schema.yaml ``paper_A``)::
 
@@ -168,7 +168,7 @@ class Files(common.StudyFiles):
 
 
 def reference(table: str) -> pd.DataFrame:
-    return common.reference("paper_A_reference.csv", table, dtype={"layers": str})
+    return common.reference("paper_A", table, dtype={"layers": str})
 
 
 def _label(system, ablation):
