@@ -62,7 +62,7 @@ run: setup
 # Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
 # module's fixtures are built once); the slowest tests are listed at the end.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --durations=15
+PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 # the atlas browser test's Chromium (Debian's, with its driver): installed when missing and
 # root; make test requires it (the test fails instead of skipping without it)

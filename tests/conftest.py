@@ -35,3 +35,17 @@ def mirror() -> Path:
     if not (path / "MANIFEST.tsv").exists():
         pytest.skip(f"data mirror not found at {path}")
     return path
+
+
+#: the test files that run whole workflows, slowest first. pytest-xdist hands out files in
+#: collection order (the Makefile passes --no-loadscope-reorder: by default it orders them by
+#: their number of tests), so these start first and the workers end together, instead of
+#: one worker starting the SLURM run (10 minutes) when the other is nearly done.
+SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_B.py", "test_gpu_configs_on_cpu.py",
+              "test_paper_C.py", "test_gpu_bundle.py", "test_paper_D.py", "test_workflow_config.py",
+              "test_atlas.py", "test_atlas_browser.py", "test_exact_resume.py", "test_retrain_on_change.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: index for index, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
