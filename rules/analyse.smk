@@ -14,10 +14,10 @@ def _mucow_domains():
 
 rule suite_distil:
     input:
-        f"{DATA}/raw/distil-lingeval/.verified",
+        headlab.naming.path("fetched", RESULTS, dataset="distil-lingeval"),
     output:
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/distil_{{suite}}.src",
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/distil_{{suite}}.tgt",
+        src=pattern("raw", split="distil_{suite}", side="src"),
+        tgt=pattern("raw", split="distil_{suite}", side="tgt"),
     wildcard_constraints:
         suite=r"[a-z_]+",
     params:
@@ -33,11 +33,11 @@ rule suite_distil:
 
 rule suite_mucow:
     input:
-        f"{DATA}/raw/mucow/.verified",
+        headlab.naming.path("fetched", RESULTS, dataset="mucow"),
     output:
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/mucow.src",
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/mucow.tgt",
-        key=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/mucow.key",
+        src=pattern("raw", split="mucow", side="src"),
+        tgt=pattern("raw", split="mucow", side="tgt"),
+        key=pattern("mucow_key"),
     params:
         domains=_mucow_domains(),
         limit=_suite_limit,
@@ -55,11 +55,11 @@ ruleorder: suite_mucow > suite_distil > prepare
 
 rule forced_score:
     input:
-        model=f"{MODELS}/{MODEL}/model.pt",
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.src",
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.tgt",
+        model=pattern("checkpoint"),
+        src=pattern("bpe", side="src"),
+        tgt=pattern("bpe", side="tgt"),
     output:
-        f"{SCORES}/{MODEL}/{{split}}.{{ablation}}.logprob.tsv",
+        pattern("logprob"),
     params:
         ablation=_ablation_args,
         gpu="--gpu 0" if GPU else "",
@@ -82,9 +82,9 @@ rule forced_score:
 # itself before, concurrent jobs all of them, and spaCy had to be where the models are scored).
 rule distil_parses:
     input:
-        f"{DATA}/raw/distil-lingeval/.verified",
+        headlab.naming.path("fetched", RESULTS, dataset="distil-lingeval"),
     output:
-        f"{DATA}/raw/distil-lingeval/{{suite}}.parses{{limit}}.json",
+        pattern("distil_parses"),
     wildcard_constraints:
         suite=r"[a-z_]+",
         limit=r"|\.first[0-9]+",
@@ -104,16 +104,16 @@ def _distil_parses(w):
     if w.suite != "subj_verb_agreement":
         return []
     limit = corpus(w.corpus).get("test_limit")
-    return [f"{DATA}/raw/distil-lingeval/{w.suite}.parses{f'.first{limit}' if limit else ''}.json"]
+    return [headlab.naming.path("distil_parses", RESULTS, suite=w.suite, limit=f".first{limit}" if limit else "")]
 
 
 rule distil_accuracy:
     input:
-        scores=f"{SCORES}/{MODEL}/distil_{{suite}}.{{ablation}}.logprob.tsv",
-        fetched=f"{DATA}/raw/distil-lingeval/.verified",
+        scores=pattern("logprob", split="distil_{suite}"),
+        fetched=headlab.naming.path("fetched", RESULTS, dataset="distil-lingeval"),
         parses=_distil_parses,
     output:
-        f"{SCORES}/{MODEL}/distil_{{suite}}.{{ablation}}.accuracy.csv",
+        pattern("distil_accuracy"),
     wildcard_constraints:
         suite=r"[a-z_]+",
     params:
@@ -132,12 +132,12 @@ rule distil_accuracy:
 
 rule mucow_accuracy:
     input:
-        hyp=f"{TRANS}/{MODEL}/mucow.{{ablation}}.txt",
-        key=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/mucow.key",
+        hyp=pattern("translation", split="mucow"),
+        key=pattern("mucow_key"),
     output:
-        csv=f"{SCORES}/{MODEL}/mucow.{{ablation}}.mucow.csv",
+        csv=pattern("mucow_accuracy"),
         # hit / miss / other per sentence: the paired tests of effects.csv resample them
-        details=f"{SCORES}/{MODEL}/mucow.{{ablation}}.mucow.details.txt",
+        details=pattern("mucow_details"),
     log:
         f"{LOGS}/contrastive/{MODEL}/mucow.{{ablation}}.log",
     conda:
@@ -157,18 +157,19 @@ def _compare_hyps(w):
     hyps = {}
     for system in w.systems.split("--"):
         heads, ablation = system.rsplit(".", 1)
-        hyps[system] = (f"{TRANS}/{w.corpus}/{w.pair}/{w.size}/{w.preset}/{w.variant}/{w.layers}/{heads}/"
-                        f"seed{w.seed}/{w.split}.{ablation}.txt")
+        model = {k: w[k] for k in ("corpus", "pair", "size", "preset", "variant", "layers", "seed")}
+        hyps[system] = headlab.naming.path("translation", RESULTS, {**model, "heads": heads}, split=w.split,
+                                           ablation=ablation)
     return hyps
 
 
 rule compare:
     input:
         unpack(_compare_hyps),
-        ref=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+        ref=pattern("raw", side="tgt"),
     output:
-        bootstrap=f"{SCORES}/compare/{GROUP}/{{split}}/{{systems}}.bootstrap.csv",
-        length=f"{SCORES}/compare/{GROUP}/{{split}}/{{systems}}.length.csv",
+        bootstrap=pattern("compare", part="bootstrap"),
+        length=pattern("compare", part="length"),
     wildcard_constraints:
         systems=r"[^/]+",
     params:
@@ -188,9 +189,9 @@ rule compare:
 
 rule params:
     input:
-        f"{MODELS}/{MODEL}/model.pt",
+        pattern("checkpoint"),
     output:
-        f"{SCORES}/{MODEL}/params.json",
+        pattern("params"),
     log:
         f"{LOGS}/params/{MODEL}.log",
     conda:
@@ -204,12 +205,12 @@ rule params:
 # layers, the importance of each head for each token (paper B Figures 1-3).
 rule export_attention:
     input:
-        model=f"{MODELS}/{MODEL}/model.pt",
+        model=pattern("checkpoint"),
         # syntax models (paper C): the featured source, read with its feature columns
         src=_translate_source,
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.tgt",
+        tgt=pattern("bpe", side="tgt"),
     output:
-        f"{SCORES}/{MODEL}/{{split}}.{{site}}.attention.npz",
+        pattern("attention"),
     wildcard_constraints:
         site="enc|dec|cross",
     params:
@@ -232,14 +233,14 @@ TREEBANK = r"ud-[a-z]+_[a-z]+|spacy-[A-Za-z0-9_]+"
 
 
 def _ud_gold(prefix):
-    return f"{DATA}/raw/ud/{prefix}-ud-test.conllu.gz"
+    return release_file("ud", f"{prefix}-ud-test.conllu.gz")
 
 
 rule treebank_text:
     input:
-        f"{DATA}/raw/ud/.verified",
+        headlab.naming.path("fetched", RESULTS, dataset="ud"),
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/ud_{{prefix}}.src",
+        pattern("raw", split="ud_{prefix}", side="src"),
     wildcard_constraints:
         prefix=r"[a-z]+_[a-z]+",
     params:
@@ -257,9 +258,9 @@ ruleorder: treebank_text > prepare
 
 rule treebank_parse:
     input:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.src",
+        pattern("raw", side="src"),
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/gold/{{split}}.spacy.conllu",
+        pattern("gold_parse"),
     log:
         f"{LOGS}/treebank/{{corpus}}/{{pair}}/{{size}}/{{split}}.spacy.log",
     conda:
@@ -270,10 +271,10 @@ rule treebank_parse:
 
 def _profile_inputs(w):
     kind, name = w.treebank.split("-", 1)
-    folder = f"{DATA}/{w.corpus}/{w.pair}/{w.size}"
     if kind == "ud":
-        return {"gold": f"{DATA}/raw/ud/.verified", "src": f"{folder}/bpe/ud_{name}.src"}
-    return {"gold": f"{folder}/gold/{name}.spacy.conllu", "src": f"{folder}/bpe/{name}.src"}
+        return {"gold": headlab.naming.path("fetched", RESULTS, dataset="ud"),
+                "src": data_file("bpe", w, split=f"ud_{name}", side="src")}
+    return {"gold": data_file("gold_parse", w, split=name), "src": data_file("bpe", w, split=name, side="src")}
 
 
 def _profile_gold(w, input):
@@ -284,12 +285,12 @@ def _profile_gold(w, input):
 rule profile_heads:
     input:
         unpack(_profile_inputs),
-        model=f"{MODELS}/{MODEL}/model.pt",
+        model=pattern("checkpoint"),
     output:
-        csv=f"{SCORES}/{MODEL}/profile/{{treebank}}.csv",
-        baselines=f"{SCORES}/{MODEL}/profile/{{treebank}}.baselines.csv",
-        alignment=f"{SCORES}/{MODEL}/profile/{{treebank}}.alignment.json",
-        attention=f"{SCORES}/{MODEL}/profile/{{treebank}}.attention.npz",
+        csv=pattern("profile", part="csv"),
+        baselines=pattern("profile", part="baselines.csv"),
+        alignment=pattern("profile", part="alignment.json"),
+        attention=pattern("profile", part="attention.npz"),
     wildcard_constraints:
         treebank=TREEBANK,
     params:

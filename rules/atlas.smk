@@ -4,7 +4,8 @@
 import headlab.atlas.select
 
 ATLAS = headlab.atlas.select.settings(config)
-ATLAS_DIR = f"{RESULTS}/{headlab.atlas.select.OUTDIR}"
+# the atlas's own folder (headlab.naming.PATHS["atlas_index"]): `headlab atlas-index --out`
+ATLAS_DIR = headlab.naming.pattern("atlas_index", RESULTS, part="").rstrip("/")
 
 
 def _atlas_model(w):
@@ -15,7 +16,7 @@ def _atlas_source(w, split):
     """The BPE'd source of a split; featured for syntax models (rules/syntax.smk)."""
     if model_needs_syntax(w):
         return featured(w, split)
-    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{split}.src"
+    return data_file("bpe", w, split=split, side="src")
 
 
 def _atlas_treebank(w):
@@ -24,8 +25,8 @@ def _atlas_treebank(w):
         return {}
     kind, name = ATLAS["treebank"].split("-", 1)
     split = f"ud_{name}" if kind == "ud" else name
-    gold = (f"{DATA}/raw/ud/.verified" if kind == "ud"
-            else f"{DATA}/{w.corpus}/{w.pair}/{w.size}/gold/{name}.spacy.conllu")
+    gold = (headlab.naming.path("fetched", RESULTS, dataset="ud") if kind == "ud"
+            else data_file("gold_parse", w, split=name))
     return {"gold": gold, "treebank_src": _atlas_source(w, split)}
 
 
@@ -35,9 +36,9 @@ def _atlas_bleu(w):
 
 def _atlas_inputs(w):
     valid = corpus(w.corpus)["valid"]
-    inputs = {"model": f"{MODELS}/{MODEL}/model.pt".format(**dict(w.items())),
+    inputs = {"model": model_file("checkpoint", w),
               "src": _atlas_source(w, valid),
-              "tgt": f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{valid}.tgt",
+              "tgt": data_file("bpe", w, split=valid, side="tgt"),
               **_atlas_treebank(w)}
     inputs.update({f"bleu_{k}": path for k, path in _atlas_bleu(w).items()})
     return inputs
@@ -55,9 +56,9 @@ rule atlas_model:
     input:
         unpack(_atlas_inputs),
     output:
-        heads=f"{ATLAS_DIR}/{MODEL}/heads.csv",
-        examples=f"{ATLAS_DIR}/{MODEL}/examples.json",
-        timing=f"{ATLAS_DIR}/{MODEL}/timing.json",
+        heads=pattern("atlas_model", part="heads.csv"),
+        examples=pattern("atlas_model", part="examples.json"),
+        timing=pattern("atlas_model", part="timing.json"),
     params:
         name=lambda w: MODEL.format(**dict(w.items())),
         out=lambda w, output: os.path.dirname(output.heads),
@@ -84,7 +85,7 @@ rule atlas_model:
 def _atlas_index_inputs(w):
     for study in config["studies"]:
         _finished_stages(study)          # paper B's finals, paper D's pruned models
-    return [f"{headlab.atlas.select.model_dir(RESULTS, e['model'])}/{name}"
+    return [headlab.naming.path("atlas_model", RESULTS, e["model"], part=name)
             for e in headlab.atlas.select.selected(config, RESULTS).values()
             for name in ("heads.csv", "examples.json")]
 
@@ -93,18 +94,18 @@ rule atlas_index:
     input:
         _atlas_index_inputs,
     output:
-        index=f"{ATLAS_DIR}/index.html",
-        explorer=report(directory(f"{ATLAS_DIR}/explorer"), htmlindex="index.html", category="atlas",
+        index=pattern("atlas_index", part="index.html"),
+        explorer=report(directory(pattern("atlas_index", part="explorer")), htmlindex="index.html", category="atlas",
                         caption="../report/atlas.rst", labels={"atlas": "explorer"}),
-        agreement=f"{ATLAS_DIR}/agreement.csv",
-        agreement_md=report(f"{ATLAS_DIR}/agreement.md", category="atlas", caption="../report/atlas_table.rst",
+        agreement=pattern("atlas_index", part="agreement.csv"),
+        agreement_md=report(pattern("atlas_index", part="agreement.md"), category="atlas", caption="../report/atlas_table.rst",
                             labels={"atlas": "agreement"}),
-        claims=f"{ATLAS_DIR}/claims.csv",
-        claims_md=report(f"{ATLAS_DIR}/claims.md", category="atlas", caption="../report/atlas_table.rst",
+        claims=pattern("atlas_index", part="claims.csv"),
+        claims_md=report(pattern("atlas_index", part="claims.md"), category="atlas", caption="../report/atlas_table.rst",
                          labels={"atlas": "claims"}),
-        figure=report(f"{ATLAS_DIR}/agreement.png", category="atlas", caption="../report/atlas_figure.rst",
+        figure=report(pattern("atlas_index", part="agreement.png"), category="atlas", caption="../report/atlas_figure.rst",
                       labels={"atlas": "agreement figure"}),
-        pdf=f"{ATLAS_DIR}/agreement.pdf",
+        pdf=pattern("atlas_index", part="agreement.pdf"),
     params:
         # the whole config: the explorer lists every model of every study
         config=lambda w: json.dumps(config, sort_keys=True, separators=(",", ":")),

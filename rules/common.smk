@@ -47,12 +47,50 @@ def gpu_resources(gpus):
     if gpus > 1:
         return {"gpu": gpus, "gpu_percent": 100 * gpus, "nodes": 1}
     return {"gpu": 1, "gpu_percent": -(-100 // config["training"].get("jobs_per_gpu", 1))}
-DATA = f"{RESULTS}/data"
-MODELS = f"{RESULTS}/models"
-TRANS = f"{RESULTS}/translations"
-SCORES = f"{RESULTS}/scores"
-TABLES = f"{RESULTS}/tables"
+
+
+# Every artifact's path comes from one table, headlab.naming.PATHS: outputs are its
+# patterns (headlab.naming.pattern), input functions its paths (headlab.naming.path,
+# data_file, model_file below), so the studies, the atlas and publish read what the rules
+# write. Logs are no artifacts: they stay under LOGS.
 LOGS = f"{RESULTS}/logs"
+
+
+def pattern(kind, **fields):
+    """The output pattern of file `kind` under RESULTS (fields left out stay wildcards)."""
+    return headlab.naming.pattern(kind, RESULTS, **fields)
+
+
+def data_file(kind, w, **fields):
+    """File `kind` of the data folder (corpus/pair/size) that the wildcards `w` name."""
+    return headlab.naming.path(kind, RESULTS, data=headlab.naming.data_path(w), **fields)
+
+
+def model_file(kind, w, **fields):
+    """File `kind` of the model that the wildcards (or model dict) `w` name."""
+    return headlab.naming.path(kind, RESULTS, {k: w[k] for k in MODEL_KEYS}, **fields)
+
+
+def release_file(dataset, file):
+    """A file of a fetched release (a treebank, a test suite)."""
+    return headlab.naming.path("release_file", RESULTS, dataset=dataset, file=file)
+
+
+# Shell commands name files of a fetched release and of a pair's data folder as text
+# (`{DATA}/raw/<dataset>/...`, `{DATA}/<corpus>/<pair>/<size>/...`; a changed command would
+# rerun its jobs): DATA is the folder PATHS puts both in, and the layout they assume is checked.
+DATA = headlab.naming.pattern("raw", RESULTS).partition("/{corpus}/")[0]
+_SHELL_LAYOUT = {
+    "release_file": "{DATA}/raw/{dataset}/{file}",
+    "fetched": "{DATA}/raw/{dataset}/.verified",
+    "raw": "{DATA}/{corpus}/{pair}/{size}/raw/{split}.{side}",
+    "vocab": "{DATA}/{corpus}/{pair}/{size}/vocab.txt",
+    "vocab_side": "{DATA}/{corpus}/{pair}/{size}/vocab.{side}.txt",
+}
+for _kind, _layout in _SHELL_LAYOUT.items():
+    if headlab.naming.pattern(_kind, RESULTS) != _layout.replace("{DATA}", DATA):
+        _stop(f"headlab.naming.PATHS[{_kind!r}] = {headlab.naming.PATHS[_kind]!r}: the shell commands of "
+              f"rules/*.smk expect {_layout} (change them with it)")
 
 # one model of the grid: corpus/pair/size/preset/variant/layers/heads/seedN
 MODEL = headlab.naming.MODEL
@@ -119,12 +157,8 @@ def tokenizer_arg(corpus_name, pair, side):
     return "" if name == "moses" else f"--tokenizer {name}"
 
 
-def data_dir(w):
-    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}"
-
-
 def model_dir(w):
-    return f"{MODELS}/" + MODEL.format(**{k: w[k] for k in MODEL_KEYS})
+    return model_file("model_dir", w)
 
 
 def study_models(name):

@@ -6,11 +6,11 @@
 rule learning_curve:
     input:
         # the finished model: its train.log (written by headlab train) is complete then
-        f"{MODELS}/{MODEL}/model.pt",
+        pattern("checkpoint"),
     output:
-        f"{SCORES}/{MODEL}/learning_curve.csv",
+        pattern("learning_curve"),
     params:
-        train_log=lambda w: f"{model_dir(w)}/train.log",
+        train_log=lambda w: model_file("train_log", w),
     log:
         f"{LOGS}/learning_curve/{MODEL}.log",
     conda:

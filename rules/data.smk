@@ -5,7 +5,7 @@
 
 rule fetch:
     output:
-        touch(f"{DATA}/raw/{{dataset}}/.verified"),
+        touch(pattern("fetched")),
     params:
         flags=mirror_args(),
         files=lambda w: fetch_files(w.dataset),
@@ -34,10 +34,10 @@ def _prepare_size_args(w):
 
 rule prepare:
     input:
-        lambda w: f"{DATA}/raw/{corpus(w.corpus)['dataset']}/.verified",
+        lambda w: headlab.naming.path("fetched", RESULTS, dataset=corpus(w.corpus)["dataset"]),
     output:
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.src",
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+        src=pattern("raw", side="src"),
+        tgt=pattern("raw", side="tgt"),
     params:
         dataset=lambda w: corpus(w.corpus)["dataset"],
         size=_prepare_size_args,
@@ -52,9 +52,9 @@ rule prepare:
 
 rule tokenize:
     input:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.{{side}}",
+        pattern("raw"),
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tok/{{split}}.{{side}}",
+        pattern("tokenized"),
     params:
         lang=lambda w: lang(w.pair, w.side),
         tokenizer=lambda w: tokenizer_arg(w.corpus, w.pair, w.side),
@@ -68,9 +68,9 @@ rule tokenize:
 
 rule truecase_train:
     input:
-        lambda w: f"{DATA}/{w.corpus}/{w.pair}/{w.size}/tok/{corpus(w.corpus)['train']}.{w.side}",
+        lambda w: data_file("tokenized", w, split=corpus(w.corpus)["train"], side=w.side),
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/truecase.{{side}}",
+        pattern("truecase_model"),
     log:
         f"{LOGS}/truecase/{{corpus}}/{{pair}}/{{size}}/{{side}}.log",
     conda:
@@ -81,10 +81,10 @@ rule truecase_train:
 
 rule truecase:
     input:
-        text=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tok/{{split}}.{{side}}",
-        model=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/truecase.{{side}}",
+        text=pattern("tokenized"),
+        model=pattern("truecase_model"),
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tc/{{split}}.{{side}}",
+        pattern("truecased"),
     log:
         f"{LOGS}/truecase/{{corpus}}/{{pair}}/{{size}}/{{split}}.{{side}}.log",
     conda:
@@ -95,10 +95,9 @@ rule truecase:
 
 rule bpe_learn:
     input:
-        lambda w: expand(f"{DATA}/{w.corpus}/{w.pair}/{w.size}/tc/{corpus(w.corpus)['train']}.{{side}}",
-                         side=["src", "tgt"]),
+        lambda w: [data_file("truecased", w, split=corpus(w.corpus)["train"], side=side) for side in ("src", "tgt")],
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe.codes",
+        pattern("bpe_codes"),
     params:
         merges=lambda w: corpus(w.corpus)["bpe_merges"],
     log:
@@ -112,9 +111,9 @@ rule bpe_learn:
 rule bpe_learn_side:
     # corpora with `bpe_joint: false` (paper A §4.2: "independent for Korean-English")
     input:
-        lambda w: f"{DATA}/{w.corpus}/{w.pair}/{w.size}/tc/{corpus(w.corpus)['train']}.{w.side}",
+        lambda w: data_file("truecased", w, split=corpus(w.corpus)["train"], side=w.side),
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe.{{side}}.codes",
+        pattern("bpe_side_codes"),
     params:
         merges=lambda w: corpus(w.corpus)["bpe_merges"],
     log:
@@ -127,16 +126,16 @@ rule bpe_learn_side:
 
 def bpe_codes(w):
     if corpus(w.corpus).get("bpe_joint", True):
-        return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe.codes"
-    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe.{w.side}.codes"
+        return data_file("bpe_codes", w)
+    return data_file("bpe_side_codes", w, side=w.side)
 
 
 rule bpe_apply:
     input:
-        text=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/tc/{{split}}.{{side}}",
+        text=pattern("truecased"),
         codes=bpe_codes,
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.{{side}}",
+        pattern("bpe"),
     log:
         f"{LOGS}/bpe/{{corpus}}/{{pair}}/{{size}}/{{split}}.{{side}}.log",
     conda:
@@ -147,10 +146,9 @@ rule bpe_apply:
 
 rule vocab:
     input:
-        lambda w: expand(f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{corpus(w.corpus)['train']}.{{side}}",
-                         side=["src", "tgt"]),
+        lambda w: [data_file("bpe", w, split=corpus(w.corpus)["train"], side=side) for side in ("src", "tgt")],
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.txt",
+        pattern("vocab"),
     log:
         f"{LOGS}/vocab/{{corpus}}/{{pair}}/{{size}}.log",
     conda:
@@ -162,11 +160,10 @@ rule vocab:
 rule vocab_separate:
     # `bpe_joint: false`: one vocabulary per side, from one OpenNMT-py build_vocab run
     input:
-        lambda w: expand(f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{corpus(w.corpus)['train']}.{{side}}",
-                         side=["src", "tgt"]),
+        lambda w: [data_file("bpe", w, split=corpus(w.corpus)["train"], side=side) for side in ("src", "tgt")],
     output:
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.src.txt",
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/vocab.tgt.txt",
+        src=pattern("vocab_side", side="src"),
+        tgt=pattern("vocab_side", side="tgt"),
     log:
         f"{LOGS}/vocab/{{corpus}}/{{pair}}/{{size}}.separate.log",
     conda:
@@ -177,10 +174,9 @@ rule vocab_separate:
 
 def vocabularies(w):
     """The model's vocabulary file(s): one shared (joint BPE), or source then target."""
-    folder = f"{DATA}/{w.corpus}/{w.pair}/{w.size}"
     if corpus(w.corpus).get("bpe_joint", True):
-        return [f"{folder}/vocab.txt"]
-    return [f"{folder}/vocab.src.txt", f"{folder}/vocab.tgt.txt"]
+        return [data_file("vocab", w)]
+    return [data_file("vocab_side", w, side=side) for side in ("src", "tgt")]
 
 
 # One-sentence test splits that studies declare (paper C Figure 5's sentence): written as
@@ -190,8 +186,8 @@ SENTENCE_SPLITS = headlab.studies.sentence_splits(config)
 
 rule sentence_split:
     output:
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.src",
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+        src=pattern("raw", side="src"),
+        tgt=pattern("raw", side="tgt"),
     wildcard_constraints:
         split="|".join(SENTENCE_SPLITS) or "(?!)",
     params:

@@ -9,7 +9,7 @@ def _translate_source(w):
     """The test source: featured by the model's parser for syntax models (rules/syntax.smk)."""
     if model_needs_syntax(w):
         return featured(w, w.split)
-    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/bpe/{w.split}.src"
+    return data_file("bpe", w, split=w.split, side="src")
 
 
 def _feature_args(w):
@@ -28,15 +28,16 @@ def _ablation_args(w):
 
 def _translated_model(w):
     """``avgN``: the average of the last N checkpoints (paper C §A.1); otherwise the model."""
-    name = f"model.{w.ablation}.pt" if w.ablation.startswith("avg") else "model.pt"
-    return f"{MODELS}/{MODEL}/{name}".format(**dict(w.items()))
+    if w.ablation.startswith("avg"):
+        return model_file("averaged_checkpoint", w, n=w.ablation[len("avg"):])
+    return model_file("checkpoint", w)
 
 
 rule average_checkpoints:
     input:
-        f"{MODELS}/{MODEL}/model.pt",
+        pattern("checkpoint"),
     output:
-        f"{MODELS}/{MODEL}/model.avg{{n}}.pt",
+        pattern("averaged_checkpoint"),
     wildcard_constraints:
         n=r"[0-9]+",
     params:
@@ -54,7 +55,7 @@ rule translate:
         model=_translated_model,
         src=_translate_source,
     output:
-        f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.bpe",
+        pattern("translation_bpe"),
     params:
         ablation=_ablation_args,
         features=_feature_args,
@@ -82,9 +83,9 @@ rule translate:
 
 rule postprocess:
     input:
-        f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.bpe",
+        pattern("translation_bpe"),
     output:
-        f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.txt",
+        pattern("translation"),
     params:
         lang=lambda w: lang(w.pair, "tgt"),
         tokenizer=lambda w: tokenizer_arg(w.corpus, w.pair, "tgt"),
@@ -98,10 +99,10 @@ rule postprocess:
 
 rule bleu:
     input:
-        hyp=f"{TRANS}/{MODEL}/{{split}}.{{ablation}}.txt",
-        ref=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
+        hyp=pattern("translation"),
+        ref=pattern("raw", side="tgt"),
     output:
-        f"{SCORES}/{MODEL}/{{split}}.{{ablation}}.json",
+        pattern("score"),
     params:
         pair=lambda w: w.pair,
         confidence=config.get("evaluation", {}).get("bootstrap_samples", 1000),

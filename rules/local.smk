@@ -16,9 +16,9 @@ rule prepare_local:
     input:
         lambda w: headlab.data.local.input_files(corpus(w.corpus), w.split),
     output:
-        src=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.src",
-        tgt=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.tgt",
-        report=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/raw/{{split}}.report.json",
+        src=pattern("raw", side="src"),
+        tgt=pattern("raw", side="tgt"),
+        report=pattern("raw_report"),
     wildcard_constraints:
         corpus=_alternatives(LOCAL_CORPORA),
         split=_alternatives({s for c in LOCAL_CORPORA.values() for s in c["files"]}),

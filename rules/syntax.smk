@@ -22,7 +22,7 @@ def model_needs_syntax(w):
 
 def featured(w, split):
     """The source file a syntax model reads for `split`: featured by the model's parser."""
-    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/feat/{syntax_parser(w)}/{split}.src"
+    return data_file("features", w, parser=syntax_parser(w), split=split)
 
 
 def model_feature_columns(w):
@@ -40,14 +40,14 @@ def _english_source(w):
     if lang(w.pair, "src") != "en":
         raise ValueError(f"paper C parses the English source; pair {w.pair} of corpus {w.corpus} "
                          f"has source {lang(w.pair, 'src')!r}")
-    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/tok/{w.split}.src"
+    return data_file("tokenized", w, split=w.split, side="src")
 
 
 rule parse:
     input:
         _english_source,
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/parse/{{parser}}/{{split}}.jsonl",
+        pattern("parse"),
     wildcard_constraints:
         parser=SYNTAX_PARSERS,
     log:
@@ -62,10 +62,10 @@ rule parse:
 
 rule featurize:
     input:
-        bpe=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/bpe/{{split}}.src",
-        parses=f"{DATA}/{{corpus}}/{{pair}}/{{size}}/parse/{{parser}}/{{split}}.jsonl",
+        bpe=pattern("bpe", side="src"),
+        parses=pattern("parse"),
     output:
-        f"{DATA}/{{corpus}}/{{pair}}/{{size}}/feat/{{parser}}/{{split}}.src",
+        pattern("features"),
     wildcard_constraints:
         parser=SYNTAX_PARSERS,
     log:
@@ -82,8 +82,7 @@ rule featurize:
 
 rule feature_vocab:
     output:
-        [f"{DATA}/{{corpus}}/{{pair}}/{{size}}/{{vocab}}_feat{i}"
-         for i in range(len(headlab.syntax.features.feature_names()))],
+        [pattern("feature_vocab", index=str(i)) for i in range(len(headlab.syntax.features.feature_names()))],
     wildcard_constraints:
         vocab=r"vocab(\.src)?\.txt",
     log:
@@ -99,9 +98,10 @@ rule parser_f1:
     # Table A3: bracketing F1 of each parser on the PTB sample's 3,914 gold trees (~16 s on
     # one core for depconv); benepar only where its model is installed
     input:
-        f"{DATA}/raw/ptb-sample/.verified",
+        headlab.naming.path("fetched", RESULTS, dataset="ptb-sample"),
     output:
-        f"{RESULTS}/paper_C/parsers/{{parser}}.f1.csv",
+        # paper C's folder (headlab.studies.paper_C reads them there)
+        pattern("parser_f1", outdir=STUDIES["paper_C"].outdir),
     wildcard_constraints:
         parser=SYNTAX_PARSERS,
     log:

@@ -1,8 +1,9 @@
 # Study outputs: tables (csv/md/tex), figures (png/pdf + data csv), the paper's claims judged
 # (effects.csv) and generated READMEs; results/effects.md over every study. One generic rule
-# each; the builders live in src/headlab/studies/<study>.py.
+# each; the builders live in the study packages (src/headlab/studies/<study>/, their contract
+# headlab.studies.base.Study).
 
-OUTDIRS = {STUDIES[name].OUTDIR: name for name in config["studies"]}
+OUTDIRS = {STUDIES[name].outdir: name for name in config["studies"]}
 
 
 def _finished_stages(study, until=None):
@@ -13,7 +14,7 @@ def _finished_stages(study, until=None):
     ``checkpoints.X.get`` does, ran the searches of paper B's pairs one after another."""
     from snakemake.exceptions import IncompleteCheckpointException
 
-    stages = getattr(STUDIES[study], "STAGES", ())
+    stages = STUDIES[study].stages
     order = lambda stage: stages.index(stage.rsplit("/", 1)[-1])  # "seedN/gates": one stage per seed
     pending, waiting = [], set()
     for key in headlab.studies.stage_keys(config, study):
@@ -22,7 +23,7 @@ def _finished_stages(study, until=None):
         if chain in waiting or until is not None and (pair != until[:2] or order(key["stage"]) >= order(until[2])):
             continue
         try:
-            checkpoints.study_stage.get(outdir=STUDIES[study].OUTDIR, **key)
+            checkpoints.study_stage.get(outdir=STUDIES[study].outdir, **key)
         except IncompleteCheckpointException as err:
             pending.append(err)
             waiting.add(chain)  # its later stages need this one first
@@ -56,9 +57,15 @@ SLICE_ARGS = (
 )
 
 
+def _prefix(w, output):
+    """What `headlab study-table --out` names: the output files less their extensions."""
+    return os.path.splitext(output[0])[0]
+
+
 def _names(kind):
-    names = [n for s in config["studies"] for n in getattr(STUDIES[s], kind)]
-    names += list(headlab.studies.COMMON_FIGURES) if kind == "FIGURES" else []
+    """The table or figure names of the configured studies, as a wildcard constraint."""
+    names = [name for study in config["studies"] for name in getattr(STUDIES[study], kind)]
+    names += list(headlab.studies.COMMON_FIGURES) if kind == "figures" else []
     return "|".join(names) or "^$"
 
 
@@ -68,7 +75,7 @@ checkpoint study_stage:
     input:
         _stage_inputs,
     output:
-        f"{RESULTS}/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.json",
+        pattern("stage"),
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
         # a stage, or one stage per seed (paper D: seedN/gates)
@@ -90,48 +97,50 @@ rule study_table:
     input:
         _study_output_inputs,
     output:
-        report(f"{RESULTS}/{{outdir}}/{{name}}.md", caption="../report/table.rst", category="{outdir}",
+        report(pattern("study_output", ext="md"), caption="../report/table.rst", category="{outdir}",
                labels={"table": "{name}"}),
-        csv=f"{RESULTS}/{{outdir}}/{{name}}.csv",
-        tex=f"{RESULTS}/{{outdir}}/{{name}}.tex",
+        csv=pattern("study_output", ext="csv"),
+        tex=pattern("study_output", ext="tex"),
         # the numbers behind the table, one row per run (seed): the table shows their mean ± sd
-        tidy=f"{RESULTS}/{{outdir}}/{{name}}.tidy.csv",
+        tidy=pattern("study_output", ext="tidy.csv"),
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
-        name=_names("TABLES"),
+        name=_names("tables"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
         **SLICES,
+        prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
-        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+        f"{SLICE_ARGS} " "--out {params.prefix} 2> {log}"
 
 
 rule study_figure:
     input:
         _study_output_inputs,
     output:
-        report(f"{RESULTS}/{{outdir}}/{{name}}.png", caption="../report/figure.rst", category="{outdir}",
+        report(pattern("study_output", ext="png"), caption="../report/figure.rst", category="{outdir}",
                labels={"figure": "{name}"}),
-        pdf=f"{RESULTS}/{{outdir}}/{{name}}.pdf",
-        csv=f"{RESULTS}/{{outdir}}/{{name}}.csv",
+        pdf=pattern("study_output", ext="pdf"),
+        csv=pattern("study_output", ext="csv"),
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
-        name=_names("FIGURES"),
+        name=_names("figures"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
         **SLICES,
+        prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name {wildcards.name} --results {RESULTS} "
-        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/{wildcards.name} 2> {log}"
+        f"{SLICE_ARGS} " "--out {params.prefix} 2> {log}"
 
 
 # The paper's claims judged on this run: one row per claim, the difference over seeds with
@@ -140,20 +149,22 @@ rule study_effects:
     input:
         lambda w: _study_output_inputs(w, headlab.studies.EFFECTS),
     output:
-        report(f"{RESULTS}/{{outdir}}/effects.csv", caption="../report/effects.rst", category="{outdir}",
+        report(pattern("study_output", name=headlab.studies.EFFECTS, ext="csv"), caption="../report/effects.rst",
+               category="{outdir}",
                labels={"table": "effects"}),
     wildcard_constraints:
         outdir="|".join(o for o, s in OUTDIRS.items() if headlab.studies.judges_effects(s)) or "^$",
     params:
         study=lambda w: OUTDIRS[w.outdir],
         **SLICES,
+        prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/effects.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name effects --results {RESULTS} "
-        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/effects 2> {log}"
+        f"{SLICE_ARGS} " "--out {params.prefix} 2> {log}"
 
 
 # What this run reproduces: every configured study's claims at a glance.
@@ -161,7 +172,7 @@ rule effects_summary:
     input:
         headlab.studies.effects_files(config, RESULTS),
     output:
-        report(f"{RESULTS}/{headlab.studies.SUMMARY}", caption="../report/effects.rst", category="effects"),
+        report(headlab.studies.summary_file(RESULTS), caption="../report/effects.rst", category="effects"),
     log:
         f"{LOGS}/study/effects_summary.log",
     conda:
@@ -175,19 +186,20 @@ rule study_readme:
     input:
         _study_output_inputs,
     output:
-        report(f"{RESULTS}/{{outdir}}/README.md", caption="../report/readme.rst", category="{outdir}"),
+        report(pattern("study_output", name="README", ext="md"), caption="../report/readme.rst", category="{outdir}"),
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
     params:
         study=lambda w: OUTDIRS[w.outdir],
         **SLICES,
+        prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/README.log",
     conda:
         "../envs/eval.yaml"
     shell:
         "headlab study-table --study {params.study} --name README --results {RESULTS} "
-        f"{SLICE_ARGS} " "--out {RESULTS}/{wildcards.outdir}/README 2> {log}"
+        f"{SLICE_ARGS} " "--out {params.prefix} 2> {log}"
 
 
 ruleorder: study_readme > study_table
@@ -199,7 +211,7 @@ rule publish:
     input:
         lambda w: headlab.studies.study_outputs(OUTDIRS[w.outdir], RESULTS),
     output:
-        directory(f"{RESULTS}/published/{{outdir}}{{tag}}"),
+        directory(pattern("published")),
     wildcard_constraints:
         outdir="|".join(OUTDIRS),
         tag=r"|-[A-Za-z0-9_.-]+",

@@ -4,11 +4,11 @@ import headlab.engine.config
 import headlab.engine.logs
 
 
-def _data(w, split, side, kind="bpe"):
+def _data(w, split, side):
     """A split's BPE'd file; a syntax model's source is the featured file (rules/syntax.smk)."""
-    if side == "src" and kind == "bpe" and model_needs_syntax(w):
+    if side == "src" and model_needs_syntax(w):
         return featured(w, split)
-    return f"{DATA}/{w.corpus}/{w.pair}/{w.size}/{kind}/{split}.{side}"
+    return data_file("bpe", w, split=split, side=side)
 
 
 def _train_files(w):
@@ -53,7 +53,7 @@ rule onmt_config:
         # models reading words or syntax: OpenNMT-py reads {src_vocab}_feat{i} (not passed on the command line)
         feature_vocab=feature_vocabularies,
     output:
-        f"{MODELS}/{MODEL}/onmt.yaml",
+        pattern("onmt_config"),
     wildcard_constraints:
         tune=r"(?:)",           # trained from scratch (fine-tunes: finetune_config)
     params:
@@ -62,20 +62,20 @@ rule onmt_config:
         "printf '%s' {params.text:q} > {output:q}"
 
 
-def _parent_dir(w):
-    """The model directory a fine-tune (or a checkpoint snapshot) starts from."""
-    return f"{MODELS}/" + headlab.naming.model_path(headlab.naming.parent(dict(w)))
+def _parent_file(kind, w, **fields):
+    """File `kind` of the model a fine-tune (or a checkpoint snapshot) starts from."""
+    return model_file(kind, headlab.naming.parent({k: w[k] for k in MODEL_KEYS}), **fields)
 
 
 # A fine-tune of any model: its path is the parent's plus /ft_OPTIONS (headlab.naming);
 # the parent's checkpoint is an input, so a retrained parent retrains its children.
 rule finetune_config:
     input:
-        model=lambda w: f"{_parent_dir(w)}/model.pt",
-        config=lambda w: f"{_parent_dir(w)}/onmt.yaml",
+        model=lambda w: _parent_file("checkpoint", w),
+        config=lambda w: _parent_file("onmt_config", w),
     output:
-        config=f"{MODELS}/{MODEL}/onmt.yaml",
-        init=f"{MODELS}/{MODEL}/init.pt",
+        config=pattern("onmt_config"),
+        init=pattern("initial_checkpoint"),
     wildcard_constraints:
         tune=rf"(?:{headlab.naming.TUNE_SEGMENT})+",
     params:
@@ -94,14 +94,14 @@ rule finetune_config:
 # parent with the new parameters), for BLEU over fine-tuning (paper D Table 3).
 rule snapshot:
     input:
-        lambda w: f"{_parent_dir(w)}/model.pt",
+        lambda w: _parent_file("checkpoint", w),
     output:
-        f"{MODELS}/{MODEL}/model.pt",
+        pattern("checkpoint"),
     wildcard_constraints:
         tune=rf"(?:{headlab.naming.TUNE_SEGMENT})+/step_[0-9]+",
     params:
-        source=lambda w: (f"{_parent_dir(w)}/init.pt" if w.tune.endswith("/step_0") else
-                          f"{_parent_dir(w)}/model_step_{w.tune.rsplit('/step_', 1)[1]}.pt"),
+        source=lambda w: (_parent_file("initial_checkpoint", w) if w.tune.endswith("/step_0") else
+                          _parent_file("step_checkpoint", w, step=w.tune.rsplit("/step_", 1)[1])),
     log:
         f"{LOGS}/snapshot/{MODEL}.log",
     shell:
@@ -110,15 +110,15 @@ rule snapshot:
 
 rule train:
     input:
-        f"{MODELS}/{MODEL}/onmt.yaml",
+        pattern("onmt_config"),
     output:
-        f"{MODELS}/{MODEL}/model.pt",
+        pattern("checkpoint"),
     # the console; the learning curve's train.log beside the checkpoints is headlab train's
     # own (appended to by a resume, which Snakemake would empty as a declared log)
     log:
         f"{LOGS}/train/{MODEL}.log",
     benchmark:
-        f"{MODELS}/{MODEL}/train.benchmark.tsv"
+        pattern("train_benchmark")
     wildcard_constraints:
         tune=rf"(?:{headlab.naming.TUNE_SEGMENT})*",
     threads: config.get("training", {}).get("threads", 2)
@@ -136,9 +136,9 @@ rule train:
 # Converged hard-concrete gate values of a gated model (paper D Table 2).
 rule gates:
     input:
-        f"{MODELS}/{MODEL}/model.pt",
+        pattern("checkpoint"),
     output:
-        f"{SCORES}/{MODEL}/gates.csv",
+        pattern("gates"),
     log:
         f"{LOGS}/gates/{MODEL}.log",
     priority: PRIORITY["stage"]

@@ -156,7 +156,7 @@ def test_counts_per_seed_get_the_sign_test(values, direction, null, expected):
 def test_paper_d_gate_claims_take_table_2():
     """Paper D's gate claims compare with its Table 2: every gate printed as 0 or 1, 11 of 48
     heads on, the sparsest layers (3 and 6) with one head each."""
-    from headlab.studies.paper_D import _paper_t2
+    from headlab.studies.paper_D.claims import _paper_t2
 
     table = _paper_t2()
     assert len(table) == 48 and table["gate"].isin([0.0, 1.0]).all()

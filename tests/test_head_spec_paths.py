@@ -45,9 +45,9 @@ def test_every_spec_construct_is_named_by_heads_name_in_every_study(tmp_path, mi
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     # paper D's tables wait for its gates stage (a checkpoint): its fixed-head models as targets
-    from headlab.studies import paper_D
+    from headlab.studies.paper_D import outputs as paper_d_outputs
     study = config["studies"]["paper_D"]
-    fixed = paper_D.fixed(paper_D.Files(config, study, config["results"]))[0]
+    fixed = paper_d_outputs.fixed(paper_d_outputs.Files(config, study, config["results"]))[0]
     result = snakemake("-n", "-p", "--configfile", str(path), "--", "all", *fixed)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-3000:]
@@ -64,11 +64,11 @@ def test_every_spec_construct_is_named_by_heads_name_in_every_study(tmp_path, mi
 
 
 def test_the_baseline_table_names_each_model_by_its_path_name(tmp_path):
-    from headlab.studies import baseline
+    from headlab.studies.baseline import outputs as baseline_outputs
 
     study = {"data": {"multi30k": ["de-en"]}, "layers": ["2+2"], "heads": list(SPECS), "preset": "tiny"}
     config = {"corpora": {"multi30k": {"tests": ["t"]}}, "studies": {"baseline": study}}
-    inputs, build = baseline.baseline(baseline.Files(config, study, str(tmp_path)))
+    inputs, build = baseline_outputs.baseline(baseline_outputs.Files(config, study, str(tmp_path)))
     for i, path in enumerate(inputs):
         assert not BAD_PATH.search(path[len(str(tmp_path)):])
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from headlab.errors import ConfigError
-from headlab.studies import paper_B
+from headlab.naming import model_path
+from headlab.studies.common import stage_file
+from headlab.studies.paper_B import grid
 from test_workflow import snakemake, write_config
 
 STUDY = {"data": {"multi30k": ["de-en"]}, "layers": "1+1", "preset": "mini_paper_B", "lambda_kl": 0.1,
@@ -24,7 +26,7 @@ def _paper_b_config(tmp_path, mirror, **study):
 
 def test_grid_before_and_after_stage_one(tmp_path):
     root = str(tmp_path)
-    static = list(paper_B.models(STUDY, root))
+    static = list(grid.models(STUDY, root))
     # without stage files: T-base (full and the 2 subsamples) and stage 1's two DHICM candidates
     assert len(static) == 5
     heads = {m["heads"] for m, _ in static}
@@ -32,14 +34,14 @@ def test_grid_before_and_after_stage_one(tmp_path):
                      "*8L.8L~dhicm@dec=*8L.8L~dhicm@cross=*8L.8L~dhicm"}
     # preset values are left out of the variant: heads 8 is the preset's, so only lambda_kl
     assert {m["variant"] for m, _ in static} == {"default", "heads=4+lambda_kl=0.1", "lambda_kl=0.1"}
-    stage1 = paper_B.stage_file(root, "multi30k", "de-en", "stage1")
+    stage1 = stage_file(root, grid.OUTDIR, "multi30k", "de-en", "stage1")
     (tmp_path / stage1).parent.mkdir(parents=True)
     (tmp_path / stage1).write_text(json.dumps({"chosen": {"heads": 4, "lambda_kl": 0.1}}))
-    stage2 = paper_B.stage_models(STUDY, root, "multi30k", "de-en", "stage2")
+    stage2 = grid.stage_models(STUDY, root, "multi30k", "de-en", "stage2")
     # stage 2 at stage 1's choice; dropout 0.1 and label smoothing 0.1 are the preset's
     assert [o for _, o in stage2] == [{"heads": 4, "lambda_kl": 0.1, "dropout": [0.0]},
                                       {"heads": 4, "lambda_kl": 0.1}]
-    assert paper_B.final_models(STUDY, root, "multi30k", "de-en") is None
+    assert grid.final_models(STUDY, root, "multi30k", "de-en") is None
 
 
 def test_search_once_finals_at_every_seed(tmp_path):
@@ -49,43 +51,49 @@ def test_search_once_finals_at_every_seed(tmp_path):
     root = str(tmp_path)
     for stage, chosen in (("stage1", {"heads": 4, "lambda_kl": 0.1}),
                           ("stage2", {"heads": 4, "lambda_kl": 0.1, "dropout": [0.0]})):
-        path = tmp_path / paper_B.stage_file(".", "multi30k", "de-en", stage)
+        path = tmp_path / stage_file(".", grid.OUTDIR, "multi30k", "de-en", stage)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"chosen": chosen}))
-    models = [m for m, _ in paper_B.models(study, root)]
-    candidates = [m for stage in paper_B.STAGES for m, _ in paper_B.stage_models(study, root, "multi30k", "de-en", stage)]
+    models = [m for m, _ in grid.models(study, root)]
+    candidates = [m for stage in grid.STAGES for m, _ in grid.stage_models(study, root, "multi30k", "de-en", stage)]
     assert {m["seed"] for m in candidates} == {"1"}
     seed2 = {(m["size"], m["heads"].split("@")[0], m["variant"]) for m in models if m["seed"] == "2"}
     assert seed2 == {("full", "8L", "default"), ("full", "4L", "dropout=0.0+heads=4+lambda_kl=0.1"),
                      ("full", "*4L.4L~dhicm", "dropout=0.0+heads=4+lambda_kl=0.1")}
-    winner = paper_B.final_models(study, root, "multi30k", "de-en")["DHICM"][0]
+    winner = grid.final_models(study, root, "multi30k", "de-en")["DHICM"][0]
     assert winner in candidates
     assert {m["seed"] for m in models if m["size"] != "full"} == {"1"}
     # seed 1: T-base, 3 distinct candidates (the winner is the DHICM final), T-optimal; 2 subsamples
     # x 3 systems; seed 2: 3 systems
-    assert len({paper_B.model_path(m) for m in models}) == 5 + 6 + 3
+    assert len({model_path(m) for m in models}) == 5 + 6 + 3
+    # the atlas's headline models: T3's finals on the full set at the first seed
+    from headlab.studies.base import REGISTRY
+    headline = REGISTRY["paper_B"].is_headline(study, root)
+    assert {(m["seed"], m["heads"].split("@")[0]) for m in models if headline(m)} == {
+        ("1", heads) for heads in ("8L", "4L", "*4L.4L~dhicm")}
+    assert not any(headline(m) for m in models if m["size"] != "full")
 
 
-@pytest.mark.parametrize("grid, key", [
+@pytest.mark.parametrize("search, key", [
     ({"stage1": {}, "stage2": {"dropout": [0.1]}}, "studies.paper_B.grid.stage1"),
     ({"stage1": {"heads": []}, "stage2": {"dropout": [0.1]}}, "studies.paper_B.grid.stage1.heads"),
 ])
-def test_empty_grid_names_the_key(grid, key):
+def test_empty_grid_names_the_key(search, key):
     with pytest.raises(ConfigError, match=rf"\[{key}\]"):
-        paper_B.check({**STUDY, "grid": grid})
+        grid.check({**STUDY, "grid": search})
 
 
 def test_lambda_kl_in_the_grid_is_tuned(tmp_path):
     # issue 24 item 2: a grid's lambda_kl was replaced by the study-level value (identical
     # candidates); it is tuned like any option, the study's value being the default
     study = {**STUDY, "grid": {"stage1": {"lambda_kl": [0.0, 0.5]}, "stage2": {"dropout": [0.0]}}}
-    stage1 = paper_B.candidates(study, "stage1")
+    stage1 = grid.candidates(study, "stage1")
     assert stage1 == [{"lambda_kl": 0.0}, {"lambda_kl": 0.5}]
-    assert {m["variant"] for m, _ in paper_B.stage_models(study, None, "multi30k", "de-en", "stage1")} == {
+    assert {m["variant"] for m, _ in grid.stage_models(study, None, "multi30k", "de-en", "stage1")} == {
         "lambda_kl=0.0", "lambda_kl=0.5"}
     # stage 2 keeps stage 1's choice of it; candidates without it in their grid get the study's
-    assert paper_B.candidates(study, "stage2", {"lambda_kl": 0.5}) == [{"lambda_kl": 0.5, "dropout": [0.0]}]
-    assert paper_B.candidates(STUDY, "stage1") == [{"heads": 4, "lambda_kl": 0.1}, {"lambda_kl": 0.1}]
+    assert grid.candidates(study, "stage2", {"lambda_kl": 0.5}) == [{"lambda_kl": 0.5, "dropout": [0.0]}]
+    assert grid.candidates(STUDY, "stage1") == [{"heads": 4, "lambda_kl": 0.1}, {"lambda_kl": 0.1}]
 
 
 @pytest.mark.parametrize("option, value", [("lambda_kl", -1), ("dhicm_dropout", -0.1)])

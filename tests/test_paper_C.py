@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from headlab.errors import ConfigError
-from headlab.studies import paper_A, paper_C
+from headlab.naming import heads_name, model_path
+from headlab.studies.paper_A import grid as paper_A_grid
+from headlab.studies.base import REGISTRY
+from headlab.studies.paper_C import grid, outputs
 
 STUDY = {"data": {"multi30k": ["en-de", "en-cs"]}, "layers": "2+2", "preset": "mini",
          "analysis_pair": "multi30k/en-de", "k": [0, 6], "layer_ranges": ["1-1", "1-2", "2-2"],
@@ -22,21 +25,21 @@ STUDY = {"data": {"multi30k": ["en-de", "en-cs"]}, "layers": "2+2", "preset": "m
     ("Local", (3, 3), "2*(8L),8Local,*(8L)"),
 ])
 def test_enhanced_spec(kind, layers, spec):
-    assert paper_C.enhanced_spec(kind, layers) == spec
+    assert grid.enhanced_spec(kind, layers) == spec
 
 
 @pytest.mark.parametrize("text, key", [("0-1", "k"), ("2-1", "k"), ("1-3", "k"), ("x", "k")])
 def test_bad_layer_range_names_the_key(text, key):
     with pytest.raises(ConfigError, match=r"\[k\]"):
-        paper_C.layer_range(text, 2, key)
+        grid.layer_range(text, 2, key)
 
 
 def test_models_share_what_they_can():
-    models = list(paper_C.models(STUDY))
-    paths = [paper_C.model_path(m) for m, _ in models]
+    models = list(REGISTRY["paper_C"].models(STUDY))
+    paths = [model_path(m) for m, _ in models]
     assert len(paths) == len(set(paths))
     # the en-de Transformer is paper A's 2+2 8L model
-    paper_a = {paper_C.model_path(m) for m, _ in paper_A.models(
+    paper_a = {model_path(m) for m, _ in paper_A_grid.models(
         {"data": {"multi30k": ["en-de"]}, "layers": ["2+2"], "shallow": "2+2", "deep": "2+2",
          "heads": ["8L", "7Ftoken+1L"], "preset": "mini"})}
     assert "multi30k/en-de/full/mini/default/2+2/8L/seed1" in paper_a & set(paths)
@@ -45,8 +48,8 @@ def test_models_share_what_they_can():
         by_heads.setdefault((m["pair"], m["heads"]), set()).add(m["variant"])
     # T1: 7 systems x 2 pairs, all the default variant (one compare-mt group per pair)
     for pair in ("en-de", "en-cs"):
-        for kind in paper_C.T1_SYSTEMS.values():
-            assert "default" in by_heads[(pair, paper_C.heads_name(paper_C.enhanced_spec(kind, (1, 1))))]
+        for kind in grid.T1_SYSTEMS.values():
+            assert "default" in by_heads[(pair, heads_name(grid.enhanced_spec(kind, (1, 1))))]
     lpea_rhe = by_heads[("en-de", "8RHElpea.*8L")]
     # T3 k=0 (k=6 is the default), F4's two fixed gates; T2's pruning is T1's model at test time
     assert lpea_rhe == {"default", "lpea_k=0", "rhe_fgate=0.1", "rhe_fgate=0.5"}
@@ -62,15 +65,15 @@ def test_headline_seeds_on_the_analysis_pair_share_paper_As_transformer():
     """headline_seeds [1, 2, 3]: T1's Transformer, +DEA+RHE and +LPEA+RHE on en-de at three
     seeds (the Transformer of each seed is paper A's 8L model of that seed), the rest at one."""
     study = {**STUDY, "headline_seeds": [1, 2, 3]}
-    models = [m for m, _ in paper_C.models(study)]
+    models = [m for m, _ in REGISTRY["paper_C"].models(study)]
     extra = {(m["pair"], m["heads"], m["variant"], m["seed"]) for m in models if m["seed"] != "1"}
     assert extra == {("en-de", h, "default", s) for h in ("8L", "8RHEdea.*8L", "8RHElpea.*8L") for s in "23"}
     assert len(models) == 14 + 2 + 1 + 2 + 2 + 6
-    paper_a = {paper_C.model_path(m) for m, _ in paper_A.models(
+    paper_a = {model_path(m) for m, _ in paper_A_grid.models(
         {"data": {"multi30k": ["en-de"]}, "layers": ["2+2"], "shallow": "2+2", "deep": "2+2",
          "heads": ["8L", "7Ftoken+1L"], "preset": "mini", "headline_seeds": [1, 2, 3]})}
     assert {f"multi30k/en-de/full/mini/default/2+2/8L/seed{s}" for s in "123"} <= paper_a & {
-        paper_C.model_path(m) for m in models}
+        model_path(m) for m in models}
 
 
 @pytest.mark.parametrize("change, key", [
@@ -84,7 +87,7 @@ def test_headline_seeds_on_the_analysis_pair_share_paper_As_transformer():
 ])
 def test_bad_config_names_the_key(change, key):
     with pytest.raises(ConfigError, match=rf"\[{key}\]"):
-        paper_C.check({**STUDY, **change})
+        REGISTRY["paper_C"].check({**STUDY, **change})
 
 
 def test_redundant_share_read_from_the_training_log(tmp_path):
@@ -93,7 +96,7 @@ def test_redundant_share_read_from_the_training_log(tmp_path):
                    "[2026 INFO] Step 50 aux: rhe_heads=8.0000 rhe_redundant=7.0000 rhe_share=0.8750\n"
                    "[2026 INFO] Validation aux: rhe_heads=8.0000 rhe_share=0.5000\n"
                    "[2026 INFO] Step 100 aux: kl=0.1000 rhe_share=0.2500\n")
-    assert paper_C._redundant_shares(str(log)) == {50: 0.875, 100: 0.25}
+    assert outputs.redundant_shares(str(log)) == {50: 0.875, 100: 0.25}
 
 
 def _paper_c_config(tmp_path, mirror):
@@ -118,10 +121,10 @@ def test_end_to_end_paper_c(tmp_path, mirror):
     result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
     assert result.returncode == 0, result.stderr[-5000:]
     out = tmp_path / "results/paper_C"
-    for name in paper_C.TABLES:
+    for name in REGISTRY["paper_C"].tables:
         for ext in ("csv", "md", "tex"):
             assert (out / f"{name}.{ext}").stat().st_size > 0, name
-    for name in [*paper_C.FIGURES, "learning_curves"]:
+    for name in [*REGISTRY["paper_C"].figures, "learning_curves"]:
         for ext in ("png", "pdf", "csv"):
             assert (out / f"{name}.{ext}").stat().st_size > 0, name
     with open(out / "T1.csv", encoding="utf-8") as handle:
@@ -157,22 +160,22 @@ def test_f5_is_a_word_level_grid_readable_at_page_width(tmp_path):
     from headlab.syntax.profile import word_attention
 
     study = {"data": {"multi30k": ["en-de"]}, "layers": "2+2", "preset": "mini", "enhanced": "1-1"}
-    f = paper_C.Files({"corpora": {}}, study, str(tmp_path))
+    files = outputs.Files({"corpora": {}}, study, str(tmp_path))
     n, rng = len(F5_PIECES), np.random.default_rng(0)
     kinds = {}
     for kind in ("RHElpea", "RelPos", "Local", "L"):
         att = rng.random((2, 8, n, n))
         att /= att.sum(-1, keepdims=True)
         kinds[kind] = att
-        path = tmp_path / f.attention(paper_C._model(study, "multi30k", "en-de", kind))
+        path = tmp_path / files.attention(grid.system_model(study, "multi30k", "en-de", kind))
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {"tokens": np.array([" ".join(F5_PIECES)]), "att_000000": att}
         if kind == "RHElpea":
             arrays.update(raw_000000=att[::-1].copy(), rhe_000000=np.array([[0, 1, 1, 0, 1, 1, 1, 1]] * 2))
         np.savez(path, **arrays)
-    _, build = paper_C.f5(f)
+    _, build = outputs.f5(files)
     tidy, style = build()
-    words, units = paper_C._words(F5_PIECES)
+    words, units = outputs.words(F5_PIECES)
     assert len(F5_PIECES) == 27 and words == "Relations between Obama and Netanyahu have been strained for years .".split()
     # (b): RHE's first redundant head (head 1), word level: pieces summed over keys, mean over queries
     panel = tidy[tidy["panel"] == "(b) LPEA+RHE-enlivened: head 1"]

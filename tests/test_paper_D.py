@@ -15,6 +15,13 @@ TINY = dict(hidden_size=64, heads=8, transformer_ff=128, enc_layers=2, dec_layer
             attention_dropout=0.0)
 
 
+def _paper_d():
+    """The registered paper D study: the hooks the workflow calls."""
+    import headlab.studies.paper_D  # noqa: F401 (importing it registers it)
+    from headlab.studies.base import REGISTRY
+    return REGISTRY["paper_D"]
+
+
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory):
     """A converged-model stand-in: an 8L checkpoint and its config."""
@@ -55,14 +62,13 @@ def test_l0_weight_enters_the_loss_with_a_plus_sign():
 
 def test_negative_lambda_is_an_error_naming_the_key():
     from headlab.engine.config import check_values
-    from headlab.studies import paper_D
 
     with pytest.raises(ConfigError, match=r"\[lambda_l0\]"):
         check_values({"lambda_l0": -0.1, "enc_layers": 2})
     with pytest.raises(ConfigError, match=r"studies\.paper_D\.lambda_l0"):
-        paper_D.check({"lambda_l0": -1})
+        _paper_d().check({"lambda_l0": -1})
     with pytest.raises(ConfigError, match=r"studies\.paper_D\.lambda_sweep"):
-        paper_D.check({"lambda_sweep": [0.1, -0.2]})
+        _paper_d().check({"lambda_sweep": [0.1, -0.2]})
     # the option itself, on OpenNMT-py's parser
     out = subprocess.run([sys.executable, "-c", "import headlab.engine.plugin; from onmt.bin.train import _get_parser;"
                           "_get_parser().parse_known_args(['-data', '{}', '-src_vocab', 'v', '-lambda_l0', '-0.5'])"],
@@ -321,31 +327,32 @@ STUDY = {"data": {"multi30k": ["en-de"]}, "layers": "2+2", "preset": "mini", "la
 
 
 def test_stage_masks_and_models(tmp_path):
-    from headlab.studies import paper_D
+    from headlab.studies.paper_D import grid
     from headlab.naming import model_path
 
+    paper_d = _paper_d()
     config = {"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}}, "studies": {"paper_D": STUDY}}
-    f = paper_D.Files(config, STUDY, str(tmp_path))
-    gated = paper_D.gated(STUDY, "multi30k", "en-de")
+    files = paper_d.files(config, STUDY, str(tmp_path))
+    gated = grid.gated(STUDY, "multi30k", "en-de")
     assert model_path(gated).endswith("/8L/seed1/ft_gate=enc+lambda_l0=0.01+train_steps=400")
     gates = tmp_path / "scores" / model_path(gated) / "gates.csv"
     gates.parent.mkdir(parents=True)
     pd.DataFrame({"site": "enc", "layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "gate": [1.0, 0.0, 0.0, 0.0],
                   "kept": [1, 0, 0, 0]}).to_csv(gates, index=False)
-    assert paper_D.stage_inputs(f, "multi30k", "en-de", "seed1/gates") == [str(gates)]
-    stage = paper_D.select(f, "multi30k", "en-de", "seed1/gates")
+    assert paper_d.stage_inputs(files, "multi30k", "en-de", "seed1/gates") == [str(gates)]
+    stage = paper_d.select(files, "multi30k", "en-de", "seed1/gates")
     assert (stage["mask"], stage["inverse"], stage["kept"], stage["heads"]) == ("10.00", "01.11", 1, 4)
-    before = [model_path(m) for m, _ in paper_D.models(STUDY, str(tmp_path))]
+    before = [model_path(model) for model, _ in paper_d.models(STUDY, str(tmp_path))]
     assert len(before) == 6       # baseline, gated, control, the sweep's gated, fixed, fixed gated: the pruned need the stage
     assert before[2].endswith("/8L/seed1/ft_save_checkpoint_steps=125+train_steps=250")
     out = tmp_path / "paper_D" / "stages" / "multi30k" / "en-de" / "seed1" / "gates.json"
     out.parent.mkdir(parents=True)
     import json
     out.write_text(json.dumps(stage))
-    after = [model_path(m) for m, _ in paper_D.models(STUDY, str(tmp_path))]
+    after = [model_path(model) for model, _ in paper_d.models(STUDY, str(tmp_path))]
     assert after[3].endswith("/8L/seed1/ft_enc_head_mask=10.00+save_checkpoint_steps=125+train_steps=250")
     assert after[4].endswith("/8L/seed1/ft_enc_head_mask=01.11+save_checkpoint_steps=125+train_steps=250")
-    assert paper_D.curve_steps(STUDY) == [0, 125, 250]
+    assert grid.curve_steps(STUDY) == [0, 125, 250]
 
 
 def test_seeds_each_pruned_from_its_own_gated_model(tmp_path):
@@ -354,19 +361,22 @@ def test_seeds_each_pruned_from_its_own_gated_model(tmp_path):
     import json
 
     from headlab.naming import model_path
-    from headlab.studies import paper_D
+    from headlab.studies.common import stage_file
+    from headlab.studies.paper_D import grid
 
+    paper_d = _paper_d()
     study = {**STUDY, "headline_seeds": [1, 2]}
-    assert [k["stage"] for k in paper_D.stage_keys(study)] == ["seed1/gates", "seed2/gates"]
-    f = paper_D.Files({"corpora": {"multi30k": {"tests": ["t"]}}, "studies": {"paper_D": study}}, study, str(tmp_path))
-    gated2 = paper_D.gated(study, "multi30k", "en-de", seed="2")
+    assert [key["stage"] for key in paper_d.stage_keys(study)] == ["seed1/gates", "seed2/gates"]
+    files = paper_d.files({"corpora": {"multi30k": {"tests": ["t"]}}, "studies": {"paper_D": study}}, study,
+                          str(tmp_path))
+    gated2 = grid.gated(study, "multi30k", "en-de", seed="2")
     assert model_path(gated2).endswith("/8L/seed2/ft_gate=enc+lambda_l0=0.01+train_steps=400")
-    assert paper_D.stage_inputs(f, "multi30k", "en-de", "seed2/gates") == [f.gates(gated2)]
+    assert paper_d.stage_inputs(files, "multi30k", "en-de", "seed2/gates") == [files.gates(gated2)]
     for seed, mask in (("1", "10.00"), ("2", "01.00")):
-        path = tmp_path / paper_D.stage_file(".", "multi30k", "en-de", seed)
+        path = tmp_path / stage_file(".", "paper_D", "multi30k", "en-de", grid.stage_name(seed))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"mask": mask, "inverse": "x", "kept": 1, "heads": 4}))
-    trained = [model_path(m) for m, _ in paper_D.models(study, str(tmp_path))]
+    trained = [model_path(model) for model, _ in paper_d.models(study, str(tmp_path))]
     assert len(trained) == len(set(trained)) == 2 * 5 + 1 + 2   # 5 per Table 3 seed, sweep, fixed + gated
     assert any(p.endswith("/8L/seed2/ft_enc_head_mask=01.00+save_checkpoint_steps=125+train_steps=250")
                for p in trained)
@@ -375,11 +385,11 @@ def test_seeds_each_pruned_from_its_own_gated_model(tmp_path):
         "multi30k/en-de/full/mini/default/2+2/8L/seed1/ft_gate=enc+lambda_l0=0.1+train_steps=400"]
     assert all("seed1" in p for p in trained if "7Ftoken" in p)
     with pytest.raises(DataError, match="seedN/gates"):
-        paper_D.stage_seed("gates")
+        grid.stage_seed("gates")
 
 
 def test_join_profile_takes_each_heads_most_syntactic_relation():
-    from headlab.studies.paper_D import join_profile
+    from headlab.studies.paper_D.outputs import join_profile
 
     gates = pd.DataFrame({"site": "enc", "layer": [1, 1, 2], "head": [1, 2, 1], "gate": [1.0, 0.0, 0.7],
                           "kept": [1, 0, 1]})
@@ -467,13 +477,12 @@ def test_end_to_end_paper_d(tmp_path, mirror):
 
 
 def test_study_config_errors_name_the_key():
-    from headlab.studies import paper_D
-
+    paper_d = _paper_d()
     good = {**STUDY}
-    paper_D.check(good)
+    paper_d.check(good)
     with pytest.raises(ConfigError, match=r"studies\.paper_D\.data.*English"):
-        paper_D.check({**good, "data": {"multi30k": ["de-en"]}})
+        paper_d.check({**good, "data": {"multi30k": ["de-en"]}})
     with pytest.raises(ConfigError, match=r"studies\.paper_D\.finetune\.train_steps"):
-        paper_D.check({**good, "finetune": {}})
+        paper_d.check({**good, "finetune": {}})
     with pytest.raises(ConfigError, match=r"studies\.paper_D\.prune\.enc_head_mask"):
-        paper_D.check({**good, "prune": {"enc_head_mask": "1"}})
+        paper_d.check({**good, "prune": {"enc_head_mask": "1"}})

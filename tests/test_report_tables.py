@@ -88,15 +88,16 @@ def test_integer_hyper_parameters_print_as_integers():
 
 def test_paper_b_t2_prints_heads_and_ffn_as_integers(tmp_path):
     import json
-    from headlab.studies import paper_B
+    from headlab.studies.common import stage_file
+    from headlab.studies.paper_B import grid, outputs
     study = {"data": {"multi30k": ["de-en"]}, "layers": "1+1", "preset": "mini_paper_B",
              "grid": {"stage1": {"heads": [4, 8]}, "stage2": {"dropout": [0.0, 0.1]}}}
-    f = paper_B.Files({"corpora": {}}, study, str(tmp_path))
-    for stage in paper_B.STAGES:
-        path = tmp_path / paper_B.stage_file(str(tmp_path), "multi30k", "de-en", stage)
+    files = outputs.Files({"corpora": {}}, study, str(tmp_path))
+    for stage in grid.STAGES:
+        path = tmp_path / stage_file(str(tmp_path), grid.OUTDIR, "multi30k", "de-en", stage)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"chosen": {"heads": 4, "transformer_ff": 512, "dropout": [0.3]}}))
-    _, build = paper_B.t2(f)
+    _, build = outputs.t2(files)
     table, _ = build()
     lines = to_markdown(table).splitlines()
     assert any(line.startswith("| Attention heads | 8 | ") and "| 4 |" in line for line in lines), lines
@@ -171,4 +172,4 @@ def test_runs_of_several_seeds_render_mean_sd_and_n():
     with pytest.raises(DataError, match="two values"):
         pivot(pd.concat([tidy, tidy.iloc[:1]]), index="system", columns="layers", values="bleu", over="seed")
     single = pivot(tidy[tidy["seed"] == 1], index="system", columns="layers", values="bleu", over="seed")
-    assert single.n is None and "±" not in to_markdown(single)
+    assert single.count is None and "±" not in to_markdown(single)

@@ -7,7 +7,8 @@ import pytest
 
 from headlab.errors import ConfigError
 from headlab.eval.suite_split import distil, mucow
-from headlab.studies import paper_A
+from headlab.naming import model_path
+from headlab.studies.paper_A import claims, grid, outputs
 
 STUDY = dict(data={"multi30k": ["de-en", "en-de"]}, layers=["1+1", "2+1", "2+2"], shallow="2+1",
              deep="2+2", heads=["8L", "7Ftoken+1L", "7Fword+1L", "1L"], preset="mini",
@@ -15,15 +16,15 @@ STUDY = dict(data={"multi30k": ["de-en", "en-de"]}, layers=["1+1", "2+1", "2+2"]
 
 
 def test_reference_has_every_published_number():
-    counts = {t: len(paper_A.reference(t)) for t in ("T1", "T2", "T3", "T4", "T5", "T6")}
+    counts = {t: len(outputs.reference(t)) for t in ("T1", "T2", "T3", "T4", "T5", "T6")}
     assert counts == {"T1": 56, "T2": 20, "T3": 8, "T4": 64, "T5": 15, "T6": 12}
-    t1 = paper_A.reference("T1")
+    t1 = outputs.reference("T1")
     cell = t1[(t1.pair == "de-en") & (t1.layers == "6+6") & (t1.system == "1L")].iloc[0]
     assert cell.value == 30.17 and cell.significantly_lower
 
 
 def test_grid_covers_every_table():
-    models = list(paper_A.models(STUDY))
+    models = list(grid.models(STUDY))
     standard = [m for m, _ in models if m["preset"] == "mini"]
     # T1: 2 pairs x 3 layers x 4 specs, T5: + 8Ftoken at the deep setting for each pair
     assert len(standard) == 2 * 3 * 4 + 2
@@ -35,12 +36,12 @@ def test_grid_covers_every_table():
 def test_table5_trains_eight_fixed_in_the_chosen_lowres_pairs():
     study = {**STUDY, "lowres": {**STUDY["lowres"], "data": {"multi30k": ["fr-en", "cs-en"]}},
              "eight_fixed_lowres": ["cs-en"]}
-    lowres = [(m, o) for m, o in paper_A.models(study) if m["preset"] == "mini_lowres"]
+    lowres = [(m, o) for m, o in grid.models(study) if m["preset"] == "mini_lowres"]
     # T2: 2 pairs x 4 specs; T5: 8Ftoken on cs-en only, with the low-resource overrides
     assert len(lowres) == 2 * 4 + 1
     eight = [(m, o) for m, o in lowres if m["heads"] == "8Ftoken"]
     assert [(m["pair"], m["layers"], o) for m, o in eight] == [("cs-en", "2+2", {"train_steps": 9})]
-    inputs, _ = paper_A.t5(paper_A.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, "r"))
+    inputs, _ = outputs.t5(outputs.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, "r"))
     lowres_bleu = [i for i in inputs if "/mini_lowres/" in i]
     assert len(lowres_bleu) == 3 and all("/cs-en/" in i and i.endswith("/t.full.json") for i in lowres_bleu)
 
@@ -48,8 +49,8 @@ def test_table5_trains_eight_fixed_in_the_chosen_lowres_pairs():
 def test_table5_puts_lowres_columns_beside_the_papers_en_vi(tmp_path):
     import json
     study = {**STUDY, "data": {"multi30k": ["de-en"]}, "eight_fixed_lowres": ["fr-en"]}
-    files = paper_A.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, str(tmp_path))
-    inputs, build = paper_A.t5(files)
+    files = outputs.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, str(tmp_path))
+    inputs, build = outputs.t5(files)
     for path in inputs:   # BLEU: 30 + 1 per system index (+5 low-res); params: 2.5M
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         system = next(h for h in ("8Ftoken", "7Ftoken+1L", "8L") if f"/{h}/" in path)
@@ -68,8 +69,8 @@ def test_table5_prints_params_that_differ_differently(tmp_path):
     """Embedded-default checkpoints (de-en 2+2 mini): 0.44 / 0.42 / 0.42 M at two decimals."""
     import json
     study = {**STUDY, "data": {"multi30k": ["de-en"]}}
-    files = paper_A.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, str(tmp_path))
-    inputs, build = paper_A.t5(files)
+    files = outputs.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, str(tmp_path))
+    inputs, build = outputs.t5(files)
     counts = {"8L": 437_328, "7Ftoken+1L": 422_768, "8Ftoken": 420_688}
     for path in inputs:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -86,24 +87,24 @@ def test_table5_lowres_pair_must_be_a_lowres_pair():
     study = {**STUDY, "eight_fixed_lowres": ["en-vi"]}
     with pytest.raises(ConfigError, match=r"\[paper_A.eight_fixed_lowres\] pair\(s\) en-vi are not in "
                                           r"paper_A.lowres.data \(it has: fr-en\)"):
-        list(paper_A.models(study))
+        list(grid.models(study))
 
 
 def test_headline_seeds_train_only_the_headline_comparison():
     """seeds [1] + headline_seeds [1, 2, 3]: T1's deep 8L / 7Ftoken+1L / 8Ftoken and T2's 8L /
     7Ftoken+1L at three seeds, everything else at one."""
     study = {**STUDY, "seeds": [1], "headline_seeds": [1, 2, 3]}
-    models = [m for m, _ in paper_A.models(study)]
-    assert len(models) == len({paper_A.model_path(m) for m in models})
+    models = [m for m, _ in grid.models(study)]
+    assert len(models) == len({model_path(m) for m in models})
     extra = [m for m in models if m["seed"] != "1"]
     # 2 pairs x (8L, 7Ftoken+1L, 8Ftoken) at 2+2, 1 low-res pair x (8L, 7Ftoken+1L); x 2 more seeds
     assert len(extra) == (2 * 3 + 1 * 2) * 2
     assert {(m["preset"], m["layers"], m["heads"]) for m in extra} == {
         ("mini", "2+2", "8L"), ("mini", "2+2", "7Ftoken+1L"), ("mini", "2+2", "8Ftoken"),
         ("mini_lowres", "2+2", "8L"), ("mini_lowres", "2+2", "7Ftoken+1L")}
-    assert len(models) - len(extra) == len(list(paper_A.models(STUDY)))
-    everywhere = [m for m, _ in paper_A.models({**STUDY, "seeds": [1, 2]})]
-    assert len(everywhere) == 2 * len(list(paper_A.models(STUDY)))
+    assert len(models) - len(extra) == len(list(grid.models(STUDY)))
+    everywhere = [m for m, _ in grid.models({**STUDY, "seeds": [1, 2]})]
+    assert len(everywhere) == 2 * len(list(grid.models(STUDY)))
 
 
 def test_distil_split_puts_correct_then_incorrect(mirror):
@@ -123,15 +124,15 @@ def test_mucow_split_keeps_requested_domains(mirror):
 
 def test_training_time_sums_the_benchmark_files(tmp_path):
     from headlab.studies.timing import training_time
-    every = [m for m, _ in paper_A.models(STUDY)]
+    every = [m for m, _ in grid.models(STUDY)]
     trained = every[:3]
     for m, seconds in zip(trained, (60.0, 120.0, 300.0)):
-        folder = tmp_path / "models" / paper_A.model_path(m)
+        folder = tmp_path / "models" / model_path(m)
         folder.mkdir(parents=True)
         (folder / "train.benchmark.tsv").write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:01:00\t700\n")
     line = training_time(every, str(tmp_path))
     assert line.startswith("3 models, 8.0 min of training wall time in all")
-    assert line.endswith(f"longest 5.0 min ({paper_A.model_path(trained[2])})")
+    assert line.endswith(f"longest 5.0 min ({model_path(trained[2])})")
     assert training_time(every, str(tmp_path / "none")) == "30 models (no benchmark files)"
 
 
@@ -152,9 +153,9 @@ def test_mucow_items_give_table_6s_average_precision(tmp_path):
     (tmp_path / "key").write_text("".join(f"{i}\t{c}\tw\ta\tb\n" for i, c in
                                           enumerate(["ted", "ted", "ted", "tatoeba", "tatoeba", "books"])))
     (tmp_path / "details").write_text("hit\nmiss\nother\nhit\nhit\nmiss\n")
-    stats = paper_A._mucow_stats(str(tmp_path / "details"), str(tmp_path / "key"))
+    stats = claims.mucow_stats(str(tmp_path / "details"), str(tmp_path / "key"))
     assert stats.tolist() == [[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0]]
-    assert paper_A._mean_precision(stats.sum(0))[0] == pytest.approx(0.75)
+    assert claims.mean_precision(stats.sum(0))[0] == pytest.approx(0.75)
 
 
 def test_a_job_sees_the_config_the_dag_saw():

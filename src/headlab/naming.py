@@ -202,12 +202,90 @@ def parent(model: Mapping[str, str]) -> dict[str, str]:
     return {**model, "tune": tune[:cut]}
 
 
-def score_path(scores_root: str, model: Mapping[str, str], test: str, ablation: str = "full") -> str:
-    return f"{scores_root}/{model_path(model)}/{test}.{ablation}.json"
+# -- the artifact paths -------------------------------------------------------------------
+
+#: Every file the workflow writes, as a template under the results folder: the rules write
+#: to these and the studies, the atlas and the publisher read from them, so the layout is
+#: changed here once (``tests/test_paths.py`` renames every folder of this table and builds
+#: the shipped DAG). ``{model}`` stands for a model's path (:data:`MODEL`); ``{data}`` for
+#: its data folder ``corpus/pair/size``; other fields are the rules' wildcards.
+PATHS: dict[str, str] = {
+    # data: fetched releases, then per corpus/pair/size each stage of the pipeline
+    "fetched": "data/raw/{dataset}/.verified",
+    "release_file": "data/raw/{dataset}/{file}",  # a file of a fetched release (suite, treebank)
+    "distil_parses": "data/raw/distil-lingeval/{suite}.parses{limit}.json",
+    "raw": "data/{data}/raw/{split}.{side}",
+    "raw_report": "data/{data}/raw/{split}.report.json",
+    "mucow_key": "data/{data}/raw/mucow.key",
+    "tokenized": "data/{data}/tok/{split}.{side}",
+    "truecase_model": "data/{data}/truecase.{side}",
+    "truecased": "data/{data}/tc/{split}.{side}",
+    "bpe_codes": "data/{data}/bpe.codes",
+    "bpe_side_codes": "data/{data}/bpe.{side}.codes",
+    "bpe": "data/{data}/bpe/{split}.{side}",
+    "vocab": "data/{data}/vocab.txt",
+    "vocab_side": "data/{data}/vocab.{side}.txt",
+    "feature_vocab": "data/{data}/{vocab}_feat{index}",
+    "parse": "data/{data}/parse/{parser}/{split}.jsonl",
+    "features": "data/{data}/feat/{parser}/{split}.src",
+    "gold_parse": "data/{data}/gold/{split}.spacy.conllu",
+    # models: a training's folder (its config, checkpoints, log and benchmark)
+    "model_dir": "models/{model}",
+    "onmt_config": "models/{model}/onmt.yaml",
+    "checkpoint": "models/{model}/model.pt",
+    "initial_checkpoint": "models/{model}/init.pt",
+    "step_checkpoint": "models/{model}/model_step_{step}.pt",
+    "averaged_checkpoint": "models/{model}/model.avg{n}.pt",
+    "best_checkpoint": "models/{model}/model.best.json",
+    "train_log": "models/{model}/train.log",
+    "train_benchmark": "models/{model}/train.benchmark.tsv",
+    # translations and what is measured of a model (publish copies its scores folder)
+    "model_scores": "scores/{model}",
+    "translation_bpe": "translations/{model}/{split}.{ablation}.bpe",
+    "translation": "translations/{model}/{split}.{ablation}.txt",
+    "score": "scores/{model}/{split}.{ablation}.json",
+    "logprob": "scores/{model}/{split}.{ablation}.logprob.tsv",
+    "gates": "scores/{model}/gates.csv",
+    "learning_curve": "scores/{model}/learning_curve.csv",
+    "params": "scores/{model}/params.json",
+    "attention": "scores/{model}/{split}.{site}.attention.npz",
+    "distil_accuracy": "scores/{model}/distil_{suite}.{ablation}.accuracy.csv",
+    "mucow_accuracy": "scores/{model}/mucow.{ablation}.mucow.csv",
+    "mucow_details": "scores/{model}/mucow.{ablation}.mucow.details.txt",
+    "profile": "scores/{model}/profile/{treebank}.{part}",
+    # compare-mt over a group of systems that differ in their heads (and ablations)
+    "compare": "scores/compare/{corpus}/{pair}/{size}/{preset}/{variant}/{layers}/seed{seed}/{split}/{systems}.{part}.csv",
+    # a study's own folder: its search stages, parser scores, tables, figures, README
+    "stage": "{outdir}/stages/{corpus}/{pair}/{stage}.json",
+    "parser_f1": "{outdir}/parsers/{parser}.f1.csv",
+    "study_output": "{outdir}/{name}.{ext}",
+    "effects_summary": "effects.md",
+    "published": "published/{outdir}{tag}",
+    # the head atlas
+    "atlas_model": "atlas/{model}/{part}",
+    "atlas_index": "atlas/{part}",
+}
 
 
-def results_paths(root: str) -> dict[str, str]:
-    """Where the workflow's generic rules write, under the config's ``results`` folder."""
-    return {name: f"{root}/{sub}" for name, sub in (
-        ("data", "data"), ("models", "models"), ("translations", "translations"),
-        ("scores", "scores"), ("logs", "logs"))}
+def path(kind: str, root: str, model: Mapping[str, str] | None = None, **fields: Any) -> str:
+    """The file ``kind`` of :data:`PATHS` under ``root``: ``model`` (a model dict) fills
+    ``{model}``, ``{data}`` and its own keys (``{corpus}``, ``{seed}``…), ``fields`` the
+    rest; a field left out is an error."""
+    if model is not None:
+        fields = {"variant": DEFAULT_VARIANT, "tune": "", **model, "model": model_path(model),
+                  "data": data_path(model), **fields}
+    return f"{root}/" + PATHS[kind].format(**fields)
+
+
+def data_path(model: Mapping[str, str]) -> str:
+    """corpus/pair/size: the data folder a model's corpus pair and size name."""
+    return f"{model['corpus']}/{model['pair']}/{model['size']}"
+
+
+def pattern(kind: str, root: str, **fields: str) -> str:
+    """The file ``kind`` as a Snakemake pattern under ``root``: ``{model}`` and ``{data}``
+    spelled as their wildcards (``{corpus}/{pair}/…/seed{seed}{tune}``), the other fields
+    wildcards unless given (a rule fixes one, e.g. ``part="heads.csv"``)."""
+    template = PATHS[kind].replace("{model}", MODEL).replace("{data}", "{corpus}/{pair}/{size}")
+    fields = {name: fields.get(name, "{" + name + "}") for name in re.findall(r"{(\w+)}", template)}
+    return f"{root}/" + template.format(**fields)

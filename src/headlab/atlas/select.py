@@ -4,7 +4,7 @@ Config key ``atlas`` (config/schema.yaml; absent: no atlas):
 
 * ``models``: ``headline`` (default), ``all``, or a list of model-path patterns
   (``fnmatch``, e.g. ``multi30k/en-de/*``). ``headline`` = the models of each study's
-  headline comparison (:data:`HEADLINE`) and every model with head gates, DHICM, RHE heads
+  headline comparison (:meth:`headlab.studies.base.Study.is_headline`) and every model with head gates, DHICM, RHE heads
   or a head mask, in any study, each at its study's first seed: the other seeds of a
   headline comparison repeat the same kinds at the same sizes, so their heads add rows but
   no kind (``all`` or a pattern such as ``*/seed2`` characterises them too);
@@ -21,9 +21,9 @@ as not characterised.
 from __future__ import annotations
 
 from fnmatch import fnmatch
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from headlab.naming import model_path, parse_heads_name, parse_tune, score_path
+from headlab.naming import model_path, parse_heads_name, parse_tune, path
 
 DEFAULTS = {"models": "headline", "valid_sentences": 100, "treebank": "ud-en_ewt", "treebank_sentences": 100,
             "examples": 3, "batch_size": 32, "bleu": False}
@@ -45,33 +45,6 @@ def special(m: Mapping[str, str]) -> bool:
     segments, _ = parse_tune(m.get("tune", ""))
     tuned = any("gate" in s or "enc_head_mask" in s for s in segments)
     return tuned or "gate" in text or "dhicm" in text or "RHE" in text
-
-
-def _paper_a(config, study, root) -> Callable[[dict], bool]:
-    from headlab.studies.paper_A import FIXED
-    # Table 1's systems at the deep layers of the standard scenario, and Table 4's system
-    # (7Ftoken+1L) at both depths
-    return lambda m: m["preset"] == study["preset"] and (
-        m["layers"] == study["deep"] or (m["heads"] == FIXED and m["layers"] == study["shallow"]))
-
-
-def _paper_b(config, study, root) -> Callable[[dict], bool]:
-    from headlab.studies import paper_B
-    finals = [model_path(m) for c, p in paper_B._pairs(study)
-              for m, _ in (paper_B.final_models(study, root, c, p) or {}).values()]
-    return lambda m: model_path(m) in finals           # Table 3: T-base, T-optimal, DHICM
-
-
-def _paper_c(config, study, root) -> Callable[[dict], bool]:
-    from headlab.studies import paper_C
-    t1 = [model_path(m) for c, p in paper_C._pairs(study) for m in paper_C.t1_models(study, c, p).values()]
-    return lambda m: model_path(m) in t1                # Table 1's seven systems per pair
-
-
-#: study -> (config, study entry, results root) -> predicate on its models; a study not
-#: named here has all its models in the headline set (baseline, paper D: every model of
-#: Table 3 is a fine-tune of one baseline)
-HEADLINE = {"paper_A": _paper_a, "paper_B": _paper_b, "paper_C": _paper_c}
 
 
 def run_models(config, root: str) -> dict[str, dict]:
@@ -102,14 +75,17 @@ def selected(config, root: str) -> dict[str, dict]:
         return models
     if isinstance(choice, list):
         return {p: e for p, e in models.items() if any(fnmatch(p, pattern) for pattern in choice)}
+    from headlab.studies import STUDIES
+
     keep = {}
-    predicates = {name: HEADLINE[name](config, config["studies"][name], root)
-                  for name in config["studies"] if name in HEADLINE}
-    for path, entry in models.items():
+    # each study says which of its models its paper's headline compares (paper A: Table 1's
+    # deep row and Table 4's system; paper B: Table 3; paper C: Table 1; others: all)
+    headline = {name: STUDIES[name].is_headline(config["studies"][name], root) for name in config["studies"]}
+    for folder, entry in models.items():
         m = entry["model"]
         first = [name for name in entry["studies"] if m["seed"] == first_seed(config["studies"][name])]
-        if first and (special(m) or any(name not in predicates or predicates[name](m) for name in first)):
-            keep[path] = entry
+        if first and (special(m) or any(headline[name](m) for name in first)):
+            keep[folder] = entry
     return keep
 
 
@@ -117,35 +93,32 @@ def bleu_scores(config, root: str, m: Mapping[str, str]) -> dict[str, str]:
     """``-bleu`` score files of one atlas model: full and each encoder head K disabled in
     every layer (first test set), where a study computes them or ``atlas.bleu`` asks."""
     from headlab.heads.spec import parse_spec
-    from headlab.naming import results_paths
-    from headlab.studies.common import seeds as study_seeds
-    from headlab.studies.paper_A import FIXED
+    from headlab.studies import STUDIES
 
     atlas = settings(config) or {}
-    study = config["studies"].get("paper_A")
-    # paper A Table 4 ablates its 7Ftoken+1L models at the study's seeds (not the headline's)
-    t4 = study is not None and m["heads"] == FIXED and m["layers"] in (study["shallow"], study["deep"]) \
-        and m["preset"] == study["preset"] and m["pair"] in study["data"].get(m["corpus"], []) \
-        and not m.get("tune") and m["seed"] in study_seeds(study)
-    if not (t4 or atlas.get("bleu")):
+    # a study that translates with each head disabled (paper A's Table 4) computes them anyway
+    ablated = any(STUDIES[name].ablates_heads(study, m) for name, study in config["studies"].items())
+    if not (ablated or atlas.get("bleu")):
         return {}
     enc_layers = int(m["layers"].split("+")[0])
     heads = min(layer.num_heads for layer in parse_spec(parse_heads_name(m["heads"])["enc"], enc_layers, "enc"))
     test = config["corpora"][m["corpus"]]["tests"][0]
-    scores = results_paths(root)["scores"]
-    out = {"full": score_path(scores, m, test)}
-    out.update({str(k): score_path(scores, m, test, f"no-h{k}") for k in range(1, heads + 1)})
+    out = {"full": path("score", root, m, split=test, ablation="full")}
+    out.update({str(k): path("score", root, m, split=test, ablation=f"no-h{k}") for k in range(1, heads + 1)})
     return out
 
 
 def model_dir(root: str, m: Mapping[str, str]) -> str:
-    return f"{root}/{OUTDIR}/{model_path(m)}"
+    """One model's atlas folder (``heads.csv``, ``examples.json``, ``timing.json``)."""
+    return path("atlas_model", root, m, part="").rstrip("/")
+
+
+#: the atlas's final files, beside its index (``atlas/<part>``)
+INDEX_FILES = ("index.html", "agreement.csv", "agreement.md", "claims.csv", "claims.md", "agreement.png")
 
 
 def outputs(config, root: str) -> list[str]:
     """The atlas's final files (none without an ``atlas`` section)."""
     if settings(config) is None:
         return []
-    prefix = f"{root}/{OUTDIR}"
-    return [f"{prefix}/index.html", f"{prefix}/agreement.csv", f"{prefix}/agreement.md", f"{prefix}/claims.csv",
-            f"{prefix}/claims.md", f"{prefix}/agreement.png"]
+    return [path("atlas_index", root, part=part) for part in INDEX_FILES]

@@ -25,17 +25,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv/md/tex, .png/pdf/csv, or .md)")
     args = parser.parse_args(argv)
     config = studies.merge_config(args.config_json)
-    module = studies.STUDIES[args.study]
+    study = studies.STUDIES[args.study]
     if args.name == "README":
-        files = module.Files(config, config["studies"][args.study], args.results)
+        files = study.files(config, config["studies"][args.study], args.results)
         with atomic_write(args.out + ".md") as handle:
             provenance = {**studies.provenance(config), **studies.data_provenance(config, args.study, args.results)}
-            handle.write(module.readme(files, provenance))
+            handle.write(study.readme(files, provenance))
     elif args.name == studies.EFFECTS:
         frame = studies.builder(config, args.study, args.name, args.results)[1]()
         with atomic_write(args.out + ".csv") as handle:
             frame.to_csv(handle, index=False)
-    elif args.name in module.TABLES:
+    elif args.name in study.tables:
         table, tidy = studies.builder(config, args.study, args.name, args.results)[1]()
         write_table(table, args.out)
         with atomic_write(args.out + ".tidy.csv") as handle:      # one row per run (seed)

@@ -52,11 +52,11 @@ def _number(table: Table, row, col) -> str | None:
 
 def _runs(table: Table, row, col, latex: bool = False) -> str:
     """`` ± sd (n=N)`` of a cell of two or more runs, else nothing."""
-    sd, n = table.runs(row, col)
-    if n < 2:
+    sd, runs = table.runs(row, col)
+    if runs < 2:
         return ""
     pm = r" $\pm$ " if latex else " ± "
-    return f"{pm}{sd:.{table.places(col)}f} (n={n})"
+    return f"{pm}{sd:.{table.places(col)}f} (n={runs})"
 
 
 def to_markdown(table: Table) -> str:
@@ -144,11 +144,11 @@ def to_csv(table: Table) -> str:
         for col in list(table.values.columns):
             if col in table.bold.columns and table.bold[col].any():
                 frame.insert(frame.columns.get_loc(col) + 1, f"{col} bold", table.bold[col])
-    if table.n is not None:
+    if table.count is not None:
         for col in list(table.values.columns):
-            if col in table.n.columns and (table.n[col] > 1).any():
+            if col in table.count.columns and (table.count[col] > 1).any():
                 at = frame.columns.get_loc(col) + 1
-                frame.insert(at, f"{col} n", table.n[col].astype("Int64"))
+                frame.insert(at, f"{col} n", table.count[col].astype("Int64"))
                 frame.insert(at, f"{col} sd", table.sd[col].round(table.places(col)))
     frame.index.name = table.index_name or "row"
     return frame.to_csv(lineterminator="\n")

@@ -1,23 +1,10 @@
-"""Study builders. A study module declares:
+"""The studies: one package per reproduced paper (and the baseline table), each filling
+the contract of :class:`headlab.studies.base.Study` (read its docstring first), and what
+the workflow asks of all of them: their models, outputs, config slices, stages.
 
-- ``OUTDIR``: its outputs go to ``<results>/<OUTDIR>/``;
-- ``models(study, root=None)``: (model wildcards, OpenNMT overrides) of every model it
-  trains (``root``: the results folder, for studies whose later models depend on results);
-- ``Files(config, study, results_root)``: where the generic rules wrote what it reads;
-- ``TABLES`` / ``FIGURES``: name -> builder(files) -> (inputs, build); ``build()`` returns
-  (Table, tidy DataFrame) for tables and (tidy DataFrame, plot keywords) for figures;
-- optionally ``effects(files) -> (inputs, build)``: the paper's claims judged on our runs,
-  ``build()`` returning the rows of ``effects.csv`` (:mod:`headlab.studies.effects`); the
-  README renders its verdicts from that file and ``results/effects.md`` lists every study's;
-- optionally ``readme(files, provenance) -> str`` (a generated ``README.md``);
-- optionally stages of a data-dependent DAG (paper B's grid search): ``STAGES``,
-  ``stage_keys(study)`` (dicts of corpus, pair, stage, in order), ``stage_inputs(files,
-  corpus, pair, stage)`` and ``select(files, corpus, pair, stage) -> dict``; the generic
-  ``study_stage`` Snakemake checkpoint writes ``<results>/<OUTDIR>/stages/CORPUS/PAIR/STAGE.json``
-  from ``select``, and ``models(study, root)`` reads those files to name the later models.
-
-One generic Snakemake rule per output kind renders them (rules/tables.smk, through
-:mod:`headlab.report.build`).
+Shared pieces live beside the packages: :mod:`.common` (seeds, ``StudyFiles``, stage
+files), :mod:`.tables` (tables), :mod:`.effects` (claims and verdicts), :mod:`.curves`
+(every study's learning curves), :mod:`.syntax_tables`, :mod:`.timing`.
 """
 from __future__ import annotations
 
@@ -27,27 +14,21 @@ import os
 import subprocess
 import time
 
-from headlab.studies import baseline, paper_A, paper_B, paper_C, paper_D
+from headlab.naming import path
 
-STUDIES = {
-    "baseline": baseline,
-    "paper_A": paper_A,
-    "paper_B": paper_B,
-    "paper_C": paper_C,
-    "paper_D": paper_D,
-}
+# importing a study package registers it (headlab.studies.base.register_study)
+from headlab.studies import baseline, paper_A, paper_B, paper_C, paper_D  # noqa: F401
+from headlab.studies.base import CLAIMS, REGISTRY, Study
 
-
-#: the keys of each study that hold head specs as the user writes them (``4L|gate``,
-#: ``*(8L),8L|dhicm``): its models, tables and files name them by ``heads_name``
-HEAD_SPECS = {"baseline": ("heads",), "paper_A": ("heads", "eight_fixed"), "paper_D": ("heads", "fixed_heads")}
+#: name -> the study (an instance of its :class:`~headlab.studies.base.Study` subclass)
+STUDIES: dict[str, Study] = REGISTRY
 
 
 def head_spec_keys(config) -> list[tuple[str, str, int | None]]:
     """(study, key, list index or None) of every head spec the config's studies set."""
     out = []
     for name in config["studies"]:
-        for key in HEAD_SPECS.get(name, ()):
+        for key in STUDIES[name].head_spec_keys:
             value = config["studies"][name].get(key)
             if isinstance(value, list):
                 out += [(name, key, i) for i in range(len(value))]
@@ -72,7 +53,7 @@ def name_head_specs(config) -> None:
 
 def study_models(config, study: str, root: str | None = None) -> list[tuple[dict, dict]]:
     """(model, overrides) of every model a study trains; with ``root``, also those that its
-    finished stages name (see the module doc)."""
+    finished stages name (:class:`headlab.studies.base.Study`)."""
     return list(STUDIES[study].models(config["studies"][study], root))
 
 
@@ -83,19 +64,17 @@ def sentence_splits(config) -> dict[str, tuple[str, str]]:
     (and parsed) like any test set."""
     out: dict[str, tuple[str, str]] = {}
     for name, study in config["studies"].items():
-        if hasattr(STUDIES[name], "sentences"):
-            out.update(STUDIES[name].sentences(study))
+        out.update(STUDIES[name].sentences(study))
     return out
 
 
 def stage_keys(config, study: str) -> list[dict[str, str]]:
-    module = STUDIES[study]
-    return list(module.stage_keys(config["studies"][study])) if hasattr(module, "STAGES") else []
+    return list(STUDIES[study].stage_keys(config["studies"][study]))
 
 
 def stage_inputs(config, study: str, corpus: str, pair: str, stage: str, root: str) -> list[str]:
-    module = STUDIES[study]
-    return module.stage_inputs(module.Files(config, config["studies"][study], root), corpus, pair, stage)
+    entry = STUDIES[study]
+    return entry.stage_inputs(entry.files(config, config["studies"][study], root), corpus, pair, stage)
 
 
 def _learning_curves(config, study: str, root: str):
@@ -109,36 +88,46 @@ COMMON_FIGURES = {"learning_curves": _learning_curves}
 
 
 #: the output name of a study's judged claims (``<outdir>/effects.csv``)
-EFFECTS = "effects"
-SUMMARY = "effects.md"
+EFFECTS = CLAIMS
+#: the file extensions of a table and of a figure
+TABLE_FILES = ("csv", "md", "tex", "tidy.csv")
+FIGURE_FILES = ("png", "pdf", "csv")
 
 
 def judges_effects(name: str) -> bool:
-    return hasattr(STUDIES[name], EFFECTS)
+    return STUDIES[name].judges_claims
+
+
+def output_file(root: str, name: str, output: str, ext: str) -> str:
+    """``<root>/<outdir>/<output>.<ext>`` of study ``name`` (:data:`headlab.naming.PATHS`)."""
+    return path("study_output", root, outdir=STUDIES[name].outdir, name=output, ext=ext)
 
 
 def study_outputs(name: str, root: str) -> list[str]:
     """The final files of one study."""
-    module = STUDIES[name]
-    prefix = f"{root}/{module.OUTDIR}"
-    files = [f"{prefix}/{t}.{ext}" for t in module.TABLES for ext in ("csv", "md", "tex", "tidy.csv")]
-    files += [f"{prefix}/{fig}.{ext}" for fig in [*module.FIGURES, *COMMON_FIGURES] for ext in ("png", "pdf", "csv")]
-    if judges_effects(name):
-        files.append(f"{prefix}/{EFFECTS}.csv")
-    if hasattr(module, "readme"):
-        files.append(f"{prefix}/README.md")
-    return files
+    entry = STUDIES[name]
+    files = [output_file(root, name, table, ext) for table in entry.tables for ext in TABLE_FILES]
+    files += [output_file(root, name, figure, ext) for figure in [*entry.figures, *COMMON_FIGURES]
+              for ext in FIGURE_FILES]
+    if entry.judges_claims:
+        files.append(output_file(root, name, EFFECTS, "csv"))
+    return files + [output_file(root, name, "README", "md")]
 
 
 def effects_files(config, root: str) -> list[str]:
     """The ``effects.csv`` of every configured study that judges its paper's claims."""
-    return [f"{root}/{STUDIES[name].OUTDIR}/{EFFECTS}.csv" for name in config["studies"] if judges_effects(name)]
+    return [output_file(root, name, EFFECTS, "csv") for name in config["studies"] if judges_effects(name)]
+
+
+def summary_file(root: str) -> str:
+    """``results/effects.md``: every study's claims at a glance."""
+    return path("effects_summary", root)
 
 
 def outputs(config, root: str) -> list[str]:
     """Every final file of the configured studies, and ``effects.md`` over all of them."""
-    files = [path for name in config["studies"] for path in study_outputs(name, root)]
-    return files + ([f"{root}/{SUMMARY}"] if effects_files(config, root) else [])
+    files = [file for name in config["studies"] for file in study_outputs(name, root)]
+    return files + ([summary_file(root)] if effects_files(config, root) else [])
 
 
 #: top-level config sections every study output may read (beside its own study and corpora)
@@ -181,25 +170,22 @@ def merge_config(parts: list[str]) -> dict:
 
 
 def scored_tests(study: str, corpus) -> list[str]:
-    """The test sets of a corpus that a study scores: ``tests(corpus)`` of its module where
-    it has one (paper A: the first), else all of them."""
-    module = STUDIES[study]
-    return list(module.tests(corpus)) if hasattr(module, "tests") else list(corpus["tests"])
+    """The test sets of a corpus that a study scores (paper A: the first; others: all)."""
+    return list(STUDIES[study].tests(corpus))
 
 
 def data_reports(config, study: str, root: str) -> list[str]:
     """The ``prepare-local`` reports (sha256 of each file read, lines removed and normalised)
     of every split the study's models read from local corpora (``dataset: local``)."""
     from headlab.data.local import is_local
-    from headlab.naming import results_paths
 
-    paths: dict[str, None] = {}
-    for m, _ in study_models(config, study, root):
-        c = config["corpora"].get(m["corpus"], {})
-        if is_local(c):
-            for split in [c["train"], c["valid"], *scored_tests(study, c)]:
-                paths[f"{results_paths(root)['data']}/{m['corpus']}/{m['pair']}/{m['size']}/raw/{split}.report.json"] = None
-    return list(paths)
+    reports: dict[str, None] = {}
+    for model, _ in study_models(config, study, root):
+        corpus = config["corpora"].get(model["corpus"], {})
+        if is_local(corpus):
+            for split in [corpus["train"], corpus["valid"], *scored_tests(study, corpus)]:
+                reports[path("raw_report", root, model, split=split)] = None
+    return list(reports)
 
 
 def data_provenance(config, study: str, root: str) -> dict[str, str]:
@@ -208,34 +194,33 @@ def data_provenance(config, study: str, root: str) -> dict[str, str]:
     from headlab.data.local import summary
 
     lines = {}
-    for path in data_reports(config, study, root):
-        with open(path, encoding="utf-8") as handle:
+    for report_file in data_reports(config, study, root):
+        with open(report_file, encoding="utf-8") as handle:
             report = json.load(handle)
-        name = "/".join(path.split("/")[-5:-2] + [report["split"]])
+        name = "/".join(report_file.split("/")[-5:-2] + [report["split"]])
         files = ", ".join(f"`{f['path']}` sha256 {f['sha256']}" for f in report["files"])
         lines[f"data {name}"] = f"{files}; {summary(report)}"
     return lines
 
 
 def builder(config, study: str, name: str, root: str):
-    if name in COMMON_FIGURES and name not in STUDIES[study].FIGURES:
+    """(inputs, build) of one output of a study (a table, figure, or its claims)."""
+    entry = STUDIES[study]
+    if name in COMMON_FIGURES and name not in entry.figures:
         return COMMON_FIGURES[name](config, study, root)
-    module = STUDIES[study]
-    files = module.Files(config, config["studies"][study], root)
-    kind = module.TABLES.get(name) or module.FIGURES.get(name) or (
-        getattr(module, EFFECTS) if name == EFFECTS and judges_effects(study) else None)
-    if kind is None:
+    if name not in entry.output_names():
         raise KeyError(f"study {study!r} has no output {name!r}")
-    return kind(files)
+    return entry.builder(name)(entry.files(config, config["studies"][study], root))
 
 
 def inputs(config, study: str, name: str, root: str) -> list[str]:
+    """What one output of a study reads; the README reads every output's CSV and inputs."""
     if name == "README":
-        module = STUDIES[study]
-        prefix = f"{root}/{module.OUTDIR}"
-        judged = [EFFECTS] if judges_effects(study) else []
-        return ([f"{prefix}/{t}.csv" for t in [*module.TABLES, *judged]] + [f"{prefix}/{f}.csv" for f in module.FIGURES]
-                + [i for n in [*module.TABLES, *module.FIGURES, *judged] for i in builder(config, study, n, root)[0]]
+        entry = STUDIES[study]
+        judged = [EFFECTS] if entry.judges_claims else []
+        return ([output_file(root, study, output, "csv") for output in [*entry.tables, *judged, *entry.figures]]
+                + [file for output in [*entry.tables, *entry.figures, *judged]
+                   for file in builder(config, study, output, root)[0]]
                 + data_reports(config, study, root))
     return builder(config, study, name, root)[0]
 
@@ -267,9 +252,9 @@ def main_study_stage(argv: list[str]) -> int:
     parser.add_argument("--config-json", required=True, action="append", help="the workflow's config as JSON (repeatable: merged in order)")
     args = parser.parse_args(argv)
     config = merge_config(args.config_json)
-    module = STUDIES[args.study]
-    files = module.Files(config, config["studies"][args.study], args.results)
-    result = module.select(files, args.corpus, args.pair, args.stage)
+    entry = STUDIES[args.study]
+    files = entry.files(config, config["studies"][args.study], args.results)
+    result = entry.select(files, args.corpus, args.pair, args.stage)
     with atomic_write(args.out) as handle:
         json.dump(result, handle, indent=1, sort_keys=True)
     return 0

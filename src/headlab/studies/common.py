@@ -17,9 +17,37 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from io import StringIO
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import pandas as pd
+from headlab.naming import path
+
+if TYPE_CHECKING:  # a study's grid imports this module, and planning needs no pandas
+    import pandas as pd
+
+
+def corpus_pairs(study: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(corpus, pair) of every language pair a study's ``data`` lists, in config order."""
+    return [(corpus, pair) for corpus, pairs in study["data"].items() for pair in pairs]
+
+
+def pair_label(corpus: str, pair: str) -> str:
+    """How a table row or figure panel names a corpus pair: ``multi30k en-de``."""
+    return f"{corpus} {pair}"
+
+
+def stage_file(root: str, outdir: str, corpus: str, pair: str, stage: str) -> str:
+    """The JSON a study's search stage wrote (the ``study_stage`` checkpoint)."""
+    return path("stage", root, outdir=outdir, corpus=corpus, pair=pair, stage=stage)
+
+
+def read_stage(root: str | None, outdir: str, corpus: str, pair: str, stage: str) -> dict | None:
+    """A finished search stage's choice; None before it ran (or with no results folder)."""
+    import os
+
+    if root is None:
+        return None
+    file = stage_file(root, outdir, corpus, pair, stage)
+    return load_json(file) if os.path.isfile(file) else None
 
 
 def load_json(path):
@@ -27,8 +55,10 @@ def load_json(path):
         return json.load(handle)
 
 
-def reference(study: str, table: str, dtype=None) -> pd.DataFrame:
+def reference(study: str, table: str, dtype=None) -> "pd.DataFrame":
     """The rows of ``table`` in a study's ``reference.csv`` (the paper's own numbers)."""
+    import pandas as pd
+
     text = resources.files(f"headlab.studies.{study}").joinpath("reference.csv").read_text(encoding="utf-8")
     ref = pd.read_csv(StringIO(text), dtype=dtype)
     return ref[ref["table"] == table].copy()
@@ -67,28 +97,27 @@ class StudyFiles:
         """The test set a study's tables score: the corpus's first."""
         return self.config["corpora"][corpus]["tests"][0]
 
-    def _scores(self, m) -> str:
-        from headlab.naming import model_path, results_paths
-        return f"{results_paths(self.root)['scores']}/{model_path(m)}"
+    def bleu(self, model, ablation: str = "full") -> str:
+        """A model's score on the study's test set (what its tables report)."""
+        return path("score", self.root, model, split=self.test(model["corpus"]), ablation=ablation)
 
-    def bleu(self, m, ablation: str = "full") -> str:
-        return f"{self._scores(m)}/{self.test(m['corpus'])}.{ablation}.json"
-
-    def hyp(self, m, ablation: str = "full", split: str | None = None) -> str:
+    def hyp(self, model, ablation: str = "full", split: str | None = None) -> str:
         """A model's detokenised translation of the test set (what ``bleu`` scored)."""
-        from headlab.naming import model_path, results_paths
-        return f"{results_paths(self.root)['translations']}/{model_path(m)}/{split or self.test(m['corpus'])}.{ablation}.txt"
+        return path("translation", self.root, model, split=split or self.test(model["corpus"]), ablation=ablation)
 
-    def ref(self, m, split: str | None = None) -> str:
+    def ref(self, model, split: str | None = None) -> str:
         """The reference the ``bleu`` rule scores a model's test translation against."""
-        from headlab.naming import results_paths
-        return (f"{results_paths(self.root)['data']}/{m['corpus']}/{m['pair']}/{m['size']}/raw/"
-                f"{split or self.test(m['corpus'])}.tgt")
+        return path("raw", self.root, model, split=split or self.test(model["corpus"]), side="tgt")
 
-    def scored(self, m, ablation: str = "full") -> tuple[str, str, str]:
+    def model_file(self, kind: str, model, **fields) -> str:
+        """Any other file of :data:`headlab.naming.PATHS` of one model (``params``,
+        ``gates``, ``train_benchmark``…)."""
+        return path(kind, self.root, model, **fields)
+
+    def scored(self, model, ablation: str = "full") -> tuple[str, str, str]:
         """(translation, reference, target language) of what the ``bleu`` rule scored: a run
         of a system in :meth:`headlab.studies.effects.Judge.systems`."""
-        return self.hyp(m, ablation), self.ref(m), m["pair"].split("-")[1]
+        return self.hyp(model, ablation), self.ref(model), model["pair"].split("-")[1]
 
     def samples(self) -> int:
         """Bootstrap resamples of the test set (``evaluation.bootstrap_samples``)."""

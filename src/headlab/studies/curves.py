@@ -27,18 +27,17 @@ def figure(config: Mapping[str, Any], study: str, root: str):
     language pair."""
     import pandas as pd
 
-    from headlab.naming import model_path, results_paths
+    from headlab.naming import model_path, path
     from headlab.studies import study_models
 
     models = list({model_path(m): m for m, _ in study_models(config, study, root)}.values())
     labels = _label(models)
-    scores = results_paths(root)["scores"]
-    inputs = [f"{scores}/{model_path(m)}/learning_curve.csv" for m in models]
+    inputs = [path("learning_curve", root, m) for m in models]
 
     def build():
         frames = []
-        for m, path in zip(models, inputs):
-            curve = pd.read_csv(path)
+        for m, file in zip(models, inputs):
+            curve = pd.read_csv(file)
             frames.append(curve.assign(model=labels[model_path(m)], pair=m["pair"], seed=m["seed"], path=model_path(m)))
         tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
         tidy = tidy.dropna(subset=["step", "xent"]).sort_values(["step", "model", "split"], kind="stable")

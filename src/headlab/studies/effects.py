@@ -84,9 +84,9 @@ def verdict(ci_low: float, ci_high: float, direction: str, null: float = 0.0) ->
     return INCONCLUSIVE
 
 
-def verdict_from_p(p: float, side: int, direction: str) -> str:
-    """``holds`` / ``reversed`` where ``p`` < 5%, ``side``: the sign of ours - null."""
-    if p is None or math.isnan(p) or p >= LEVEL or side == 0:
+def verdict_from_p(p_value: float, side: int, direction: str) -> str:
+    """``holds`` / ``reversed`` where ``p_value`` < 5%, ``side``: the sign of ours - null."""
+    if p_value is None or math.isnan(p_value) or p_value >= LEVEL or side == 0:
         return INCONCLUSIVE
     return HOLDS if (side > 0) == (direction == ">") else REVERSED
 
@@ -95,24 +95,23 @@ def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's (1979) step-down adjusted p-values; NaN (no test) stays NaN and is not counted.
     Sorted ascending, the i-th (from 0) of m is multiplied by m - i, then made monotone:
     adjusted_i = max over j <= i of min(1, (m - j) p_j)."""
-    p = np.asarray(p_values, dtype=float)
-    adjusted = np.full(len(p), math.nan)
-    tested = np.flatnonzero(~np.isnan(p))
-    order = tested[np.argsort(p[tested], kind="stable")]
-    m = len(order)
+    values = np.asarray(p_values, dtype=float)
+    adjusted = np.full(len(values), math.nan)
+    tested = np.flatnonzero(~np.isnan(values))
+    order = tested[np.argsort(values[tested], kind="stable")]
     running = 0.0
-    for i, k in enumerate(order):
-        running = max(running, min(1.0, (m - i) * p[k]))
-        adjusted[k] = running
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * values[index]))
+        adjusted[index] = running
     return adjusted.tolist()
 
 
-def _sign_verdict(p: float, agree: int, seeds: int) -> str:
+def _sign_verdict(p_value: float, agree: int, seeds: int) -> str:
     """A per-seed count's verdict: the sign test where it decides, else what every seed shows."""
     if seeds <= 1:
         return ONE_SEED
-    if p < LEVEL:
-        return verdict_from_p(p, 1 if 2 * agree > seeds else -1, ">")
+    if p_value < LEVEL:
+        return verdict_from_p(p_value, 1 if 2 * agree > seeds else -1, ">")
     return AS_CLAIMED if agree == seeds else CONTRADICTED if agree == 0 else INCONCLUSIVE
 
 
@@ -150,10 +149,11 @@ class Judge:
         several sizes) and stay out of the study's seed pool."""
         from headlab.eval.significance import Term, scorer
 
-        stats = [Term(w, {s: self.stats(*run, metric=metric) for s, run in runs.items()}) for w, runs in terms]
+        stats = [Term(weight, {seed: self.stats(*run, metric=metric) for seed, run in runs.items()})
+                 for weight, runs in terms]
         refs = {(run[1], metric) for _, runs in terms for run in runs.values()}
         if pooled:
-            for (w, runs), term in zip(terms, stats):
+            for (_, runs), term in zip(terms, stats):
                 if len(runs) >= 2:
                     key = (next(iter(runs.values()))[1], metric)
                     self._pools.setdefault(key, {})[tuple(sorted(runs.items()))] = term.runs
@@ -215,18 +215,18 @@ class Judge:
         return pd.DataFrame(self.rows(), columns=list(COLUMNS))
 
 
-def _clean(x: float) -> float:
+def _clean(value: float) -> float:
     """A contrast of equal scores is 0, not float noise such as -2.8e-17."""
-    return x if math.isnan(x) else round(x, 6) + 0.0
+    return value if math.isnan(value) else round(value, 6) + 0.0
 
 
-def _row(study: str, claim: Claim, estimate, low, high, p, seeds, interval: str, fixed: str | None) -> dict:
+def _row(study: str, claim: Claim, estimate, low, high, p_value, seeds, interval: str, fixed: str | None) -> dict:
     low, high = _clean(low), _clean(high)
     note = claim.paper_note or ("" if claim.paper is not None else NO_PAPER_VALUE)
     return {"study": study, "claim": claim.text, "compared": claim.compared, "unit": claim.unit,
             "direction": claim.direction, "null": claim.null,
             "paper": math.nan if claim.paper is None else round(float(claim.paper), 6), "paper_note": note,
-            "ours": _clean(estimate), "ci_low": low, "ci_high": high, "p_value": p, "p_adjusted": math.nan,
+            "ours": _clean(estimate), "ci_low": low, "ci_high": high, "p_value": p_value, "p_adjusted": math.nan,
             "seeds": min(seeds), "runs": "/".join(str(n) for n in seeds), "agree": "", "interval": interval,
             "verdict": fixed or verdict(low, high, claim.direction, claim.null), "verdict_adjusted": ""}
 
@@ -303,21 +303,22 @@ def table_lines(frame, *, study_column: bool = False) -> list[str]:
 
 def counts(frame, column: str = "verdict_adjusted") -> str:
     """``2 hold, 1 reversed, 5 inconclusive (3 of them from one seed), ...`` of ``column``."""
-    n = {v: int((frame[column] == v).sum()) if len(frame) else 0 for v in VERDICTS}
-    text = f"{n[HOLDS]} hold, {n[REVERSED]} reversed, {n[INCONCLUSIVE]} inconclusive at this scale"
-    if n[ONE_SEED]:
-        text += f", {n[ONE_SEED]} inconclusive with one seed"
-    if n[AS_CLAIMED] or n[CONTRADICTED]:
-        text += f", {n[AS_CLAIMED]} as claimed and {n[CONTRADICTED]} contradicted in every seed (too few seeds to test)"
+    tally = {v: int((frame[column] == v).sum()) if len(frame) else 0 for v in VERDICTS}
+    text = f"{tally[HOLDS]} hold, {tally[REVERSED]} reversed, {tally[INCONCLUSIVE]} inconclusive at this scale"
+    if tally[ONE_SEED]:
+        text += f", {tally[ONE_SEED]} inconclusive with one seed"
+    if tally[AS_CLAIMED] or tally[CONTRADICTED]:
+        text += (f", {tally[AS_CLAIMED]} as claimed and {tally[CONTRADICTED]} contradicted in every seed "
+                 f"(too few seeds to test)")
     return text
 
 
 def chance_line(frame) -> str:
     """What chance alone would give: m tested claims at 5% each, and after Holm."""
-    m = int(frame["p_value"].notna().sum()) if len(frame) else 0
-    return (f"Chance verdicts: {m} claims have a test. If none of their effects were real, up to "
-            f"{LEVEL * m:.2f} of the unadjusted verdicts (`verdict alone`, 5% each) would be expected to be holds "
-            f"or reversed by chance; Holm's correction over the {m} keeps the chance of even one such verdict at "
+    tested = int(frame["p_value"].notna().sum()) if len(frame) else 0
+    return (f"Chance verdicts: {tested} claims have a test. If none of their effects were real, up to "
+            f"{LEVEL * tested:.2f} of the unadjusted verdicts (`verdict alone`, 5% each) would be expected to be holds "
+            f"or reversed by chance; Holm's correction over the {tested} keeps the chance of even one such verdict at "
             f"or below {LEVEL:.0%}, so the adjusted list (`verdict (Holm)`) expects at most {LEVEL:.2f} of them.")
 
 

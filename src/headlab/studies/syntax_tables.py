@@ -17,8 +17,9 @@ def profile_prefix(root: str, model: dict, treebank: str = "ud-en_ewt") -> str:
     """Where the ``profile_heads`` rule writes a model's profile (``PREFIX.csv``,
     ``.baselines.csv``, ``.alignment.json``, ``.attention.npz``); ``treebank``: ``ud-en_ewt``,
     ``ud-en_pud`` or ``spacy-<split>``."""
-    from headlab.naming import model_path, results_paths
-    return f"{results_paths(root)['scores']}/{model_path(model)}/profile/{treebank}"
+    from headlab.naming import path
+    # the path table names each file of the profile; the prefix is the CSV's minus its part
+    return path("profile", root, model, treebank=treebank, part="csv").removesuffix(".csv")
 
 
 #: relations left out of Table 1's "ten most frequent": the paper's ten omit them although

@@ -10,7 +10,7 @@ paper's published numbers: each column becomes two, ``ours`` and ``paper``. Rend
 Runs of several seeds: ``pivot(..., over="seed")`` takes the tidy rows of every run (one
 row per seed, as the tidy CSVs keep them) and makes each cell their mean, with the
 standard deviation (``ddof=1``) and the number of runs beside it (``Table.sd``,
-``Table.n``); a cell of two or more runs renders as ``mean ± sd (n=N)``, a cell of one
+``Table.count``); a cell of two or more runs renders as ``mean ± sd (n=N)``, a cell of one
 run as its number alone.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Table:
     #: same shape as values: standard deviation over seeds and number of runs of each cell
     #: (``pivot(..., over="seed")``); None = one run per cell
     sd: "pd.DataFrame | None" = None  # noqa: F821
-    n: "pd.DataFrame | None" = None  # noqa: F821
+    count: "pd.DataFrame | None" = None  # noqa: F821
 
     def mark(self, row, col) -> str:
         if self.marks is None:
@@ -63,19 +63,19 @@ class Table:
         """Print rows whose values are all whole numbers (hyper-parameters such as heads, the
         feed-forward size) as integers: ``8``, not ``8.00``."""
         for row in self.values.index:
-            cells = [v for v in self.values.loc[row] if isinstance(v, (int, float)) and not math.isnan(v)]
-            if cells and all(float(v).is_integer() for v in cells):
+            cells = [cell for cell in self.values.loc[row] if isinstance(cell, (int, float)) and not math.isnan(cell)]
+            if cells and all(float(cell).is_integer() for cell in cells):
                 self.row_decimals[row] = 0
         return self
 
     def runs(self, row, col) -> tuple[float, int]:
         """(sd, n) of a cell; (nan, 1) where it holds one run."""
-        if self.n is None or col not in self.n.columns or row not in self.n.index:
+        if self.count is None or col not in self.count.columns or row not in self.count.index:
             return math.nan, 1
-        n = self.n.loc[row, col]
-        if n is None or (isinstance(n, float) and math.isnan(n)):
+        runs = self.count.loc[row, col]
+        if runs is None or (isinstance(runs, float) and math.isnan(runs)):
             return math.nan, 1
-        return float(self.sd.loc[row, col]), int(n)
+        return float(self.sd.loc[row, col]), int(runs)
 
 
 def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = None,
@@ -106,37 +106,37 @@ def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = Non
         grid = series.unstack(columns).reindex(**shape)
         grid.index.name = grid.columns.name = None
         return grid
-    sd = n = None
+    sd = count = None
     if over:
         grid = grid_of(groups[values].mean())
-        n = grid_of(groups[values].count().astype(float))
+        count = grid_of(groups[values].count().astype(float))
         sd = grid_of(groups[values].std(ddof=1))
-        if not (n > 1).any().any():
-            sd = n = None
+        if not (count > 1).any().any():
+            sd = count = None
     else:
         grid = grid_of(groups[values].first()).apply(pd.to_numeric, errors="coerce")
     marks = None
     if mark:
-        flags = tidy.assign(_m=tidy[mark].map(lambda v: _symbol(v, mark_symbol)))
+        flags = tidy.assign(_m=tidy[mark].map(lambda value: _symbol(value, mark_symbol)))
         marks = grid_of(flags.groupby([index, columns], sort=False)["_m"].first()).fillna("")
-    return Table(grid, marks, index_name=index, sd=sd, n=n, **kwargs)
+    return Table(grid, marks, index_name=index, sd=sd, count=count, **kwargs)
 
 
-def _symbol(v, default: str) -> str:
+def _symbol(value, default: str) -> str:
     """A mark cell: a boolean-like value gives ``default`` or nothing; any other text (paper
     B and C's ``⇑`` / ``↑``) is the mark itself."""
-    if isinstance(v, str) and v.strip() and v.strip().lower() not in _BOOLEAN_WORDS:
-        return v.strip()
-    return default if _truthy(v) else ""
+    if isinstance(value, str) and value.strip() and value.strip().lower() not in _BOOLEAN_WORDS:
+        return value.strip()
+    return default if _truthy(value) else ""
 
 
 _BOOLEAN_WORDS = ("true", "1", "yes", "*", "false", "0", "no", "nan", "none")
 
 
-def _truthy(v) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() in ("true", "1", "yes", "*")
-    return bool(v) and not (isinstance(v, float) and math.isnan(v))
+def _truthy(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "*")
+    return bool(value) and not (isinstance(value, float) and math.isnan(value))
 
 
 def beside(ours: Table, paper: Table) -> Table:
@@ -145,26 +145,27 @@ def beside(ours: Table, paper: Table) -> Table:
 
     rows = list(dict.fromkeys(list(ours.values.index) + list(paper.values.index)))
     cols = list(dict.fromkeys(list(ours.values.columns) + list(paper.values.columns)))
-    values, marks, groups, places, bold, sd, n = {}, {}, [], {}, {}, {}, {}
-    for c in cols:
-        for sub, t in ((OURS, ours), (PAPER, paper)):
-            name = f"{c} {sub}"
-            groups.append((str(c), sub))
-            has_runs = t.n is not None and c in t.n.columns
-            n[name] = t.n[c].reindex(rows) if has_runs else pd.Series(float("nan"), index=rows)
-            sd[name] = t.sd[c].reindex(rows) if has_runs else pd.Series(float("nan"), index=rows)
-            bold[name] = (t.bold[c].reindex(rows).fillna(False).astype(bool)
-                          if t.bold is not None and c in t.bold.columns else pd.Series(False, index=rows))
-            if t.places(c) != ours.decimals:
-                places[name] = t.places(c)
-            values[name] = t.values[c].reindex(rows) if c in t.values.columns else pd.Series(float("nan"), index=rows)
-            if t.marks is not None and c in t.marks.columns:
-                marks[name] = t.marks[c].reindex(rows).fillna("")
+    values, marks, groups, places, bold, sd, count = {}, {}, [], {}, {}, {}, {}
+    for col in cols:
+        for sub, table in ((OURS, ours), (PAPER, paper)):
+            name = f"{col} {sub}"
+            groups.append((str(col), sub))
+            has_runs = table.count is not None and col in table.count.columns
+            count[name] = table.count[col].reindex(rows) if has_runs else pd.Series(float("nan"), index=rows)
+            sd[name] = table.sd[col].reindex(rows) if has_runs else pd.Series(float("nan"), index=rows)
+            bold[name] = (table.bold[col].reindex(rows).fillna(False).astype(bool)
+                          if table.bold is not None and col in table.bold.columns else pd.Series(False, index=rows))
+            if table.places(col) != ours.decimals:
+                places[name] = table.places(col)
+            values[name] = (table.values[col].reindex(rows) if col in table.values.columns
+                            else pd.Series(float("nan"), index=rows))
+            if table.marks is not None and col in table.marks.columns:
+                marks[name] = table.marks[col].reindex(rows).fillna("")
             else:
                 marks[name] = pd.Series("", index=rows)
     return Table(pd.DataFrame(values, index=rows), pd.DataFrame(marks, index=rows), decimals=ours.decimals,
                  column_decimals=places, best=ours.best, index_name=ours.index_name, caption=ours.caption,
                  label=ours.label, groups=groups, row_decimals={**paper.row_decimals, **ours.row_decimals},
                  bold=pd.DataFrame(bold, index=rows) if ours.bold is not None or paper.bold is not None else None,
-                 sd=pd.DataFrame(sd, index=rows) if ours.n is not None or paper.n is not None else None,
-                 n=pd.DataFrame(n, index=rows) if ours.n is not None or paper.n is not None else None)
+                 sd=pd.DataFrame(sd, index=rows) if ours.count is not None or paper.count is not None else None,
+                 count=pd.DataFrame(count, index=rows) if ours.count is not None or paper.count is not None else None)

@@ -1,7 +1,7 @@
 """Training wall time of a study's models, from the train rule's snakemake benchmark files."""
 from __future__ import annotations
 
-from headlab.naming import model_path, results_paths
+from headlab.naming import model_path, path
 
 
 def training_time(models: list[dict], root: str) -> str:
@@ -10,9 +10,8 @@ def training_time(models: list[dict], root: str) -> str:
 
     seconds = {}
     for m in models:
-        path = f"{results_paths(root)['models']}/{model_path(m)}/train.benchmark.tsv"
         try:
-            seconds[model_path(m)] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+            seconds[model_path(m)] = float(pd.read_csv(path("train_benchmark", root, m), sep="\t")["s"].iloc[-1])
         except (OSError, KeyError, IndexError, ValueError):
             continue  # trained elsewhere (published checkpoint) or before benchmarks existed
     if not seconds:

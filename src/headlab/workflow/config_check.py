@@ -189,13 +189,12 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
     from headlab.studies import STUDIES
 
     study, prefix = config["studies"][name], f"studies.{name}"
-    if hasattr(STUDIES[name], "check"):      # what the study's own module checks (paper B's grids)
-        STUDIES[name].check(study)
+    STUDIES[name].check(study)      # what the study itself checks (paper B's grids)
     global_overrides = dict(config.get("training", {}).get("overrides", {}))
     # a study's model whose grid value equals the preset's has no override for it (same path
     # as the preset's model), so a global override of that option would silently replace
     # the value in it alone (paper B's transformer_ff 2048 candidate trained at the global value)
-    varied = set(STUDIES[name].varied_options(study)) if hasattr(STUDIES[name], "varied_options") else set()
+    varied = set(STUDIES[name].varied_options(study))
     clash = sorted(varied & set(global_overrides))
     if clash:
         raise ConfigError(f"training.overrides sets {clash[0]!r}, which study {name} varies: its models with the "

@@ -5,6 +5,8 @@
 What a reader needs to check the numbers without the models (a few MB at most):
 
 - the study's outputs: tables (.csv, .md), figures (.png and their data .csv), README.md;
+- beside them, each model's files at their paths under the results folder
+  (:data:`headlab.naming.PATHS`):
 - ``scores/<model>/``: every score file of the study's models (BLEU and chrF JSON with the
   sacreBLEU signature, for each test set and head ablation; contrastive-suite CSVs);
 - ``translations/<model>/<test>.full.txt``: the detokenised hypotheses of each test set
@@ -31,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.errors import ConfigError
-from headlab.naming import model_path, results_paths
+from headlab.naming import PATHS, model_path, path
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -51,7 +53,6 @@ def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[
     from headlab.studies import study_models, study_outputs
 
     root = Path(results)
-    paths = results_paths(str(root))
     files = []
     for out in study_outputs(study, str(root)):
         if out.endswith((".csv", ".md", ".png")):
@@ -62,13 +63,13 @@ def collect(config: dict, study: str, results: str | os.PathLike) -> list[tuple[
         if model in seen:
             continue
         seen.add(model)
-        scores = Path(paths["scores"]) / model
-        files += [(p, f"scores/{model}/{p.name}") for p in sorted(scores.glob("*.json")) + sorted(scores.glob("*.csv"))]
-        for test in config["corpora"][m["corpus"]]["tests"]:
-            files.append((Path(paths["translations"]) / model / f"{test}.full.txt",
-                          f"translations/{model}/{test}.full.txt"))
-        for name in ("onmt.yaml", "train.benchmark.tsv"):
-            files.append((Path(paths["models"]) / model / name, f"models/{model}/{name}"))
+        scores = Path(path("model_scores", str(root), m))
+        model_files = sorted(scores.glob("*.json")) + sorted(scores.glob("*.csv"))
+        model_files += [Path(path("translation", str(root), m, split=test, ablation="full"))
+                        for test in config["corpora"][m["corpus"]]["tests"]]
+        model_files += [Path(path(kind, str(root), m)) for kind in ("onmt_config", "train_benchmark")]
+        # published at their paths in the results folder
+        files += [(p, p.relative_to(root).as_posix()) for p in model_files]
     missing = [str(src) for src, _ in files if not src.is_file()]
     if missing:
         raise ConfigError(f"study {study!r} has not finished: {len(missing)} files missing, first "
@@ -82,11 +83,12 @@ def provenance(config: dict, study: str, results: str | os.PathLike) -> dict:
     training = {}
     for m, _ in study_models(config, study, str(results)):
         model = model_path(m)
-        training[model] = _benchmark(Path(results_paths(str(results))["models"]) / model / "train.benchmark.tsv")
+        training[model] = _benchmark(Path(path("train_benchmark", str(results), m)))
     data = {}
-    for path in data_reports(config, study, str(results)):  # own corpora: sha256 of every file read
-        data[str(Path(path).relative_to(results_paths(str(results))["data"]))] = json.loads(
-            Path(path).read_text(encoding="utf-8"))
+    # own corpora: sha256 of every file read, by the report's path in its data folder (corpus/pair/size/...)
+    data_root = Path(f"{results}/" + PATHS["raw_report"].partition("{data}")[0])
+    for report in data_reports(config, study, str(results)):
+        data[Path(report).relative_to(data_root).as_posix()] = json.loads(Path(report).read_text(encoding="utf-8"))
     return {**run_provenance(config), "study": study, "config": config, "training": training, "data": data,
             "training_wall_s_total": round(sum(t["wall_s"] for t in training.values() if t), 1)}
 

@@ -1,0 +1,69 @@
+"""Paper B's claims (§5), judged on our runs (``effects.csv``): Table 3 at every seed, and
+Table 4's larger gain at small sizes (the subsamples and seeds as runs)."""
+from __future__ import annotations
+
+from headlab.studies.effects import Claim, Judge
+from headlab.studies.paper_B.grid import SYSTEMS, sweep_sizes
+from headlab.studies.paper_B.outputs import Files, reference, sweep, t3_cells
+
+
+def _paper_pivot(table: str):
+    """One of the paper's tables as numbers: row x column."""
+    return reference(table).assign(value=lambda ref: ref["value"].astype(float)).pivot(
+        index="row", columns="column", values="value")
+
+
+def _paper_gap(better: str, worse: str) -> float:
+    """The paper's mean of better - worse over its Table 3 corpora."""
+    paper = _paper_pivot("T3")
+    return float((paper[better] - paper[worse]).mean())
+
+
+def _paper_t4_gain() -> float:
+    """The paper's DHICM - T-optimal at its smallest size minus at its full size (Table 4)."""
+    paper = _paper_pivot("T4")
+    gap = paper["DHICM"] - paper["T-optimal"]
+    sizes = sorted(gap.index, key=lambda row: int(row.split()[-1].rstrip("K")))
+    return float(gap[sizes[0]] - gap[sizes[-1]])
+
+
+def _run_id(model) -> str:
+    """A run of a system: its seed on the full set, else its subsample and seed."""
+    return model["seed"] if model["size"] == "full" else f"{model['size']}/{model['seed']}"
+
+
+def effects(files: Files):
+    """(inputs, build) of ``effects.csv``: §5's claims, Table 3 at every seed and Table 4's
+    gain at small sizes (the subsamples and seeds as runs)."""
+    study = files.study
+    claims = []
+    for corpus, pair, runs in t3_cells(files):
+        by_system = {system: [finals[system][0] for finals in runs.values()] for system in SYSTEMS}
+        claims.append((Claim("§5 (T3): the grid search's hyper-parameters beat the default: T-optimal > T-base",
+                             f"T-optimal − T-base ({corpus} {pair})", ">", 0.0, _paper_gap("T-optimal", "T-base")),
+                       [(1, by_system["T-optimal"]), (-1, by_system["T-base"])]))
+        claims.append((Claim("§5 (T3): DHICM > T-optimal (DHICM >= T-optimal in every pair)",
+                             f"DHICM − T-optimal ({corpus} {pair})", ">", 0.0, _paper_gap("DHICM", "T-optimal")),
+                       [(1, by_system["DHICM"]), (-1, by_system["T-optimal"])]))
+        if sweep_sizes(study, corpus, pair):
+            runs_here = [(size, system, model) for run_corpus, run_pair, size, system, _, model in sweep(files)
+                         if (run_corpus, run_pair) == (corpus, pair)]
+            # (DHICM - T-optimal) over every small run (sizes x subsamples x seeds) minus on the full set
+            terms = [(sign * (1 if small else -1), [model for size, run_system, model in runs_here
+                                                    if run_system == system and (size != "full") == small])
+                     for system, sign in (("DHICM", 1), ("T-optimal", -1)) for small in (True, False)]
+            claims.append((Claim("§5 (T4): DHICM's gain over T-optimal is larger at small training sizes",
+                                 f"(DHICM − T-optimal) at {', '.join(map(str, study.get('sizes', [])))} pairs − at the "
+                                 f"full set ({corpus} {pair})", ">", 0.0, _paper_t4_gain()), terms))
+    inputs = [file for _, terms in claims for _, models in terms for model in models
+              for file in files.scored(model)[:2]]
+
+    def build():
+        judge = Judge("paper_B", files.samples())
+        for claim, terms in claims:
+            # the sweep's runs of a system span sizes and subsamples: not seed replicates for the pool
+            judge.systems(claim, [(weight, {_run_id(model): files.scored(model) for model in models})
+                                  for weight, models in terms],
+                          pooled=all(model["size"] == "full" for _, models in terms for model in models))
+        return judge.frame()
+    return inputs, build

@@ -1,0 +1,116 @@
+"""Paper D's claims judged on our runs (``effects.csv``): Table 3's contrasts of BLEU, the
+gates' claims (§3.3-3.4), the gate-syntax join and the lambda sweep."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from headlab.studies.common import corpus_pairs, first_seed, headline_seeds, seeds as study_seeds
+from headlab.studies.effects import Claim, Judge
+from headlab.studies.paper_D.grid import gated, lambdas
+from headlab.studies.paper_D.outputs import Files, join, reference, t3_cells
+
+
+def _paper_t3(weights: Mapping[str, float]) -> float:
+    """sum_row w * the paper's Table 3 BLEU (its baseline stands for our fine-tuned control)."""
+    paper = reference("T3").assign(value=lambda rows: rows["value"].astype(float)).set_index("row")["value"]
+    paper["Baseline (fine-tuned, no pruning)"] = paper["Baseline (converged)"]
+    return float(sum(weight * paper[row] for row, weight in weights.items()))
+
+
+def _paper_t2() -> pd.DataFrame:
+    """The paper's Table 2: ``row`` (layer), ``gate`` (0 or 1) per head."""
+    return reference("T2").assign(gate=lambda rows: rows["value"].astype(float))
+
+
+#: Table 3's claims: (text, row -> weight, null). "keeps 90% of B": A - 0.9 B > 0.
+T3_CLAIMS = (
+    ("Table 3: the gated model keeps most of the baseline's BLEU (>= 90% of the baseline fine-tuned as long)",
+     {"Pruned (converged)": 1.0, "Baseline (fine-tuned, no pruning)": -0.9}),
+    ("§3.5: the pruned baseline stays within 5% of the baseline after fine-tuning (of the baseline fine-tuned "
+     "as long)", {"Non-inverted (fine-tuned)": 1.0, "Baseline (fine-tuned, no pruning)": -0.95}),
+    ("§3.5: the pruned baseline stays within 5% of the baseline before fine-tuning (initial)",
+     {"Non-inverted (initial)": 1.0, "Baseline (converged)": -0.95}),
+    ("§3.6: inverted pruning loses less BLEU than non-inverted (initial)",
+     {"Inverted (initial)": 1.0, "Non-inverted (initial)": -1.0}),
+    ("§3.6: inverted pruning loses less BLEU than non-inverted (fine-tuned)",
+     {"Inverted (fine-tuned)": 1.0, "Non-inverted (fine-tuned)": -1.0}),
+)
+
+
+def _term_text(weights: Mapping[str, float]) -> str:
+    return " ".join(f"{'−' if weight < 0 else '+'} {'' if abs(weight) == 1 else f'{abs(weight):g} × '}{row}"
+                    for row, weight in weights.items()).lstrip("+ ")
+
+
+def effects(files: Files):
+    """(inputs, build) of ``effects.csv``: Table 3's claims (contrasts of BLEU over the headline
+    seeds, each seed's fine-tunes paired with its own control), the gates' claims (a value per
+    seed of the gated model), the join and the lambda sweep (the first seed / ``seeds``)."""
+    study = files.study
+    cells = t3_cells(files)
+    seeds = study_seeds(study)
+    pairs = corpus_pairs(study)
+    gated_runs = {(corpus, pair): [gated(study, corpus, pair, seed=seed) for seed in headline_seeds(study)]
+                  for corpus, pair in pairs}
+    sweep = {(corpus, pair): {seed: [gated(study, corpus, pair, lam, seed=seed) for lam in sorted(lambdas(study))]
+                              for seed in seeds}
+             for corpus, pair in pairs}
+    joined_inputs, joined = join(files)
+    inputs = [file for *_, by_row in cells for model in by_row.values() for file in files.scored(model)[:2]]
+    inputs += [files.gates(model) for runs in gated_runs.values() for model in runs]
+    inputs += [files.gates(model) for by_seed in sweep.values() for runs in by_seed.values() for model in runs]
+    inputs += joined_inputs
+
+    def build():
+        judge = Judge("paper_D", files.samples())
+        paper = _paper_t2()
+        for corpus, pair in pairs:
+            where = f"{corpus} {pair}"
+            mine = [(seed, by_row) for cell_corpus, cell_pair, seed, by_row in cells
+                    if (cell_corpus, cell_pair) == (corpus, pair)]
+            for text, weights in T3_CLAIMS:
+                judge.systems(Claim(text, f"{_term_text(weights)} ({where})", ">", 0.0, _paper_t3(weights)),
+                              [(weight, {seed: files.scored(by_row[row]) for seed, by_row in mine})
+                               for row, weight in weights.items()])
+            gates = {model["seed"]: pd.read_csv(files.gates(model)).query("site == 'enc'")
+                     for model in gated_runs[(corpus, pair)]}
+            model = f"gated baseline, lambda_l0 {lambdas(study)[0]:g} ({where})"
+            judge.per_seed(Claim("§3.3: the gates converge to (approximately) 0 or 1: at least 90% of them end "
+                                 "below 0.1 or above 0.9", f"share of encoder gates < 0.1 or > 0.9, {model}", ">",
+                                 0.9, float(paper["gate"].isin([0.0, 1.0]).mean()), unit="share",
+                                 paper_note="Table 2 prints every converged gate as 0 or 1"),
+                           {seed: float((~seed_gates["gate"].between(0.1, 0.9)).mean())
+                            for seed, seed_gates in gates.items()})
+            judge.per_seed(Claim("§3.4: pruning is sparse: fewer than half of the heads kept",
+                                 f"share of encoder heads kept, {model}", "<", 0.5, float(paper["gate"].mean()),
+                                 unit="share", paper_note="Table 2: 11 of 48 heads on"),
+                           {seed: float(seed_gates["kept"].mean()) for seed, seed_gates in gates.items()})
+            judge.per_seed(Claim("§3.4: every layer keeps at least one head",
+                                 f"fewest heads kept in an encoder layer, {model}", ">", 0.0,
+                                 float(paper.groupby("row")["gate"].sum().min()), unit="heads",
+                                 paper_note="Table 2: layers 3 and 6 keep one head"),
+                           {seed: float(seed_gates.groupby("layer")["kept"].sum().min())
+                            for seed, seed_gates in gates.items()})
+            sweeps = {seed: [int(pd.read_csv(files.gates(run)).query("site == 'enc'")["kept"].sum()) for run in runs]
+                      for seed, runs in sweep[(corpus, pair)].items()}
+            if len(lambdas(study)) > 1:
+                low, high = min(lambdas(study)), max(lambdas(study))
+                judge.per_seed(Claim("beyond: a larger lambda_l0 keeps fewer heads",
+                                     f"heads kept at lambda {high:g} − at {low:g} ({where})", "<", 0.0, unit="heads",
+                                     paper_note="not the paper's: it trains at lambda 0.1 only"),
+                               {seed: float(kept[-1] - kept[0]) for seed, kept in sweeps.items()})
+        heads = joined()[1]
+        for model, group in heads.groupby("model", sort=False):
+            syntactic = group[group["syntactic"].astype(bool)]
+            if len(syntactic):        # no head beats its baselines by 20 points: nothing to judge
+                value = float(syntactic["kept"].mean() - group["kept"].mean())
+                judge.per_seed(Claim("§3.4: the gates keep the syntactic heads (those beating the best offset "
+                                     "baseline by 20 points) more often than heads at large",
+                                     f"share kept of syntactic heads − of all heads ({model}, seed {first_seed(study)})",
+                                     ">", 0.0, 1.0 - float(paper["gate"].mean()), unit="share",
+                                     paper_note="§3.4: the heads it found syntactic (2-4, 4-2, 5-2) are all on, "
+                                                "against 11 of 48 heads"), {first_seed(study): value})
+        return judge.frame()
+    return inputs, build
