@@ -350,12 +350,23 @@ def test_syntactic_heads_beat_their_baseline_by_the_threshold(tmp_path):
     assert syntactic_heads(tmp_path / "p.csv").empty                   # no relation has 20 arcs here
 
 
-def test_profile_prefix_is_the_rule_output():
-    import re
+def test_profile_prefix_is_the_rule_output(monkeypatch):
+    """What paper D's tables read (``profile_prefix`` + ``.csv``) is what the shipped
+    workflow's ``profile_heads`` rule writes, wildcards filled with the same model."""
+    from snakemake.api import ConfigSettings, OutputSettings, ResourceSettings, SnakemakeApi
+    from snakemake.io import apply_wildcards, strip_wildcard_constraints
+    from snakemake.settings.enums import Quietness
     from headlab.studies.syntax_tables import profile_prefix
 
+    root = Path(__file__).resolve().parents[1]
     m = dict(corpus="multi30k", pair="en-de", size="full", preset="mini", variant="default", layers="2+2",
              heads="8L", seed="1")
     assert profile_prefix("res", m, "ud-en_pud") == "res/scores/multi30k/en-de/full/mini/default/2+2/8L/seed1/profile/ud-en_pud"
-    rule = (Path(__file__).resolve().parents[1] / "rules" / "analyse.smk").read_text()
-    assert re.search(r'csv=f"\{SCORES\}/\{MODEL\}/profile/\{\{treebank\}\}\.csv"', rule)
+    monkeypatch.chdir(root)
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=root / "Snakefile", workdir=root,
+                                config_settings=ConfigSettings(configfiles=[root / "config/config.yaml"],
+                                                               config={"results": "res"}))._workflow
+        csv = str(workflow.get_rule("profile_heads").output.csv)
+    written = apply_wildcards(strip_wildcard_constraints(csv), {**m, "tune": "", "treebank": "ud-en_pud"})
+    assert written == profile_prefix("res", m, "ud-en_pud") + ".csv"
