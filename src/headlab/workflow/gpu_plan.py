@@ -1,0 +1,274 @@
+"""The GPU plan (``config/gpu-plan.yaml``): an ordered queue of slices of the GPU config, and
+which of them a sitting trains next, read from what ``results/published/`` already holds.
+
+    python -m headlab.workflow.gpu_plan [--published results/published]     (the queue's state)
+
+- :func:`load`: the plan checked against ``config/gpu-plan.schema.yaml``; an error is one
+  line naming the file, its line and the key, and a slice's ``cost_gpu_s`` must agree with
+  the measured throughput (so a cost is never a guess written once and left);
+- :func:`published_seeds`: per slice, the status of each seed over its sitting folders
+  (``results/published/<slice>/<sitting>/rows.csv``);
+- :func:`choose`: the first ready slice not done that fits one sitting, and the seeds the
+  sitting trains: never-published seeds first, then those published short of convergence.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from headlab.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[3]
+PLAN = REPO / "config/gpu-plan.yaml"
+SCHEMA = REPO / "config/gpu-plan.schema.yaml"
+PUBLISHED = REPO / "results/published"
+#: the publication contract (rows.csv of every sitting folder), shared with the table renderer
+ROW_COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "step",
+               "best_step", "stop_reason", "status", "bleu", "bleu_ci_low", "bleu_ci_high", "chrf", "src_tok_s",
+               "tgt_tok_s", "gpu", "commit", "date")
+STATUSES = ("converged", "deadline", "partial", "diverged")
+COST_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Slice:
+    name: str
+    entry: dict
+    plan: "Plan"
+
+    @property
+    def heads(self) -> list[str]:
+        return [model["heads"] for model in self.entry["models"]]
+
+    @property
+    def side_by_side(self) -> int:
+        """Trainings sharing the GPU in one sitting: its models times its seeds."""
+        return len(self.entry["models"]) * self.entry["seeds_per_sitting"]
+
+    @property
+    def seconds_per_step(self) -> float:
+        table = self.plan.throughput["seconds_per_step"]
+        counts = sorted(int(n) for n in table)
+        # more trainings than measured: the largest measured, scaled linearly (GPU-bound)
+        if self.side_by_side > counts[-1]:
+            return table[str(counts[-1])] * self.side_by_side / counts[-1]
+        return table[str(min(n for n in counts if n >= self.side_by_side))]
+
+    @property
+    def computed_cost_s(self) -> float:
+        return (self.plan.throughput["startup_s"] + self.entry["expected_steps"] * self.seconds_per_step
+                + self.plan.sitting["eval_reserve_s"])
+
+    @property
+    def steps_in_window(self) -> int:
+        """Steps each model reaches in one sitting's training window."""
+        window = self.plan.train_window_s - self.plan.throughput["startup_s"]
+        return int(window / self.seconds_per_step)
+
+    @property
+    def fits(self) -> bool:
+        return self.steps_in_window >= self.entry["min_steps"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    data: dict
+    path: Path
+
+    @property
+    def throughput(self) -> dict:
+        return {**self.data["throughput"],
+                "seconds_per_step": {str(k): v for k, v in self.data["throughput"]["seconds_per_step"].items()}}
+
+    @property
+    def sitting(self) -> dict:
+        return self.data["sitting"]
+
+    @property
+    def train_window_s(self) -> float:
+        return self.sitting["budget_s"] - self.sitting["pack_s"] - self.sitting["eval_reserve_s"]
+
+    @property
+    def slices(self) -> list[Slice]:
+        return [Slice(entry["name"], entry, self) for entry in self.data["slices"]]
+
+    def slice(self, name: str) -> Slice:
+        for found in self.slices:
+            if found.name == name:
+                return found
+        raise ConfigError(f"no slice {name!r} in the plan (slices: {', '.join(s.name for s in self.slices)})",
+                          path=str(self.path), key="slices")
+
+
+def _line_of(root_node, location) -> int | None:
+    """The 1-based line of the YAML node at ``location`` (keys and indices), or its nearest parent."""
+    import yaml
+
+    node, line = root_node, root_node.start_mark.line + 1 if root_node is not None else None
+    for step in location:
+        if isinstance(node, yaml.MappingNode):
+            matches = [(key, value) for key, value in node.value if key.value == str(step)]
+            if not matches:
+                break
+            key_node, node = matches[0]
+            line = key_node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+            node = node.value[step]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _error_key(error) -> tuple[list, str]:
+    """(location, key name) a jsonschema error is about: the offending key itself for an
+    unknown key, else the path to the bad value."""
+    import re
+
+    location = list(error.absolute_path)
+    if error.validator == "additionalProperties":
+        extra = re.findall(r"'([^']+)' was unexpected", error.message)
+        if extra:
+            return location + [extra[0]], extra[0]
+    if error.validator == "required":
+        missing = re.findall(r"'([^']+)' is a required property", error.message)
+        if missing:
+            return location, missing[0]
+    named = [str(step) for step in location if not isinstance(step, int)]
+    return location, named[-1] if named else "plan"
+
+
+def load(path: Path | str = PLAN, schema_path: Path | str = SCHEMA) -> Plan:
+    """The plan, checked; ConfigError (one line: file:line: [key] what is wrong) otherwise."""
+    import jsonschema
+    import yaml
+
+    path = Path(path)
+    text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+        root_node = yaml.compose(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise ConfigError(f"not YAML: {getattr(err, 'problem', err)}", path=str(path),
+                          line=mark.line + 1 if mark else None) from None
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    # seconds_per_step's keys are model counts: YAML reads them as integers, JSON Schema wants strings
+    if isinstance(data, dict) and isinstance((data.get("throughput") or {}).get("seconds_per_step"), dict):
+        data["throughput"]["seconds_per_step"] = {str(k): v for k, v in data["throughput"]["seconds_per_step"].items()}
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        error = errors[0]
+        location, key = _error_key(error)
+        message = (f"unknown key {key!r}" if error.validator == "additionalProperties"
+                   else f"missing key {key!r}" if error.validator == "required"
+                   else error.message.splitlines()[0])
+        raise ConfigError(message, path=str(path), line=_line_of(root_node, location), key=key)
+    plan = Plan(data, path)
+    names = [entry["name"] for entry in data["slices"]]
+    for index, found in enumerate(plan.slices):
+        where = {"path": str(path), "line": _line_of(root_node, ["slices", index, "cost_gpu_s"])}
+        if names.count(found.name) > 1:
+            raise ConfigError(f"slice {found.name!r} is named twice", key="name", **where)
+        written, computed = found.entry["cost_gpu_s"], found.computed_cost_s
+        if abs(written - computed) > COST_TOLERANCE * computed:
+            raise ConfigError(f"slice {found.name}: cost_gpu_s {written:g} disagrees with the measured throughput "
+                              f"({computed:.0f} s: startup + {found.entry['expected_steps']} steps x "
+                              f"{found.seconds_per_step:g} s with {found.side_by_side} side by side + evaluation)",
+                              key="cost_gpu_s", **where)
+    return plan
+
+
+def _seed(text: str) -> int:
+    return int(str(text).removeprefix("seed"))
+
+
+def published_seeds(found: Slice, published: Path | str = PUBLISHED) -> dict[int, str]:
+    """seed -> its best status over the slice's sitting folders (``converged`` only when
+    every model of the slice has a converged row of that seed)."""
+    folder = Path(published) / found.name
+    statuses: dict[int, dict[str, set]] = {}
+    for rows in sorted(folder.glob("*/rows.csv")):
+        with open(rows, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                if not row.get("seed"):
+                    continue
+                statuses.setdefault(_seed(row["seed"]), {}).setdefault(row["heads"], set()).add(row["status"])
+    result = {}
+    for seed, per_model in statuses.items():
+        converged = all("converged" in per_model.get(heads, set()) for heads in found.heads)
+        result[seed] = "converged" if converged else "published"
+    return result
+
+
+def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
+    """The slice's seeds not yet converged: never published first, then published short of it."""
+    done = published_seeds(found, published)
+    fresh = [seed for seed in found.entry["seeds"] if seed not in done]
+    again = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
+    return fresh + again
+
+
+@dataclass(frozen=True)
+class Choice:
+    slice: Slice
+    seeds: list[int]
+    skipped: list[str]
+
+
+def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = None) -> Choice:
+    """What the next sitting trains: ``name``'s slice, or the first ready one not done that
+    fits one sitting; its next ``seeds_per_sitting`` pending seeds. ``skipped`` says why each
+    earlier slice was passed over."""
+    if name is not None:
+        found = plan.slice(name)
+        pending = pending_seeds(found, published)
+        if not pending:
+            raise ConfigError(f"slice {name} is done: seeds {found.entry['seeds']} are all published as converged "
+                              f"(add seeds to it in the plan for more)", path=str(plan.path), key="seeds")
+        if not found.entry["ready"]:
+            raise ConfigError(f"slice {name} is not ready for a sitting: {found.entry.get('pending', '')}".strip(),
+                              path=str(plan.path), key="ready")
+        return Choice(found, pending[:found.entry["seeds_per_sitting"]], [])
+    skipped = []
+    for found in plan.slices:
+        pending = pending_seeds(found, published)
+        if not pending:
+            skipped.append(f"{found.name}: done")
+        elif not found.entry["ready"]:
+            skipped.append(f"{found.name}: not ready ({found.entry.get('pending', 'see the plan')})")
+        elif not found.fits:
+            skipped.append(f"{found.name}: {found.steps_in_window} steps in a sitting, under its "
+                           f"min_steps {found.entry['min_steps']}")
+        else:
+            return Choice(found, pending[:found.entry["seeds_per_sitting"]], skipped)
+    raise ConfigError("every slice of the plan is done or cannot run in one sitting: " + "; ".join(skipped),
+                      path=str(plan.path), key="slices")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.gpu_plan", description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", default=str(PLAN))
+    parser.add_argument("--published", default=str(PUBLISHED))
+    args = parser.parse_args(argv)
+    plan = load(args.plan)
+    for found in plan.slices:
+        state = published_seeds(found, args.published)
+        print(f"{found.name:14} cost {found.entry['cost_gpu_s']:>5g} GPU-s, {found.steps_in_window:>5} steps a sitting"
+              f" ({found.side_by_side} side by side), seeds {found.entry['seeds']}: "
+              + (", ".join(f"{seed} {status}" for seed, status in sorted(state.items())) or "none published")
+              + ("" if found.entry["ready"] else "  [not ready]"))
+    try:
+        choice = choose(plan, args.published)
+        print(f"next: {choice.slice.name}, seeds {choice.seeds}")
+    except ConfigError as err:
+        print(f"next: none ({err})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The GPU plan (config/gpu-plan.yaml): the shipped plan validates, a bad key is one line
+naming it, and the next sitting's slice and seeds follow from fixture ``results/published/``
+trees (each sitting a folder ``<slice>/<sitting>/`` with the contract's ``rows.csv``)."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from headlab.errors import ConfigError
+from headlab.workflow import gpu_plan
+
+SLICE_NAMES = ["A-T1-deep", "C-core-base", "B-base-dhicm", "D-gates-8L", "A-lowres"]
+
+
+def test_the_shipped_plan_validates_in_the_agreed_order():
+    plan = gpu_plan.load()
+    assert [found.name for found in plan.slices] == SLICE_NAMES
+    for found in plan.slices:
+        assert found.entry["why"] and found.entry["stop"]["patience"] >= 1
+        assert abs(found.entry["cost_gpu_s"] - found.computed_cost_s) <= 0.05 * found.computed_cost_s
+    assert plan.slice("A-T1-deep").heads == ["8L", "7Ftoken+1L", "8Ftoken"] and plan.slice("A-T1-deep").fits
+
+
+def _bad_plan(tmp_path: Path, old: str, new: str) -> Path:
+    text = gpu_plan.PLAN.read_text()
+    assert old in text
+    path = tmp_path / "gpu-plan.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def test_an_unknown_plan_key_is_one_line_naming_it_and_its_line(tmp_path):
+    path = _bad_plan(tmp_path, "    seeds_per_sitting: 1\n", "    seeds_per_sittting: 1\n")
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    message = str(caught.value)
+    line = path.read_text().splitlines().index("    seeds_per_sittting: 1") + 1
+    assert "\n" not in message and "seeds_per_sittting" in message and f"gpu-plan.yaml:{line}:" in message
+
+
+def test_a_cost_that_disagrees_with_the_measured_throughput_is_refused(tmp_path):
+    path = _bad_plan(tmp_path, "    cost_gpu_s: 825\n", "    cost_gpu_s: 300\n")
+    with pytest.raises(ConfigError, match=r"\[cost_gpu_s\] slice A-T1-deep: cost_gpu_s 300 disagrees"):
+        gpu_plan.load(path)
+
+
+def _publish(root: Path, slice_name: str, sitting: str, seeds_status: dict[int, str], heads) -> None:
+    folder = root / slice_name / sitting
+    folder.mkdir(parents=True)
+    with open(folder / "rows.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, gpu_plan.ROW_COLUMNS)
+        writer.writeheader()
+        for seed, status in seeds_status.items():
+            for name in heads:
+                writer.writerow({"slice": slice_name, "sitting": sitting, "heads": name, "seed": seed,
+                                 "test": "test_2016_flickr", "status": status})
+
+
+def test_the_next_slice_follows_the_published_tree(tmp_path):
+    plan = gpu_plan.load()
+    a_heads = plan.slice("A-T1-deep").heads
+    # nothing published: A's first seed
+    choice = gpu_plan.choose(plan, tmp_path)
+    assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [1])
+    # seed 1 converged: seed 2
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "converged"}, a_heads)
+    assert gpu_plan.choose(plan, tmp_path).seeds == [2]
+    # seed 2 ended at its deadline: seed 3 (never run) before seed 2 again
+    _publish(tmp_path, "A-T1-deep", "2026-11-29-h100-bbbbbbb", {2: "deadline"}, a_heads)
+    assert gpu_plan.choose(plan, tmp_path).seeds == [3]
+    _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-ccccccc", {3: "converged"}, a_heads)
+    assert gpu_plan.choose(plan, tmp_path).seeds == [2]
+    # all of A converged: C
+    _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-ddddddd", {2: "converged"}, a_heads)
+    choice = gpu_plan.choose(plan, tmp_path)
+    assert (choice.slice.name, choice.seeds) == ("C-core-base", [1]) and choice.skipped == ["A-T1-deep: done"]
+
+
+def test_a_seed_converges_only_when_every_model_of_it_did(tmp_path):
+    plan = gpu_plan.load()
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "converged"}, ["8L", "7Ftoken+1L"])
+    assert gpu_plan.published_seeds(plan.slice("A-T1-deep"), tmp_path) == {1: "published"}
+
+
+def test_a_named_slice_is_chosen_and_a_done_or_unready_one_refused(tmp_path):
+    plan = gpu_plan.load()
+    assert gpu_plan.choose(plan, tmp_path, "B-base-dhicm").seeds == [1, 2]
+    with pytest.raises(ConfigError, match="not ready"):
+        gpu_plan.choose(plan, tmp_path, "D-gates-8L")
+    with pytest.raises(ConfigError, match="no slice 'Z'"):
+        gpu_plan.choose(plan, tmp_path, "Z")
+    _publish(tmp_path, "A-lowres", "2026-11-28-h100-aaaaaaa", {1: "converged", 2: "converged", 3: "converged"},
+             plan.slice("A-lowres").heads)
+    with pytest.raises(ConfigError, match="slice A-lowres is done"):
+        gpu_plan.choose(plan, tmp_path, "A-lowres")
