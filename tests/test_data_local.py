@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from headlab.data.local import main, prepare, split_config
-from headlab.errors import ConfigError, DataError
+from headlab.errors import ConfigError, DataError, HeadlabError
 
 GOOD = [(f"das ist satz {i}", f"this is sentence {i}") for i in range(1, 21)]
 
@@ -183,3 +184,149 @@ def test_sides_of_different_lengths_are_a_config_error_naming_key_and_files(tmp_
     with pytest.raises(ConfigError, match=r"^\[corpora.mine.files.train\] the sides differ in length: .*train.de has "
                                           r"\d+ lines, .*train.en has 3; the files must be line-aligned"):
         check_corpus(corpus, "corpora.mine")
+
+
+# -- what a prepare-local job would fail on, found by the config check before any job --------
+
+def _gz(path: Path, content: bytes) -> str:
+    gz_path = path.with_name(path.name + ".gz")
+    gz_path.write_bytes(gzip.compress(content))
+    return str(gz_path)
+
+
+def _tsv_test(tmp_path, corpus, text: str) -> str:
+    tsv = tmp_path / "test.tsv"
+    tsv.write_text(text, encoding="utf-8")
+    corpus["files"]["test"] = {"tsv": str(tsv), "langs": ["de", "en"]}
+    return str(tsv)
+
+
+def _latin1(tmp_path, corpus):
+    Path(corpus["files"]["train"]["de"]).write_bytes("das ist gut\nStraße café\n".encode("latin-1") * 10)
+    return corpus["files"]["train"]["de"], r":2: \[corpora.mine.files.train\] invalid UTF-8 at byte 4 .*Latin-1"
+
+
+def _binary(tmp_path, corpus):
+    Path(corpus["files"]["valid"]["en"]).write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    return corpus["files"]["valid"]["en"], r":1: \[corpora.mine.files.valid\] invalid UTF-8 at byte 0 .*binary"
+
+
+def _invalid_utf8(tmp_path, corpus):
+    Path(corpus["files"]["train"]["en"]).write_bytes(b"one\ntwo\nthree\ncaf\xe9\n" * 5)
+    return corpus["files"]["train"]["en"], r":4: \[corpora.mine.files.train\] invalid UTF-8 at byte 3"
+
+
+def _empty_train(tmp_path, corpus):
+    for lang in ("de", "en"):
+        Path(corpus["files"]["train"][lang]).write_bytes(b"")
+    return corpus["files"]["train"]["de"], r": \[corpora.mine.files.train\] empty corpus: the file has no lines"
+
+
+def _nothing_left(tmp_path, corpus):
+    Path(corpus["files"]["train"]["de"]).write_text(" \n" * 20)
+    return corpus["files"]["train"]["de"], (r": \[corpora.mine.files.train\] nothing left after cleaning 20 pairs "
+                                            r"\(20 empty or whitespace-only side, first: line 1\)")
+
+
+def _tsv_without_tab(tmp_path, corpus):
+    return _tsv_test(tmp_path, corpus, "a\tb\nno tab here\n"), (
+        r":2: \[corpora.mine.files.test\] 1 tab-separated field, expected 2 \(source<TAB>target\)")
+
+
+def _tsv_two_tabs(tmp_path, corpus):
+    return _tsv_test(tmp_path, corpus, "a\tb\nc\td\ne\t\tf\n"), (
+        r":3: \[corpora.mine.files.test\] 3 tab-separated fields, expected 2")
+
+
+def _tsv_three_columns(tmp_path, corpus):
+    return _tsv_test(tmp_path, corpus, "a\tb\tc\n"), r":1: \[corpora.mine.files.test\] 3 tab-separated fields"
+
+
+def _empty_test_side(tmp_path, corpus):
+    Path(corpus["files"]["test"]["en"]).write_text("one\n\nthree\nfour\nfive\n")
+    return corpus["files"]["test"]["en"], (r":2: \[corpora.mine.files.test\] empty or whitespace-only side; "
+                                           r"a test set is never cleaned")
+
+
+def _truncated_gz(tmp_path, corpus):
+    whole = gzip.compress("".join(f"das ist satz {i}\n" for i in range(5000)).encode())
+    gz_path = tmp_path / "train.de.gz"
+    gz_path.write_bytes(whole[:len(whole) // 2])
+    corpus["files"]["train"]["de"] = str(gz_path)
+    return str(gz_path), r": \[corpora.mine.files.train\] not a whole gzip file \(cut short"
+
+
+def _gzip_without_gz_name(tmp_path, corpus):
+    Path(corpus["files"]["train"]["de"]).write_bytes(gzip.compress(b"das ist gut\n" * 20))
+    return corpus["files"]["train"]["de"], r":1: \[corpora.mine.files.train\] invalid UTF-8 at byte 1 .*gzip data"
+
+
+DEFECTS = [_invalid_utf8, _latin1, _binary, _empty_train, _nothing_left, _tsv_without_tab, _tsv_two_tabs,
+           _tsv_three_columns, _empty_test_side, _truncated_gz, _gzip_without_gz_name]
+
+
+@pytest.mark.parametrize("defect", DEFECTS, ids=[d.__name__.strip("_") for d in DEFECTS])
+def test_the_config_check_finds_what_a_prepare_job_would_fail_on(tmp_path, defect):
+    """Each defect: one line naming the file (and line), from the check run when the DAG
+    is built, before any job."""
+    from headlab.data.local import check_corpus
+
+    corpus = _corpus(tmp_path)
+    path, message = defect(tmp_path, corpus)
+    with pytest.raises(HeadlabError) as caught:
+        check_corpus(corpus, "corpora.mine")
+    text = str(caught.value)
+    assert len(text.splitlines()) == 1 and re.match(re.escape(path) + message, text), text
+
+
+def test_the_config_check_passes_what_prepare_cleans(tmp_path):
+    """Defects prepare-local repairs or removes from train and valid stop nothing."""
+    from headlab.data.local import check_corpus
+
+    pairs = list(GOOD) + [("", "x"), ("wort " * 300, "word"), ("a\x07b", "c\rd")]
+    corpus = _corpus(tmp_path, train=pairs)
+    Path(corpus["files"]["valid"]["de"]).write_bytes(b"\xef\xbb\xbf" + b"eins\r\nzwei\r\n drei\r\n vier\r\nfuenf\r\n")
+    corpus["files"]["train"]["en"] = _gz(Path(corpus["files"]["train"]["en"]),
+                                          Path(corpus["files"]["train"]["en"]).read_bytes())
+    check_corpus(corpus, "corpora.mine")
+
+
+@pytest.mark.parametrize("name", ["my corpus", "korpus-ü", "a/b"])
+def test_a_corpus_name_that_cannot_be_a_folder_name_is_one_line(tmp_path, name):
+    from headlab.workflow.config_check import check_corpora
+
+    with pytest.raises(ConfigError) as caught:
+        check_corpora({"corpora": {name: _corpus(tmp_path)}})
+    assert str(caught.value) == (f"[corpora.{name}] corpus name {name!r} is a folder name in every path of its "
+                                 f"data and models: use ASCII letters, digits, '_', '.' and '-' only")
+
+
+@pytest.mark.parametrize("defect", [_invalid_utf8, _empty_test_side, _truncated_gz, _tsv_without_tab],
+                         ids=["invalid_utf8", "empty_test_side", "truncated_gz", "tsv_without_tab"])
+def test_a_corpus_defect_stops_the_workflow_before_any_job(tmp_path, mirror, defect):
+    """Through snakemake itself: one line, exit status 1, no results folder."""
+    import yaml
+
+    from test_workflow import snakemake, write_config
+
+    corpus = _corpus(tmp_path)
+    path, message = defect(tmp_path, corpus)
+    config_path = write_config(tmp_path, mirror)
+    config = yaml.safe_load(config_path.read_text())
+    config["corpora"] = {"mine": corpus}
+    config["studies"] = {"baseline": {"data": {"mine": ["de-en"]}, "layers": ["1+1"], "heads": ["8L"],
+                                      "preset": "tiny"}}
+    config_path.write_text(yaml.safe_dump(config))
+    result = snakemake("--cores", "1", "--configfile", str(config_path))
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("Using profile")]
+    assert result.returncode == 1 and len(lines) == 1, lines
+    assert re.match("headlab: config error: " + re.escape(path) + message, lines[0]), lines[0]
+    assert not (tmp_path / "results").exists()
+
+
+def test_prepare_local_names_a_gzip_file_cut_short(tmp_path):
+    """Run by hand (or by a job), the same one line as the config check, not gzip's EOFError."""
+    corpus = _corpus(tmp_path)
+    path, _ = _truncated_gz(tmp_path, corpus)
+    with pytest.raises(DataError, match=re.escape(path) + r": not a whole gzip file \(cut short"):
+        prepare(corpus, "de-en", "train")

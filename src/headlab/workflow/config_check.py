@@ -98,6 +98,7 @@ def check_corpora(config: Mapping) -> None:
 
     for name, c in config["corpora"].items():
         key = f"corpora.{name}"
+        local.check_name(name, key)
         if local.is_local(c):
             local.check_corpus(c, key)
             continue
