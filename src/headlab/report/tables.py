@@ -32,6 +32,8 @@ def _best_cells(table: Table) -> set[tuple]:
     if table.best not in ("max", "min"):
         return out
     for col in table.values.columns:
+        if _text_column(table, col):
+            continue        # labels (the scale of a row: toy or GPU) are never the best
         # compare the printed values, so that ties on screen are both bold
         column = table.values[col].dropna().round(table.places(col))
         if column.empty:
@@ -39,6 +41,12 @@ def _best_cells(table: Table) -> set[tuple]:
         target = column.max() if table.best == "max" else column.min()
         out.update((row, col) for row, v in column.items() if v == target)
     return out
+
+
+def _text_column(table: Table, col) -> bool:
+    """A column of labels: every cell it fills is text."""
+    cells = table.values[col].dropna()
+    return len(cells) > 0 and all(isinstance(cell, str) for cell in cells)
 
 
 def _number(table: Table, row, col) -> str | None:
@@ -62,7 +70,8 @@ def _runs(table: Table, row, col, latex: bool = False) -> str:
 def to_markdown(table: Table) -> str:
     best = _best_cells(table)
     head = [table.index_name] + [str(c) for c in table.values.columns]
-    lines = ["| " + " | ".join(head) + " |", "|:--|" + "--:|" * len(table.values.columns)]
+    align = "".join(":--|" if _text_column(table, col) else "--:|" for col in table.values.columns)
+    lines = ["| " + " | ".join(head) + " |", "|:--|" + align]
     for row in table.values.index:
         cells = [str(row)]
         for col in table.values.columns:

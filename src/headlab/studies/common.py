@@ -92,6 +92,9 @@ class StudyFiles:
     config: Mapping[str, Any]
     study: Mapping[str, Any]
     root: str
+    #: what the GPU sittings published (:mod:`headlab.studies.published`), from the
+    #: workflow's directory: the tracked tree, whatever the results folder
+    published: str = "results/published"
 
     def test(self, corpus) -> str:
         """The test set a study's tables score: the corpus's first."""

@@ -2,6 +2,7 @@
 :mod:`headlab.studies.effects`), each beside the paper's own difference where it has one."""
 from __future__ import annotations
 
+from headlab.studies import published
 from headlab.studies.common import at_seeds, corpus_pairs, load_json, seeds as study_seeds
 from headlab.studies.effects import Claim, Judge
 from headlab.studies.paper_A.grid import (ABLATED, FIXED, eight_fixed, eight_fixed_lowres, one_model, roles, runs,
@@ -75,6 +76,33 @@ def mean_precision(summed):
     return 0.5 * (summed[:, 0] / np.maximum(summed[:, 1], 1) + summed[:, 2] / np.maximum(summed[:, 3], 1))
 
 
+def judge_published(judge: Judge, files: Files, frame, reference: str | None = None) -> dict[str, str]:
+    """§4.1 and §4.4 on the published GPU runs of Table 1's deep row (the toy claims' tests,
+    in the same family); ``reference``: the test set's reference file (default: this
+    workflow's, where it trains that pair). Returns compared -> scale."""
+    base, eight = files.study["heads"][0], eight_fixed(files.study)
+
+    def within(text, first, second):
+        return lambda slice_, layers, pair: Claim(
+            text, f"{first} − {second} (GPU base {slice_}, {pair}, {layers})", ">", -1.0,
+            _paper_delta("T5" if eight in (first, second) else "T1", first, second, pair,
+                         None if eight in (first, second) else layers))
+    contrasts = [(within(f"§4.1: with the deep decoder, {FIXED} is within 1 BLEU of {base} (not worse by more)",
+                         FIXED, base), [(1, FIXED), (-1, base)]),
+                 (within(f"§4.4: the learned head is dispensable: {eight} within 1 BLEU of {FIXED}", eight, FIXED),
+                  [(1, eight), (-1, FIXED)])]
+    return published.judge(judge, frame, "paper_A", "T1", contrasts,
+                           lambda pair, test: reference or _reference(files, pair, test))
+
+
+def _reference(files: Files, pair: str, test: str) -> str | None:
+    """This workflow's reference of ``test`` of a corpus pair the study trains, if any."""
+    for corpus, trained in corpus_pairs(files.study):
+        if trained == pair and files.test(corpus) == test:
+            return files.ref(one_model(files.study, corpus, pair, files.study["deep"], files.study["heads"][0]))
+    return None
+
+
 def effects(files: Files):
     """(inputs, build) of ``effects.csv``: §4.1-§5.3's claims on our runs (module doc of
     :mod:`headlab.studies.effects`)."""
@@ -132,6 +160,9 @@ def effects(files: Files):
     inputs += [files.params(model) for model in params.values()]
     inputs += [file for *_, (model, ablation) in wsd
                for file in (files.mucow(model, ablation), files.mucow_details(model, ablation), files.mucow_key(model))]
+    gpu = published.read(files.published)
+    inputs += published.inputs(files.published) + published.claim_inputs(gpu, "paper_A", "T1")
+    inputs += [files.ref(one_model(study, corpus, pair, study["deep"], base)) for corpus, pair in corpus_pairs(study)]
 
     def build():
         judge = Judge("paper_A", files.samples())
@@ -157,5 +188,9 @@ def effects(files: Files):
                               f"{ABLATED} − {FIXED} (MuCoW TED+Tatoeba, {study.get('wsd_pair', 'de-en')}, {role} {layers})",
                               "<", 0.0, _paper_t6(_paper_layers(study, layers)), unit="precision"),
                         terms, mean_precision)
-        return judge.frame()
+        scales = judge_published(judge, files, gpu)
+        frame = judge.frame()
+        frame.insert(frame.columns.get_loc("compared") + 1, published.SCALE,
+                     [scales.get(compared, published.TOY) for compared in frame["compared"]])
+        return frame
     return inputs, build

@@ -8,7 +8,7 @@ from typing import Callable
 
 import pandas as pd
 
-from headlab.studies import common
+from headlab.studies import common, published
 from headlab.studies.common import at_seeds, corpus_pairs, load_json, seeds as study_seeds
 from headlab.studies.paper_A.grid import (FIXED, ablation_systems, eight_fixed, eight_fixed_lowres, find_pair,
                                           one_model, roles, runs, scenario, system_label)
@@ -63,6 +63,7 @@ def t1(files: Files):
     inputs = [files.compare(model, systems, "bootstrap") for model, _ in groups]
     inputs += [files.bleu(run) for model, _ in groups for system in heads
                for run in runs(study, {**model, "heads": system})]
+    inputs += published.inputs(files.published)
 
     def build():
         rows = []
@@ -86,17 +87,25 @@ def t1(files: Files):
                          f"lower than 8L (paired bootstrap, compare-mt, p < 0.05; ours: seed {common.first_seed(study)} "
                          "alone, test-set sampling only, the paper's test: not the verdict, which is effects.csv's "
                          "seed-aware test and may disagree).")
+        table, gpu = published.extend(table, published.read(files.published), "paper_A", "T1",
+                                      label=lambda run: f"{run['pair'].upper()} {run['heads']}",
+                                      column=lambda run: run["layers"])
+        gpu = gpu.assign(system=gpu["heads"], row=gpu["label"], significantly_lower=False)
+        ours = pd.concat([ours.assign(scale=published.TOY), gpu[[*ours.columns, "scale", "status", "sitting"]]],
+                         ignore_index=True)
         return table, ours
     return inputs, build
 
 
-def _bleu_table(files: Files, part: str | None, name: str, caption: str):
+def _bleu_table(files: Files, part: str | None, name: str, caption: str, gpu_rows: bool = False):
+    """A table of the deep models' BLEU by pair; ``gpu_rows``: with the published GPU rows
+    of the table (:mod:`headlab.studies.published`)."""
     study = files.study
     block = study if part is None else scenario(study, part)
     models = [run for corpus, pair in corpus_pairs(block) for system in study["heads"]
               for run in runs(study, one_model(study, corpus, pair, study["deep"], system, block if part else None),
                               part)]
-    inputs = [files.bleu(model) for model in models]
+    inputs = [files.bleu(model) for model in models] + (published.inputs(files.published) if gpu_rows else [])
 
     def build():
         ours = pd.DataFrame([dict(system=model["heads"], column=model["pair"], seed=model["seed"],
@@ -107,13 +116,20 @@ def _bleu_table(files: Files, part: str | None, name: str, caption: str):
             if len(ours) else Table(pd.DataFrame(), None)
         table = beside(ours_table, pivot(paper, index="system", columns="column", values="value", best="max"))
         table.caption = caption + " Several seeds: mean ± sd (n)."
+        if gpu_rows:
+            table, gpu = published.extend(table, published.read(files.published), "paper_A", name,
+                                          label=lambda run: run["heads"], column=lambda run: run["pair"])
+            gpu = gpu.assign(system=gpu["label"])
+            ours = pd.concat([ours.assign(scale=published.TOY), gpu[[*ours.columns, "scale", "status", "sitting"]]],
+                             ignore_index=True)
         return table, ours
     return inputs, build
 
 
 def t2(files: Files):
     return _bleu_table(files, "lowres", "T2", "Paper A Table 2: low-resource scenarios (6+6; §4.2 hyper-parameters: "
-                                              "1k-token batches, dropout 0.3, tied embeddings). Paper: IWSLT/KO-EN data.")
+                                              "1k-token batches, dropout 0.3, tied embeddings). Paper: IWSLT/KO-EN data.",
+                       gpu_rows=True)
 
 
 def t3(files: Files):

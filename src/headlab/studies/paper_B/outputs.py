@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.errors import DataError
-from headlab.studies import common
+from headlab.studies import common, published
 from headlab.studies.common import corpus_pairs, first_seed, load_json, pair_label, seeds as study_seeds
 from headlab.studies.paper_B.grid import (OUTDIR, STAGES, SYSTEMS, chosen, final_models, plain, preset, size_seeds,
                                           sweep_sizes)
@@ -119,6 +119,7 @@ def t3(files: Files):
     inputs += [files.compare(runs[first]["T-optimal"][0], [runs[first]["T-optimal"][0]["heads"],
                                                            runs[first]["DHICM"][0]["heads"]])
                for _, _, runs in cells]
+    inputs += published.inputs(files.published)
 
     def build():
         rows = []
@@ -143,6 +144,9 @@ def t3(files: Files):
                          "⇑ / ↑: DHICM better than T-optimal by paired bootstrap (compare-mt, seed "
                          f"{first} alone, test-set sampling only: the paper's test, not the verdict), p < 0.01 / p < the configured "
                          "level; the verdict is effects.csv's seed-aware test and may disagree.")
+        table, gpu = published.extend(table, published.read(files.published), "paper_B", "T3",
+                                      label=lambda run: run["row"], column=lambda run: run["heads"])
+        ours = published.tidy(ours, gpu, "bleu")
         return table, ours
     return inputs, build
 

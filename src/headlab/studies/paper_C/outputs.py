@@ -10,7 +10,7 @@ import pandas as pd
 
 from headlab.errors import DataError
 from headlab.naming import model_path, path
-from headlab.studies import common
+from headlab.studies import common, published
 from headlab.studies.common import at_seeds, corpus_pairs, first_seed, load_json, pair_label, seeds as study_seeds
 from headlab.studies.paper_C.grid import (
     F5_SPLIT, OUTDIR, T1_SYSTEMS, T2_SYSTEMS, a2_models, a3_models, analysis_pair, enhanced, f4_models, runs, system_model,
@@ -81,6 +81,7 @@ def t1(files: Files):
     inputs = [files.bleu(run) for _, _, systems in cells for model in systems.values() for run in runs(files.study, model)]
     inputs += [files.params(model) for _, _, systems in cells for model in systems.values()]
     inputs += [files.compare(list(systems.values())) for _, _, systems in cells]
+    inputs += published.inputs(files.published)
 
     def build():
         rows = []
@@ -115,6 +116,9 @@ def t1(files: Files):
                          f"(compare-mt, seed {first_seed(files.study)} alone, test-set sampling only: the paper's test, not "
                          "the verdict), p < 0.01 / p < 0.05; the verdicts are effects.csv's seed-aware tests and may "
                          "disagree.")
+        table, gpu = published.extend(table, published.read(files.published), "paper_C", "T1",
+                                      label=lambda run: run["row"], column=lambda run: run["heads"])
+        ours = published.tidy(ours, gpu, "value")
         return table, ours
     return inputs, build
 

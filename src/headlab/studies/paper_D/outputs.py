@@ -9,7 +9,7 @@ import pandas as pd
 
 from headlab.errors import DataError
 from headlab.naming import model_path, snapshot
-from headlab.studies import common
+from headlab.studies import common, published
 from headlab.studies.common import corpus_pairs, first_seed, headline_seeds, load_json, pair_label, seeds as study_seeds
 from headlab.studies.paper_D.grid import OUTDIR, baseline, control, curve_steps, gated, lambdas, pruned, stage_name
 from headlab.studies.tables import Table, beside, pivot
@@ -122,6 +122,7 @@ def t3(files: Files):
     last = curve_steps(files.study, files.config)[-1]
     inputs = [files.bleu(model) for *_, by_row in cells for model in by_row.values()]
     inputs += [common.stage_file(files.root, OUTDIR, corpus, pair, stage_name(seed)) for corpus, pair, seed, _ in cells]
+    inputs += published.inputs(files.published)
 
     def build():
         rows = []
@@ -145,6 +146,9 @@ def t3(files: Files):
                          f"the masked baseline, no training. 'Pruned (converged)' is the gated model. 'Baseline "
                          f"(fine-tuned, no pruning)' (not in the paper): the baseline trained like the pruned models "
                          f"without a mask, the reference for what fine-tuning alone adds.")
+        table, gpu = published.extend(table, published.read(files.published), "paper_D", "T3",
+                                      label=lambda run: run["row"], column=lambda run: "BLEU")
+        ours = published.tidy(ours, gpu, "bleu")
         return table, ours
     return inputs, build
 

@@ -1,0 +1,440 @@
+"""GPU-scale rows: what the GPU sittings published, read for the papers' tables and claims.
+
+Each sitting trains one *slice* of the GPU plan and publishes into
+``results/published/<slice>/<sitting>/`` (``<sitting>`` = ``<UTC date>-<gpu>-<commit>``,
+e.g. ``A-T1-deep/2026-11-27-h100-65e2124``); nothing is overwritten, a slice run again adds
+seeds. A sitting folder holds:
+
+- ``rows.csv`` (:data:`COLUMNS`): one row per model and test set; ``status`` is
+  ``converged`` (its stop rule fired), ``deadline`` (the sitting's clock stopped it),
+  ``partial`` (scored on the test sentences translated so far) or ``diverged``;
+  ``table``/``row``: the paper's table and row it fills;
+- ``provenance.json`` (with ``slice``, ``status`` and ``lacks``: what it could not do);
+- ``learning_curve.<heads>.csv`` and the hypotheses, ``<heads>.seed<seed>.<test>.txt``
+  (``<heads>.<test>.txt`` in a sitting of seed 1 alone, as the first two sittings wrote).
+
+This module reads every ``rows.csv`` once (:func:`read`: one clear error naming a file that
+lacks a column), groups the rows by slice, model and seed, and adds them to a study's
+table (:func:`extend`) beside the toy rows, with a ``scale`` column: ``toy`` for the CPU
+rows, ``GPU base: <slice>, seeds …, <status> (<sittings>); 95% interval`` for a published
+model (the mean ± sd over its seeds of status converged or deadline, one seed kept per
+seed number: a converged run before a deadline one, then the newest), one labelled row per
+diverged or partial run (shown, never averaged in), and ``not yet run`` for a slice of the
+plan with nothing published. The study builders list :func:`inputs` among theirs, so a new
+sitting re-renders the tables and claims and nothing else. The claims on published runs
+are judged by each study's ``claims.py`` with the toy claims' tests, in the same family.
+
+**The atlas at GPU scale.** Checkpoints do not come back from a sitting (at most 16 MiB a
+returned file; a base model is ~200 MB), so the atlas cannot characterise the GPU models
+from their weights. What a sitting should export instead, computed on the GPU machine at
+the compared checkpoint of each model (``head_stats.<heads>.csv``, a few kB): one row per
+(layer, head) with the atlas's criteria on the first 500 test sentences: mean attention
+entropy, the share of attention on the previous / same / next token and on the
+end-of-sentence token, the mean attended distance, the confidence (mean maximum weight),
+the BLEU drop with the head disabled (the ``no-hK`` ablation, one translation per head of
+the first 200 sentences), and for gated models the gate's value. The atlas reads those
+files beside the CPU models' own statistics (``headlab.atlas``); the GPU side belongs to
+the sitting (``headlab.workflow.gpu_runner``).
+
+Importing the sittings made before this layout (``python -m headlab.studies.published``):
+:func:`migrate_folder` writes ``rows.csv`` for a sitting folder of the first layout
+(``T1_deep.csv``, ``scores.json``, ``provenance.json``) and adds ``slice``, ``status`` and
+``lacks`` to its provenance; :func:`import_tarball` unpacks the small files of a returned
+``headlab-sitting.tar.gz`` into a sitting folder (learning curves read from its training
+logs, the CUDA suite's report from its test logs).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+from typing import Callable
+
+from headlab.errors import DataError
+
+ROOT = "results/published"
+COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "step",
+           "best_step", "stop_reason", "status", "bleu", "bleu_ci_low", "bleu_ci_high", "chrf", "src_tok_s",
+           "tgt_tok_s", "gpu", "commit", "date")
+STATUSES = ("converged", "deadline", "partial", "diverged")
+#: the statuses whose runs are a model's seeds (partial and diverged runs are shown apart)
+AVERAGED = ("converged", "deadline")
+TEXT = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "best_step",
+        "stop_reason", "status", "gpu", "commit", "date")
+SCALE, TOY, GPU, NOT_YET_RUN = "scale", "toy", "GPU base", "not yet run"
+#: the GPU plan's slices and the table each fills (config/gpu-plan.yaml orders them)
+SLICES = {"A-T1-deep": ("paper_A", "T1"), "C-core-base": ("paper_C", "T1"), "B-base-dhicm": ("paper_B", "T3"),
+          "D-gates-8L": ("paper_D", "T3"), "A-lowres": ("paper_A", "T2")}
+
+
+def inputs(root: str = ROOT) -> list[str]:
+    """Every published ``rows.csv``: a builder's inputs, so a new sitting re-renders it."""
+    return sorted(glob.glob(os.path.join(root, "*", "*", "rows.csv")))
+
+
+def read(root: str = ROOT):
+    """Every published row (:data:`COLUMNS`, plus ``folder``: its sitting's folder)."""
+    import pandas as pd
+
+    frames = []
+    for file in inputs(root):
+        frame = pd.read_csv(file, dtype={column: str for column in TEXT}, keep_default_na=False,
+                            na_values={column: [""] for column in COLUMNS if column not in TEXT})
+        missing = [column for column in COLUMNS if column not in frame.columns]
+        if missing:
+            raise DataError(f"published rows lack the column(s) {', '.join(missing)}; a rows.csv has "
+                            f"{', '.join(COLUMNS)}", path=file)
+        unknown = sorted(set(frame["status"]) - set(STATUSES))
+        if unknown:
+            raise DataError(f"status {', '.join(map(repr, unknown))} is none of {', '.join(STATUSES)}", path=file)
+        frames.append(frame.assign(folder=os.path.dirname(file)))
+    if not frames:
+        return pd.DataFrame(columns=[*COLUMNS, "folder"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def hypothesis(row) -> str:
+    """The published translation of one row's model and test set."""
+    seeded = os.path.join(row["folder"], f"{row['heads']}.seed{row['seed']}.{row['test']}.txt")
+    return seeded if os.path.isfile(seeded) else os.path.join(row["folder"], f"{row['heads']}.{row['test']}.txt")
+
+
+def seeds_of(frame):
+    """The runs a model's GPU row averages: status converged or deadline, one per seed
+    (converged first, then the newest sitting)."""
+    kept = frame[frame["status"].isin(AVERAGED)]
+    rank = kept["status"].map({"converged": 0, "deadline": 1})
+    kept = kept.assign(_rank=rank).sort_values(["_rank", "date"], ascending=[True, False], kind="stable")
+    keys = ["slice", "table", "row", "heads", "layers", "pair", "test", "seed"]
+    return kept.drop_duplicates(keys).drop(columns="_rank").sort_values(["slice", "heads", "seed"], kind="stable")
+
+
+def interval(bleus, lows, highs) -> tuple[float, float]:
+    """One seed: its test-set bootstrap interval; several: the t interval of their mean."""
+    if len(bleus) == 1:
+        return float(lows[0]), float(highs[0])
+    import numpy as np
+    from scipy import stats
+
+    mean, sd = float(np.mean(bleus)), float(np.std(bleus, ddof=1))
+    half = stats.t.ppf(0.975, len(bleus) - 1) * sd / math.sqrt(len(bleus))
+    return mean - half, mean + half
+
+
+def _scale_text(runs) -> str:
+    low, high = interval(list(runs["bleu"]), list(runs["bleu_ci_low"]), list(runs["bleu_ci_high"]))
+    seeds = ", ".join(sorted(set(runs["seed"]), key=lambda seed: (len(seed), seed)))
+    statuses = ", ".join(f"{status} ×{count}" if count > 1 else status
+                         for status, count in runs["status"].value_counts(sort=False).items())
+    what = "95% interval" if len(runs) == 1 else "95% t interval of the mean"
+    return (f"{GPU}: {runs['slice'].iloc[0]}, seed{'s' if len(runs) > 1 else ''} {seeds}, {statuses} "
+            f"({', '.join(dict.fromkeys(runs['sitting']))}); {what} [{low:.2f}, {high:.2f}]")
+
+
+def _short(reason: str) -> str:
+    """A stop reason's first clause (the sitting's README and rows.csv keep it whole)."""
+    return reason.split(" (")[0].split(";")[0]
+
+
+def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
+    """The published runs of one study table as tidy rows (``label``: the table row,
+    ``column``: the table column, ``seed``, ``bleu``, ``scale``, ``status``, ``sitting``):
+    a model's averaged seeds share one label, each diverged or partial run has its own."""
+    import pandas as pd
+
+    mine = frame[(frame["study"] == study) & (frame["table"] == table)]
+    out = []
+    averaged = seeds_of(mine)
+    for _, runs in averaged.groupby(["slice", "row", "heads", "layers", "pair", "test"], sort=False):
+        text = _scale_text(runs)
+        out += [dict(run, label=f"{label(run)} (GPU)", column=column(run), scale=text) for _, run in runs.iterrows()]
+    for _, run in mine[~mine["status"].isin(AVERAGED)].iterrows():
+        out.append(dict(run, label=f"{label(run)} (GPU, {run['status']}, {run['sitting']})", column=column(run),
+                        scale=f"{GPU}: {run['slice']}, seed {run['seed']}, {run['status']}, not averaged "
+                              f"({run['sitting']}: {_short(run['stop_reason'])}); 95% interval "
+                              f"[{run['bleu_ci_low']:.2f}, {run['bleu_ci_high']:.2f}]"))
+    return pd.DataFrame(out, columns=[*COLUMNS, "folder", "label", "column", "scale"])
+
+
+def not_run(frame, study: str, table: str) -> list[str]:
+    """The plan's slices of this table with nothing published."""
+    done = set(frame.loc[(frame["study"] == study) & (frame["table"] == table), "slice"])
+    return [name for name, where in SLICES.items() if where == (study, table) and name not in done]
+
+
+def extend(table, frame, study: str, name: str, *, label: Callable, column: Callable, sub: str = "ours"):
+    """``table`` (ours beside the paper's) with a ``scale`` column first and the published
+    GPU rows of (study, table) below the toy rows; returns (table, the GPU rows' tidy frame)."""
+    import pandas as pd
+
+    from headlab.studies.tables import Table, pivot
+
+    tidy = gpu_tidy(frame, study, name, label, column)
+    tidy["column"] = [f"{col} {sub}" if sub else col for col in tidy["column"]]
+    gpu = pivot(tidy, index="label", columns="column", values="bleu", over="seed") if len(tidy) else None
+    missing = [f"{slice_} (GPU)" for slice_ in not_run(frame, study, name)]
+    rows = list(table.values.index) + (list(gpu.values.index) if gpu is not None else []) + missing
+    columns = list(table.values.columns) + [col for col in (gpu.values.columns if gpu is not None else []) if col not in
+                                            table.values.columns]
+
+    def grid(part, gpu_part):
+        base = (part.reindex(index=rows, columns=columns) if part is not None
+                else pd.DataFrame(math.nan, index=rows, columns=columns))
+        if gpu_part is not None:
+            base.update(gpu_part)
+        return base
+
+    values = grid(table.values, gpu.values if gpu is not None else None)
+    texts = {**{row: TOY for row in table.values.index}, **dict(zip(tidy["label"], tidy["scale"])),
+             **{f"{slice_} (GPU)": f"{GPU}: {slice_}: {NOT_YET_RUN}" for slice_ in not_run(frame, study, name)}}
+    values.insert(0, SCALE, [texts[row] for row in rows])
+    has_runs = table.count is not None or (gpu is not None and gpu.count is not None)
+    sd = count = None
+    if has_runs:
+        sd = grid(table.sd, gpu.sd if gpu is not None else None)
+        count = grid(table.count, gpu.count if gpu is not None else None)
+        sd.insert(0, SCALE, math.nan)
+        count.insert(0, SCALE, math.nan)
+    marks = (table.marks.reindex(index=rows, columns=columns) if table.marks is not None
+             else pd.DataFrame("", index=rows, columns=columns)).fillna("")
+    marks.insert(0, SCALE, "")
+    bold = None
+    if table.bold is not None:
+        bold = table.bold.reindex(index=rows, columns=columns).fillna(False).astype(bool)
+        bold.insert(0, SCALE, False)
+    groups = ([(SCALE, "")] + list(table.groups) + [tuple(col.rsplit(" ", 1)) for col in columns[len(table.groups):]]
+              if table.groups else [])
+    extended = Table(values, marks, decimals=table.decimals, column_decimals=table.column_decimals, best=table.best,
+                     index_name=table.index_name, caption=table.caption, label=table.label, groups=groups, bold=bold,
+                     row_decimals=table.row_decimals, sd=sd, count=count)
+    if extended.caption is not None:
+        extended.caption += (f" Rows '(GPU)': base-size models trained on a GPU sitting (results/published/; "
+                             f"scale: slice, seeds, status, sittings, 95% interval); '{NOT_YET_RUN}': a slice of "
+                             "the GPU plan with nothing published.")
+    return extended, tidy
+
+
+
+def tidy(ours, gpu, value: str = "bleu"):
+    """A table's tidy rows (one per run) with the GPU runs below the toy ones and a ``scale``
+    column: the GPU rows named as in the table (``row``, ``column``)."""
+    import pandas as pd
+
+    runs = gpu.rename(columns={"label": "row", "bleu": value})[["row", "column", "seed", value, SCALE, "status",
+                                                                   "sitting"]]
+    return pd.concat([ours.assign(**{SCALE: TOY}), runs], ignore_index=True)
+
+
+def _lines(file: str) -> int:
+    with open(file, encoding="utf-8") as handle:
+        return sum(1 for _ in handle)
+
+
+def _claim_groups(frame, study: str, table: str):
+    """(slice, layers, pair, test) -> heads -> the averaged runs, of one study table."""
+    runs = seeds_of(frame[(frame["study"] == study) & (frame["table"] == table)])
+    return {key: {heads: rows for heads, rows in group.groupby("heads", sort=False)}
+            for key, group in runs.groupby(["slice", "layers", "pair", "test"], sort=False)}
+
+
+def claim_inputs(frame, study: str, table: str) -> list[str]:
+    """The hypotheses the claims on published runs read."""
+    return [hypothesis(run) for systems in _claim_groups(frame, study, table).values()
+            for rows in systems.values() for _, run in rows.iterrows()]
+
+
+def judge(judge, frame, study: str, table: str, contrasts, reference: Callable) -> dict[str, str]:
+    """Add the claims on the published runs of (study, table) to ``judge`` (the study's
+    :class:`headlab.studies.effects.Judge`: one family, Holm over the toy and GPU claims).
+
+    ``contrasts``: ``(claim_of, [(weight, heads), ...])``, ``claim_of(slice, layers, pair)``
+    the :class:`~headlab.studies.effects.Claim`; ``reference(pair, test)``: the reference
+    file this workflow has for that test set (None, or one of another length: the claim is
+    left out). A one-seed
+    system takes the seed variance of the published systems with several seeds on the same
+    slice (the toy models' is another scale's), else no test is made. Returns compared ->
+    scale, for ``effects.csv``'s ``scale`` column."""
+    import pandas as pd
+
+    from headlab.eval.significance import Term, scorer, seed_pool
+
+    score, scales = scorer("bleu"), {}
+    for (slice_, layers, pair, test), systems in _claim_groups(frame, study, table).items():
+        ref = reference(pair, test)
+        if ref is None or any(_lines(hypothesis(run)) != _lines(ref)
+                              for rows in systems.values() for _, run in rows.iterrows()):
+            continue    # this workflow has no such test set, or a shortened one (test_limit)
+        stats = {heads: {run["seed"]: judge.stats(hypothesis(run), ref, pair.split("-")[1])
+                         for _, run in rows.iterrows()} for heads, rows in systems.items()}
+        pool = seed_pool(list(stats.values()), score, samples=judge.samples)
+        for claim_of, weights in contrasts:
+            if not all(heads in stats for _, heads in weights):
+                continue
+            claim = claim_of(slice_, layers, pair)
+            judge.items(claim, [Term(weight, stats[heads]) for weight, heads in weights], score, pool)
+            runs = pd.concat([systems[heads] for _, heads in weights])
+            statuses = ", ".join(sorted(set(runs["status"])))
+            seeds = ", ".join(sorted(set(runs["seed"]), key=lambda seed: (len(seed), seed)))
+            plural = "s" if "," in seeds else ""
+            scales[claim.compared] = f"{GPU}: {slice_}, seed{plural} {seeds}, {statuses}"
+    return scales
+
+
+# -- the sittings made before this layout -----------------------------------------------------
+
+#: slice, status, stop reason and what each lacks, of the two sittings of the first layout
+FIRST_SITTINGS = {
+    "2026-11-26-h200-e327191": dict(
+        slice="A-T1-deep", status="diverged",
+        stop_reason=("diverged near the learning rate's peak (noam factor 2.0: 0.0028 at step 1,000; training "
+                     "cross-entropy up from 2.3-2.5 at step 900 to 3.3-3.9 by 1,150, 8L first); compared at step "
+                     "1,000, the newest common checkpoint"),
+        lacks=["a converged or smooth model: all three diverged near the learning rate's peak",
+               "validation scores (none ran: best_step unknown)", "seeds other than 1"]),
+    "2026-11-27-h100-65e2124": dict(
+        slice="A-T1-deep", status="deadline",
+        stop_reason="deadline at step 1000 of ~1,050; learning curves still falling",
+        lacks=["convergence: the deadline stopped the trainings with the learning curves still falling",
+               "validation scores (none ran: best_step unknown)", "seeds other than 1"]),
+}
+
+
+def first_layout_rows(folder: str, sitting: str, slice_: str, status: str, stop_reason: str) -> list[dict]:
+    """``rows.csv``'s rows of a sitting folder of the first layout (``T1_deep.csv`` +
+    ``provenance.json``: paper A's T1 deep row, one seed)."""
+    import csv
+
+    with open(os.path.join(folder, "provenance.json"), encoding="utf-8") as handle:
+        provenance = json.load(handle)
+    with open(os.path.join(folder, "T1_deep.csv"), encoding="utf-8", newline="") as handle:
+        models = list(csv.DictReader(handle))
+    return [{"slice": slice_, "sitting": sitting, "study": "paper_A", "table": "T1", "row": "T1 deep",
+             "heads": model["heads"], "layers": model["layers"], "pair": provenance["test"]["pair"],
+             "seed": model["seed"].removeprefix("seed"), "test": provenance["test"]["split"], "step": model["step"],
+             "best_step": "", "stop_reason": stop_reason, "status": status, "bleu": model["bleu"],
+             "bleu_ci_low": model["bleu_ci_low"], "bleu_ci_high": model["bleu_ci_high"], "chrf": model["chrf"],
+             "src_tok_s": model["src_tok_s"], "tgt_tok_s": model["tgt_tok_s"], "gpu": provenance["machine"]["gpu"],
+             "commit": provenance["headlab commit"], "date": sitting[:10]} for model in models]
+
+
+def migrate_folder(folder: str) -> None:
+    """Write ``rows.csv`` of a first-layout sitting folder named as in :data:`FIRST_SITTINGS`
+    and add ``slice``, ``status`` and ``lacks`` to its provenance (its other files stay)."""
+    import csv
+
+    sitting = os.path.basename(os.path.normpath(folder))
+    facts = FIRST_SITTINGS[sitting]
+    rows = first_layout_rows(folder, sitting, facts["slice"], facts["status"], facts["stop_reason"])
+    with open(os.path.join(folder, "rows.csv"), "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    file = os.path.join(folder, "provenance.json")
+    with open(file, encoding="utf-8") as handle:
+        provenance = json.load(handle)
+    provenance.update(slice=facts["slice"], status=facts["status"], lacks=facts["lacks"])
+    with open(file, "w", encoding="utf-8") as handle:
+        json.dump(provenance, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+
+
+def _suite_report(sitting_tests: list[dict], remainder_tests: list[dict]) -> str:
+    """The CUDA suite's report: each test's outcome in the sitting and in the second call
+    (whose log continues the sitting's: its new lines are the tests it ran again)."""
+    import csv
+    import io
+
+    again = remainder_tests[len(sitting_tests):] if remainder_tests[:len(sitting_tests)] == sitting_tests \
+        else remainder_tests
+    first = {row["nodeid"]: row for row in sitting_tests if row["when"] == "call"}
+    second = {row["nodeid"]: row for row in again if row["when"] == "call"}
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["test", "sitting_outcome", "remainder_outcome", "seconds"])
+    for test in dict.fromkeys([*first, *second]):
+        writer.writerow([test, first.get(test, {}).get("outcome", ""), second.get(test, {}).get("outcome", ""),
+                         (second.get(test) or first[test])["seconds"]])
+    return out.getvalue()
+
+
+def import_tarball(tarball: str, dest: str, remainder: str | None = None, beside: tuple[str, ...] = ()) -> None:
+    """The small files of a returned ``headlab-sitting.tar.gz`` (and of the second call's,
+    ``remainder``) as a sitting folder: the publication (tables, scores, provenance,
+    hypotheses), learning curves read from the training logs, the machine's packages, the CUDA
+    suite's report, the idle attention bench; ``beside``: files copied as they are (the
+    sitting's README, its status.json files). Then :func:`migrate_folder`."""
+    import shutil
+    import tarfile
+
+    from headlab.engine.logs import read_curve
+
+    os.makedirs(dest, exist_ok=True)
+    gpu = os.path.basename(os.path.normpath(dest)).split("-")[3]
+
+    def members(path):
+        with tarfile.open(path) as tar:
+            return {os.path.normpath(member.name): tar.extractfile(member).read()
+                    for member in tar.getmembers() if member.isfile()}
+
+    def tests(files):
+        return [json.loads(line) for line in files.get("logs/gpu-tests.jsonl", b"").decode().splitlines() if line]
+
+    sitting = members(tarball)
+    later = members(remainder) if remainder else {}
+    wanted = {name: name.rsplit("/", 1)[1] for name in sitting if name.startswith("results/published/gpu-sitting/")}
+    wanted["logs/machine-packages.txt"] = "machine-packages.txt"
+    for name, target in wanted.items():
+        with open(os.path.join(dest, target), "wb") as handle:
+            handle.write(sitting[name])
+    for name, data in sitting.items():
+        if name.startswith("train-logs/") and name.endswith(".log") and not name.endswith(".console.log"):
+            heads = name.rsplit("/", 1)[1].removesuffix(".log")
+            log = os.path.join(dest, f".{heads}.train.log")
+            with open(log, "wb") as handle:
+                handle.write(data)
+            read_curve(log).to_csv(os.path.join(dest, f"learning_curve.{heads}.csv"), index=False)
+            os.remove(log)
+    with open(os.path.join(dest, "cuda-suite.csv"), "w", encoding="utf-8") as handle:
+        handle.write(_suite_report(tests(sitting), tests(later)))
+    extra = {"logs/gpu-tests-rest.log": "cuda-suite-failure.txt",
+             "bench/bench-idle/attention.csv": f"bench-attention-idle-{gpu}.csv"}
+    for name, target in extra.items():
+        if name in later:
+            with open(os.path.join(dest, target), "wb") as handle:
+                handle.write(later[name])
+    for file in beside:
+        shutil.copyfile(file, os.path.join(dest, os.path.basename(file)))
+    migrate_folder(dest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m headlab.studies.published [--root results/published] [--shared ../shared/gpu-sittings]``:
+    write ``rows.csv`` of the first-layout sittings (moved to their slice folder first:
+    ``git mv``) and import those still only in the shared folder."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m headlab.studies.published", description=main.__doc__)
+    parser.add_argument("--root", default=ROOT)
+    parser.add_argument("--shared", default="../shared/gpu-sittings")
+    args = parser.parse_args(argv)
+    for sitting, facts in FIRST_SITTINGS.items():
+        dest = os.path.join(args.root, facts["slice"], sitting)
+        source = os.path.join(args.shared, sitting)
+        if os.path.isfile(os.path.join(dest, "T1_deep.csv")):
+            migrate_folder(dest)
+        elif os.path.isfile(os.path.join(source, "sitting.tar.gz")):
+            beside = tuple(os.path.join(source, name) for name in ("README.md", "status-sitting.json",
+                                                                   "status-remainder.json")
+                           if os.path.isfile(os.path.join(source, name)))
+            remainder = os.path.join(source, "remainder.tar.gz")
+            import_tarball(os.path.join(source, "sitting.tar.gz"), dest,
+                           remainder if os.path.isfile(remainder) else None, beside)
+        else:
+            raise DataError(f"sitting {sitting}: neither {dest}/T1_deep.csv nor {source}/sitting.tar.gz")
+        print(f"{dest}: rows.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""GPU-scale rows: what the sittings published (``results/published/<slice>/<sitting>/rows.csv``)
+read once, rendered in the papers' tables beside the toy rows (a ``scale`` column) and judged
+with the toy claims' seed-aware tests."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from headlab.errors import DataError
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "results" / "published"
+STUDY = dict(data={"multi30k": ["de-en"]}, layers=["2+2"], shallow="2+1", deep="2+2",
+             heads=["8L", "7Ftoken+1L"], eight_fixed="8Ftoken", preset="mini",
+             lowres=dict(data={"multi30k": ["fr-en"]}, preset="mini_lowres"))
+CONFIG = {"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}}}
+COLUMNS = ("slice,sitting,study,table,row,heads,layers,pair,seed,test,step,best_step,stop_reason,status,bleu,"
+           "bleu_ci_low,bleu_ci_high,chrf,src_tok_s,tgt_tok_s,gpu,commit,date").split(",")
+
+
+def _files(tmp_path, published):
+    from headlab.studies.paper_A import outputs
+    return outputs.Files(CONFIG, STUDY, str(tmp_path / "results"), published=str(published))
+
+
+def _fake_toy_inputs(inputs, published, bleu=25.0):
+    """The toy models' scores and compare-mt's bootstrap, written where T1/T2 read them."""
+    for file in inputs:
+        if str(file).startswith(str(published)):
+            continue    # published rows are read as they are
+        Path(file).parent.mkdir(parents=True, exist_ok=True)
+        if file.endswith(".csv"):
+            Path(file).write_text("system,significantly_lower\n8L.full,False\n7Ftoken+1L.full,False\n")
+        else:
+            Path(file).write_text(json.dumps({"bleu": bleu}))
+
+
+def _sitting(published, sitting, rows, slice_="A-T1-deep"):
+    folder = Path(published) / slice_ / sitting
+    folder.mkdir(parents=True)
+    with open(folder / "rows.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({"slice": slice_, "sitting": sitting, "study": "paper_A", "table": "T1", "row": "T1 deep",
+                             "layers": "6+6", "pair": "de-en", "test": "test_2016_flickr", "step": 5000,
+                             "best_step": 4000, "stop_reason": "validation BLEU stopped improving",
+                             "chrf": 50, "src_tok_s": 10000, "tgt_tok_s": 11000, "gpu": "NVIDIA H100",
+                             "commit": "65e2124", "date": sitting[:10], **row})
+    return folder
+
+
+def test_the_shipped_sittings_render_in_paper_As_T1_with_a_scale_column(tmp_path):
+    from headlab.report.tables import to_markdown
+    from headlab.studies.paper_A import outputs
+
+    files = _files(tmp_path, SHIPPED)
+    inputs, build = outputs.t1(files)
+    assert {str(p) for p in SHIPPED.glob("*/*/rows.csv")} <= set(inputs)   # a new sitting re-renders T1
+    _fake_toy_inputs(inputs, SHIPPED)
+    table, ours = build()
+    values = table.values
+    assert values.columns[0] == "scale" and values.loc["DE-EN 8L", "scale"] == "toy"
+    gpu = "DE-EN 8L (GPU)"
+    assert round(values.loc[gpu, "6+6 ours"], 2) == 34.26 and table.runs(gpu, "6+6 ours")[1] == 1
+    assert "A-T1-deep" in values.loc[gpu, "scale"] and "deadline" in values.loc[gpu, "scale"]
+    assert "[32.82, 35.64]" in values.loc[gpu, "scale"]
+    diverged = [row for row in values.index if row.startswith("DE-EN 8L (GPU") and "diverged" in row]
+    assert len(diverged) == 1 and round(values.loc[diverged[0], "6+6 ours"], 2) == 18.34
+    assert values.loc["DE-EN 8L", "6+6 paper"] == 30.99
+    markdown = to_markdown(table)
+    assert "| DE-EN 7Ftoken+1L (GPU) | GPU base" in markdown and "38.15" in markdown
+    assert set(ours["scale"]) >= {"toy"} and (ours["scale"] != "toy").sum() >= 3
+
+
+def test_three_converged_seeds_give_mean_sd_and_a_verdict(tmp_path):
+    from headlab.studies import published
+    from headlab.studies.effects import Judge
+    from headlab.studies.paper_A import claims, outputs
+
+    root = tmp_path / "published"
+    rows = [dict(heads=heads, seed=seed, status="converged", bleu=bleu, bleu_ci_low=bleu - 1.5, bleu_ci_high=bleu + 1.5)
+            for heads, base in (("8L", 34.0), ("7Ftoken+1L", 37.0), ("8Ftoken", 36.0))
+            for seed, bleu in ((1, base), (2, base + 0.4), (3, base - 0.4))]
+    folder = _sitting(root, "2026-12-01-h100-abc1234", rows)
+    # hypotheses: 8L drops the last word of every other sentence, the fixed heads translate exactly
+    ref = [f"a man number {index} rides a red bicycle down the long street" for index in range(120)]
+    reference = tmp_path / "ref.txt"
+    reference.write_text("\n".join(ref) + "\n")
+    for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
+        for seed in (1, 2, 3):
+            hyp = [" ".join(line.split()[:-1 - (index + seed) % 2]) if heads == "8L" else line
+                   for index, line in enumerate(ref)]
+            (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(hyp) + "\n")
+
+    files = _files(tmp_path, root)
+    inputs, build = outputs.t1(files)
+    _fake_toy_inputs(inputs, root)
+    table, _ = build()
+    sd, runs = table.runs("DE-EN 8L (GPU)", "6+6 ours")
+    assert table.values.loc["DE-EN 8L (GPU)", "6+6 ours"] == pytest.approx(34.0) and runs == 3
+    assert sd == pytest.approx(0.4)
+    assert "seeds 1, 2, 3" in table.values.loc["DE-EN 8L (GPU)", "scale"]
+
+    judge = Judge("paper_A", 200)
+    scales = claims.judge_published(judge, files, published.read(str(root)), reference=str(reference))
+    frame = judge.frame()
+    assert len(frame) == 2 and all(scale.startswith("GPU base") for scale in scales.values())
+    first = frame.iloc[0]
+    assert first["compared"].startswith("7Ftoken+1L − 8L") and first["seeds"] == 3
+    assert first["verdict"] == "holds" and first["interval"] == "seeds and test sentences"
+
+
+def test_a_diverged_sitting_is_shown_but_not_averaged(tmp_path):
+    from headlab.studies.paper_A import outputs
+
+    root = tmp_path / "published"
+    _sitting(root, "2026-12-01-h100-abc1234", [dict(heads="8L", seed=1, status="deadline", bleu=34.0,
+                                                     bleu_ci_low=33, bleu_ci_high=35)])
+    _sitting(root, "2026-12-02-h200-def5678", [dict(heads="8L", seed=2, status="diverged", bleu=18.0,
+                                                     bleu_ci_low=17, bleu_ci_high=19)])
+    files = _files(tmp_path, root)
+    inputs, build = outputs.t1(files)
+    _fake_toy_inputs(inputs, root)
+    table, _ = build()
+    values = table.values
+    assert values.loc["DE-EN 8L (GPU)", "6+6 ours"] == 34.0 and table.runs("DE-EN 8L (GPU)", "6+6 ours")[1] == 1
+    diverged = "DE-EN 8L (GPU, diverged, 2026-12-02-h200-def5678)"
+    assert values.loc[diverged, "6+6 ours"] == 18.0
+    assert "not averaged" in values.loc[diverged, "scale"]
+
+
+def test_a_slice_with_nothing_published_says_not_yet_run(tmp_path):
+    from headlab.report.tables import to_csv, to_latex, to_markdown
+    from headlab.studies.paper_A import outputs
+
+    root = tmp_path / "published"
+    root.mkdir()
+    files = _files(tmp_path, root)
+    for builder, slice_ in ((outputs.t1, "A-T1-deep"), (outputs.t2, "A-lowres")):
+        inputs, build = builder(files)
+        _fake_toy_inputs(inputs, root)
+        table, _ = build()
+        row = f"{slice_} (GPU)"
+        assert "not yet run" in table.values.loc[row, "scale"]
+        assert table.values.loc[row].drop("scale").isna().all()
+        for render in (to_csv, to_latex, to_markdown):   # a text column among the numbers renders
+            assert "not yet run" in render(table)
+
+
+def test_a_rows_csv_without_a_column_is_one_clear_error_naming_the_file(tmp_path):
+    from headlab.studies import published
+
+    folder = _sitting(tmp_path, "2026-12-01-h100-abc1234", [dict(heads="8L", seed=1, status="converged", bleu=34,
+                                                                  bleu_ci_low=33, bleu_ci_high=35)])
+    rows = (folder / "rows.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    drop = header.index("status")
+    (folder / "rows.csv").write_text("\n".join(",".join(cell for index, cell in enumerate(line.split(","))
+                                                         if index != drop) for line in rows) + "\n")
+    with pytest.raises(DataError, match=rf"{folder / 'rows.csv'}.*status"):
+        published.read(str(tmp_path))
