@@ -149,6 +149,21 @@ def test_a_slice_with_nothing_published_says_not_yet_run(tmp_path):
         assert table.values.loc[row].drop("scale").isna().all()
         for render in (to_csv, to_latex, to_markdown):   # a text column among the numbers renders
             assert "not yet run" in render(table)
+    # papers B, C and D: one row per slice of the plan, through the same extension of their tables
+    import pandas as pd
+
+    from headlab.studies import published
+    from headlab.studies.tables import beside, pivot
+    tidy = pd.DataFrame({"row": ["multi30k de-en"] * 2, "column": ["T-base", "DHICM"], "seed": ["1", "1"],
+                         "bleu": [30.0, 31.0]})
+    toy = beside(pivot(tidy, index="row", columns="column", values="bleu", over="seed"),
+                 pivot(tidy, index="row", columns="column", values="bleu"))
+    for study, name, slice_ in (("paper_B", "T3", "B-base-dhicm"), ("paper_C", "T1", "C-core-base"),
+                                ("paper_D", "T3", "D-gates-8L")):
+        table, gpu = published.extend(toy, published.read(str(root)), study, name, label=lambda run: run["row"],
+                                      column=lambda run: run["heads"])
+        assert gpu.empty and table.values.loc[f"{slice_} (GPU)", "scale"] == f"GPU base: {slice_}: not yet run"
+        assert "\\multicolumn{1}{c}{scale}" in to_latex(table) and "**31.00**" in to_markdown(table)
 
 
 def test_a_rows_csv_without_a_column_is_one_clear_error_naming_the_file(tmp_path):
@@ -163,3 +178,57 @@ def test_a_rows_csv_without_a_column_is_one_clear_error_naming_the_file(tmp_path
                                                          if index != drop) for line in rows) + "\n")
     with pytest.raises(DataError, match=rf"{folder / 'rows.csv'}.*status"):
         published.read(str(tmp_path))
+
+
+def _converged_tree(root, lines):
+    """Three converged seeds of 8L, 7Ftoken+1L and 8Ftoken; 8L drops words, the others copy ``lines``."""
+    rows = [dict(heads=heads, seed=seed, status="converged", bleu=bleu, bleu_ci_low=bleu - 1.5, bleu_ci_high=bleu + 1.5)
+            for heads, base in (("8L", 34.0), ("7Ftoken+1L", 37.0), ("8Ftoken", 36.0))
+            for seed, bleu in ((1, base), (2, base + 0.4), (3, base - 0.4))]
+    folder = _sitting(root, "2026-12-01-h100-abc1234", rows)
+    for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
+        for seed in (1, 2, 3):
+            hyp = [" ".join(line.split()[:-1 - (index + seed) % 2]) if heads == "8L" else line
+                   for index, line in enumerate(lines)]
+            (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(hyp) + "\n")
+    return folder
+
+
+def test_paper_As_effects_judge_the_published_runs_in_one_family_with_a_scale_column(tmp_path):
+    from headlab.studies.paper_A import claims
+
+    root = tmp_path / "published"
+    lines = [f"a woman number {index} walks a small dog along the quiet beach" for index in range(100)]
+    _converged_tree(root, lines)
+    study = {**STUDY, "seeds": [1, 2], "wsd_pair": "xx-yy"}    # no WSD models: their files are not faked here
+    files = outputs_files(tmp_path, root, study)
+
+    def fake(inputs, reference_lines):
+        for file in inputs:
+            if str(file).startswith(str(root)):
+                continue
+            Path(file).parent.mkdir(parents=True, exist_ok=True)
+            if file.endswith("params.json"):
+                Path(file).write_text(json.dumps({"params": 400_000 if "/8L/" in file else 390_000}))
+            else:   # every toy translation and the reference: the same sentences
+                Path(file).write_text("\n".join(reference_lines) + "\n")
+
+    inputs, build = claims.effects(files)
+    assert {str(file) for file in root.glob("*/*/*.seed*.txt")} <= set(inputs)
+    fake(inputs, lines)
+    frame = build()
+    assert list(frame.columns[:4]) == ["study", "claim", "compared", "scale"]
+    gpu = frame[frame["scale"] != "toy"]
+    assert len(gpu) == 2 and (frame["scale"] == "toy").sum() >= 2
+    assert gpu["scale"].str.startswith("GPU base: A-T1-deep, seeds 1, 2, 3, converged").all()
+    tested = frame["p_value"].notna()
+    assert gpu["p_adjusted"].notna().all() and tested.sum() > len(gpu)      # Holm over toy and GPU claims at once
+
+    fake(inputs, lines[:20])     # a shortened test set (test_limit): the published runs cannot be judged on it
+    frame = build()
+    assert (frame["scale"] == "toy").all()
+
+
+def outputs_files(tmp_path, published, study):
+    from headlab.studies.paper_A import outputs
+    return outputs.Files(CONFIG, study, str(tmp_path / "results"), published=str(published))

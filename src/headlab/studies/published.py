@@ -226,6 +226,18 @@ def tidy(ours, gpu, value: str = "bleu"):
     return pd.concat([ours.assign(**{SCALE: TOY}), runs], ignore_index=True)
 
 
+def summary(frame, study: str) -> str:
+    """A README line: each slice of the study, its sittings and their status, or not yet run."""
+    mine = frame[frame["study"] == study]
+    slices = list(dict.fromkeys([*mine["slice"], *(name for name, (owner, _) in SLICES.items() if owner == study)]))
+    parts = []
+    for slice_ in slices:
+        runs = mine[mine["slice"] == slice_].drop_duplicates("sitting")
+        parts.append(f"{slice_}: " + (", ".join(f"{sitting} ({status})" for sitting, status in
+                                                zip(runs["sitting"], runs["status"])) or NOT_YET_RUN))
+    return f"- {GPU} (results/published/, the `(GPU)` rows of the tables): " + "; ".join(parts)
+
+
 def _lines(file: str) -> int:
     with open(file, encoding="utf-8") as handle:
         return sum(1 for _ in handle)

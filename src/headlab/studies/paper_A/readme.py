@@ -8,6 +8,7 @@ from headlab.studies import common
 from headlab.studies.common import headline_seeds, seeds as study_seeds
 from headlab.studies.paper_A.grid import FIXED, OUTDIR, eight_fixed, models
 from headlab.studies.paper_A.outputs import FIGURES, TABLES
+from headlab.studies import published
 from headlab.studies.timing import training_time
 
 
@@ -44,6 +45,7 @@ def readme(files, provenance: Mapping[str, Any]) -> str:
         f"T2's 8L / {FIXED})",
     ]
     lines.append(f"- training: {training_time([model for model, _ in models(study)], files.root)}")
+    lines.append(published.summary(published.read(files.published), "paper_A"))
     lines += common.readme_tail(provenance, path("study_output", files.root, outdir=OUTDIR, name="effects", ext="csv"),
                                 [f"[{name}]({name}.md) ([csv]({name}.csv), [tex]({name}.tex))" for name in TABLES]
                                 + [f"[{name}]({name}.png) ([pdf]({name}.pdf), data [{name}.csv]({name}.csv))"

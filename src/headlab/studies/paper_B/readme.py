@@ -7,6 +7,7 @@ from headlab.naming import path
 from headlab.studies import common
 from headlab.studies.common import corpus_pairs, first_seed, headline_seeds, seeds as study_seeds
 from headlab.studies.paper_B.grid import OUTDIR, STAGES, models
+from headlab.studies import published
 from headlab.studies.timing import training_time
 
 
@@ -35,6 +36,7 @@ def readme(files, provenance: Mapping[str, Any]) -> str:
         f"- seeds: the grid search at seed {first_seed(study)}; T3's systems at {headline_seeds(study)}, the sweep at "
         f"{study_seeds(study)}",
         f"- training: {training_time([model for model, _ in models(study, files.root)], files.root)}",
+        published.summary(published.read(files.published), "paper_B"),
         *common.readme_tail(provenance, path("study_output", files.root, outdir=OUTDIR, name="effects", ext="csv"), [
             "`T2`: default and chosen hyper-parameters; `T2grid`: every candidate's validation cross-entropy",
             "`T3`: T-base / T-optimal / DHICM BLEU with paired-bootstrap marks (DHICM vs T-optimal)",

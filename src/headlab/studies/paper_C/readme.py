@@ -9,6 +9,7 @@ from headlab.studies import common
 from headlab.studies.common import corpus_pairs, headline_seeds, seeds as study_seeds
 from headlab.studies.paper_C.grid import analysis_pair, models, option_defaults
 from headlab.studies.paper_C.outputs import OUTDIR, Files
+from headlab.studies import published
 from headlab.studies.timing import training_time
 
 
@@ -39,6 +40,7 @@ def readme(files: Files, provenance: Mapping[str, Any]) -> str:
         f"- seeds: {study_seeds(study)} (every model), {headline_seeds(study)} (T1's Transformer, +DEA+RHE and "
         f"+LPEA+RHE on {' '.join(analysis_pair(study))})",
         f"- training: {training_time(every, files.root)}",
+        published.summary(published.read(files.published), "paper_C"),
         *common.readme_tail(provenance, path("study_output", files.root, outdir=OUTDIR, name="effects", ext="csv"), [
             "`T1`: BLEU and #params of the seven systems, per pair, with paired-bootstrap marks vs the Transformer",
             "`T2`: RHE on Rel_Pos / Localness, and pruning; `T3`: LPEA+RHE by k; `A2`: by enhanced layers; "

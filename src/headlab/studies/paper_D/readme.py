@@ -7,6 +7,7 @@ from headlab.naming import path
 from headlab.studies import common
 from headlab.studies.common import corpus_pairs, first_seed, headline_seeds, seeds as study_seeds
 from headlab.studies.paper_D.grid import OUTDIR, finetune_options, lambdas, models
+from headlab.studies import published
 from headlab.studies.timing import training_time
 
 
@@ -37,6 +38,7 @@ def readme(files, provenance: Mapping[str, Any]) -> str:
         f"lambda sweep at {study_seeds(study)}, the gates' tables, the join and the head profile at seed "
         f"{first_seed(study)}",
         f"- training: {training_time(trained, files.root)}",
+        published.summary(published.read(files.published), "paper_D"),
         *common.readme_tail(provenance, path("study_output", files.root, outdir=OUTDIR, name="effects", ext="csv"), [
             "`T2`: converged gates 0/1 (test-time gate >= 0.5); `T2values`: the continuous gates; `F_gates`: heatmap",
             "`T3`: BLEU of baseline, gated, pruned and inverted (initial / fine-tuned); `curve`: BLEU over fine-tuning",
