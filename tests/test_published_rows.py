@@ -64,15 +64,15 @@ def test_the_shipped_sittings_render_in_paper_As_T1_with_a_scale_column(tmp_path
     table, ours = build()
     values = table.values
     assert values.columns[0] == "scale" and values.loc["DE-EN 8L", "scale"] == "toy"
-    gpu = "DE-EN 8L (GPU)"
+    gpu = "DE-EN 8L (GPU A-T1-deep)"
     assert round(values.loc[gpu, "6+6 ours"], 2) == 34.26 and table.runs(gpu, "6+6 ours")[1] == 1
     assert "A-T1-deep" in values.loc[gpu, "scale"] and "deadline" in values.loc[gpu, "scale"]
     assert "[32.82, 35.64]" in values.loc[gpu, "scale"]
-    diverged = [row for row in values.index if row.startswith("DE-EN 8L (GPU") and "diverged" in row]
+    diverged = [row for row in values.index if row.startswith("DE-EN 8L (GPU A-T1-deep, diverged")]
     assert len(diverged) == 1 and round(values.loc[diverged[0], "6+6 ours"], 2) == 18.34
     assert values.loc["DE-EN 8L", "6+6 paper"] == 30.99
     markdown = to_markdown(table)
-    assert "| DE-EN 7Ftoken+1L (GPU) | GPU base" in markdown and "38.15" in markdown
+    assert "| DE-EN 7Ftoken+1L (GPU A-T1-deep) | GPU base" in markdown and "38.15" in markdown
     assert set(ours["scale"]) >= {"toy"} and (ours["scale"] != "toy").sum() >= 3
 
 
@@ -100,10 +100,10 @@ def test_three_converged_seeds_give_mean_sd_and_a_verdict(tmp_path):
     inputs, build = outputs.t1(files)
     _fake_toy_inputs(inputs, root)
     table, _ = build()
-    sd, runs = table.runs("DE-EN 8L (GPU)", "6+6 ours")
-    assert table.values.loc["DE-EN 8L (GPU)", "6+6 ours"] == pytest.approx(34.0) and runs == 3
-    assert sd == pytest.approx(0.4)
-    assert "seeds 1, 2, 3" in table.values.loc["DE-EN 8L (GPU)", "scale"]
+    gpu = "DE-EN 8L (GPU A-T1-deep)"
+    sd, runs = table.runs(gpu, "6+6 ours")
+    assert table.values.loc[gpu, "6+6 ours"] == pytest.approx(34.0) and runs == 3 and sd == pytest.approx(0.4)
+    assert "seeds 1, 2, 3" in table.values.loc[gpu, "scale"]
 
     judge = Judge("paper_A", 200)
     scales = claims.judge_published(judge, files, published.read(str(root)), reference=str(reference))
@@ -127,32 +127,38 @@ def test_a_diverged_sitting_is_shown_but_not_averaged(tmp_path):
     _fake_toy_inputs(inputs, root)
     table, _ = build()
     values = table.values
-    assert values.loc["DE-EN 8L (GPU)", "6+6 ours"] == 34.0 and table.runs("DE-EN 8L (GPU)", "6+6 ours")[1] == 1
-    diverged = "DE-EN 8L (GPU, diverged, 2026-12-02-h200-def5678)"
+    gpu = "DE-EN 8L (GPU A-T1-deep)"
+    assert values.loc[gpu, "6+6 ours"] == 34.0 and table.runs(gpu, "6+6 ours")[1] == 1
+    diverged = "DE-EN 8L (GPU A-T1-deep, diverged, 2026-12-02-h200-def5678)"
     assert values.loc[diverged, "6+6 ours"] == 18.0
     assert "not averaged" in values.loc[diverged, "scale"]
 
 
 def test_a_slice_with_nothing_published_says_not_yet_run(tmp_path):
     from headlab.report.tables import to_csv, to_latex, to_markdown
+    from headlab.studies import published
     from headlab.studies.paper_A import outputs
 
     root = tmp_path / "published"
     root.mkdir()
     files = _files(tmp_path, root)
-    for builder, slice_ in ((outputs.t1, "A-T1-deep"), (outputs.t2, "A-lowres")):
+    planned = {name: table for name, (study, table) in published.plan_slices().items() if study == "paper_A"}
+    assert "A-T1-deep" in planned
+    for builder, name in ((outputs.t1, "T1"), (outputs.t2, "T2")):
         inputs, build = builder(files)
         _fake_toy_inputs(inputs, root)
         table, _ = build()
-        row = f"{slice_} (GPU)"
-        assert "not yet run" in table.values.loc[row, "scale"]
-        assert table.values.loc[row].drop("scale").isna().all()
+        for slice_ in (slice_ for slice_, where in planned.items() if where == name):
+            row = f"{slice_} (GPU)"
+            assert table.values.loc[row, "scale"] == f"GPU base: {slice_}: not yet run"
+            assert table.values.loc[row].drop("scale").isna().all()
+        if name not in planned.values():
+            assert "scale" not in table.values.columns     # no slice fills it: the table stays as it was
         for render in (to_csv, to_latex, to_markdown):   # a text column among the numbers renders
-            assert "not yet run" in render(table)
+            assert ("not yet run" in render(table)) == (name in planned.values())
     # papers B, C and D: one row per slice of the plan, through the same extension of their tables
     import pandas as pd
 
-    from headlab.studies import published
     from headlab.studies.tables import beside, pivot
     tidy = pd.DataFrame({"row": ["multi30k de-en"] * 2, "column": ["T-base", "DHICM"], "seed": ["1", "1"],
                          "bleu": [30.0, 31.0]})

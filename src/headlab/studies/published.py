@@ -63,9 +63,23 @@ AVERAGED = ("converged", "deadline")
 TEXT = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "best_step",
         "stop_reason", "status", "gpu", "commit", "date")
 SCALE, TOY, GPU, NOT_YET_RUN = "scale", "toy", "GPU base", "not yet run"
-#: the GPU plan's slices and the table each fills (config/gpu-plan.yaml orders them)
+#: the GPU plan: its slices, each with the study and table it fills
+PLAN = "config/gpu-plan.yaml"
+#: the plan's slices where the plan cannot be read (a workflow run from another folder)
 SLICES = {"A-T1-deep": ("paper_A", "T1"), "C-core-base": ("paper_C", "T1"), "B-base-dhicm": ("paper_B", "T3"),
-          "D-gates-8L": ("paper_D", "T3"), "A-lowres": ("paper_A", "T2")}
+          "D-gates-8L": ("paper_D", "T3"), "A-lowres": ("paper_A", "T1")}
+
+
+def plan_slices(plan: str = PLAN) -> dict[str, tuple[str, str]]:
+    """slice -> (study, table) of the GPU plan, in its order."""
+    import yaml
+
+    try:
+        with open(plan, encoding="utf-8") as handle:
+            slices = (yaml.safe_load(handle) or {}).get("slices") or []
+    except OSError:
+        return dict(SLICES)
+    return {entry["name"]: (entry["study"], entry["table"]) for entry in slices}
 
 
 def inputs(root: str = ROOT) -> list[str]:
@@ -106,7 +120,7 @@ def seeds_of(frame):
     kept = frame[frame["status"].isin(AVERAGED)]
     rank = kept["status"].map({"converged": 0, "deadline": 1})
     kept = kept.assign(_rank=rank).sort_values(["_rank", "date"], ascending=[True, False], kind="stable")
-    keys = ["slice", "table", "row", "heads", "layers", "pair", "test", "seed"]
+    keys = ["slice", "table", "heads", "layers", "pair", "test", "seed"]
     return kept.drop_duplicates(keys).drop(columns="_rank").sort_values(["slice", "heads", "seed"], kind="stable")
 
 
@@ -146,24 +160,27 @@ def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
     mine = frame[(frame["study"] == study) & (frame["table"] == table)]
     out = []
     averaged = seeds_of(mine)
-    for _, runs in averaged.groupby(["slice", "row", "heads", "layers", "pair", "test"], sort=False):
+    for _, runs in averaged.groupby(["slice", "heads", "layers", "pair", "test"], sort=False):
         text = _scale_text(runs)
-        out += [dict(run, label=f"{label(run)} (GPU)", column=column(run), scale=text) for _, run in runs.iterrows()]
+        out += [dict(run, label=f"{label(run)} (GPU {run['slice']})", column=column(run), scale=text)
+                for _, run in runs.iterrows()]
     for _, run in mine[~mine["status"].isin(AVERAGED)].iterrows():
-        out.append(dict(run, label=f"{label(run)} (GPU, {run['status']}, {run['sitting']})", column=column(run),
+        out.append(dict(run, label=f"{label(run)} (GPU {run['slice']}, {run['status']}, {run['sitting']})",
+                        column=column(run),
                         scale=f"{GPU}: {run['slice']}, seed {run['seed']}, {run['status']}, not averaged "
                               f"({run['sitting']}: {_short(run['stop_reason'])}); 95% interval "
                               f"[{run['bleu_ci_low']:.2f}, {run['bleu_ci_high']:.2f}]"))
     return pd.DataFrame(out, columns=[*COLUMNS, "folder", "label", "column", "scale"])
 
 
-def not_run(frame, study: str, table: str) -> list[str]:
+def not_run(frame, study: str, table: str, plan: str = PLAN) -> list[str]:
     """The plan's slices of this table with nothing published."""
     done = set(frame.loc[(frame["study"] == study) & (frame["table"] == table), "slice"])
-    return [name for name, where in SLICES.items() if where == (study, table) and name not in done]
+    return [name for name, where in plan_slices(plan).items() if where == (study, table) and name not in done]
 
 
-def extend(table, frame, study: str, name: str, *, label: Callable, column: Callable, sub: str = "ours"):
+def extend(table, frame, study: str, name: str, *, label: Callable, column: Callable, sub: str = "ours",
+           plan: str = PLAN):
     """``table`` (ours beside the paper's) with a ``scale`` column first and the published
     GPU rows of (study, table) below the toy rows; returns (table, the GPU rows' tidy frame)."""
     import pandas as pd
@@ -172,8 +189,11 @@ def extend(table, frame, study: str, name: str, *, label: Callable, column: Call
 
     tidy = gpu_tidy(frame, study, name, label, column)
     tidy["column"] = [f"{col} {sub}" if sub else col for col in tidy["column"]]
+    planned = not_run(frame, study, name, plan)
+    missing = [f"{slice_} (GPU)" for slice_ in planned]
+    if tidy.empty and not missing:
+        return table, tidy      # no slice fills this table: it stays as it was
     gpu = pivot(tidy, index="label", columns="column", values="bleu", over="seed") if len(tidy) else None
-    missing = [f"{slice_} (GPU)" for slice_ in not_run(frame, study, name)]
     rows = list(table.values.index) + (list(gpu.values.index) if gpu is not None else []) + missing
     columns = list(table.values.columns) + [col for col in (gpu.values.columns if gpu is not None else []) if col not in
                                             table.values.columns]
@@ -187,7 +207,7 @@ def extend(table, frame, study: str, name: str, *, label: Callable, column: Call
 
     values = grid(table.values, gpu.values if gpu is not None else None)
     texts = {**{row: TOY for row in table.values.index}, **dict(zip(tidy["label"], tidy["scale"])),
-             **{f"{slice_} (GPU)": f"{GPU}: {slice_}: {NOT_YET_RUN}" for slice_ in not_run(frame, study, name)}}
+             **{f"{slice_} (GPU)": f"{GPU}: {slice_}: {NOT_YET_RUN}" for slice_ in planned}}
     values.insert(0, SCALE, [texts[row] for row in rows])
     has_runs = table.count is not None or (gpu is not None and gpu.count is not None)
     sd = count = None
@@ -209,7 +229,7 @@ def extend(table, frame, study: str, name: str, *, label: Callable, column: Call
                      index_name=table.index_name, caption=table.caption, label=table.label, groups=groups, bold=bold,
                      row_decimals=table.row_decimals, sd=sd, count=count)
     if extended.caption is not None:
-        extended.caption += (f" Rows '(GPU)': base-size models trained on a GPU sitting (results/published/; "
+        extended.caption += (f" Rows '(GPU …)': base-size models trained on a GPU sitting (results/published/; "
                              f"scale: slice, seeds, status, sittings, 95% interval); '{NOT_YET_RUN}': a slice of "
                              "the GPU plan with nothing published.")
     return extended, tidy
@@ -229,7 +249,8 @@ def tidy(ours, gpu, value: str = "bleu"):
 def summary(frame, study: str) -> str:
     """A README line: each slice of the study, its sittings and their status, or not yet run."""
     mine = frame[frame["study"] == study]
-    slices = list(dict.fromkeys([*mine["slice"], *(name for name, (owner, _) in SLICES.items() if owner == study)]))
+    planned = (name for name, (owner, _) in plan_slices().items() if owner == study)
+    slices = list(dict.fromkeys([*mine["slice"], *planned]))
     parts = []
     for slice_ in slices:
         runs = mine[mine["slice"] == slice_].drop_duplicates("sitting")
@@ -314,14 +335,15 @@ FIRST_SITTINGS = {
 
 def first_layout_rows(folder: str, sitting: str, slice_: str, status: str, stop_reason: str) -> list[dict]:
     """``rows.csv``'s rows of a sitting folder of the first layout (``T1_deep.csv`` +
-    ``provenance.json``: paper A's T1 deep row, one seed)."""
+    ``provenance.json``: paper A's T1 deep row, one seed; ``row`` as the GPU plan names it:
+    8Ftoken's is Table 5's deep row)."""
     import csv
 
     with open(os.path.join(folder, "provenance.json"), encoding="utf-8") as handle:
         provenance = json.load(handle)
     with open(os.path.join(folder, "T1_deep.csv"), encoding="utf-8", newline="") as handle:
         models = list(csv.DictReader(handle))
-    return [{"slice": slice_, "sitting": sitting, "study": "paper_A", "table": "T1", "row": "T1 deep",
+    return [{"slice": slice_, "sitting": sitting, "study": "paper_A", "table": "T1", "row": f"{model['paper_table']} deep",
              "heads": model["heads"], "layers": model["layers"], "pair": provenance["test"]["pair"],
              "seed": model["seed"].removeprefix("seed"), "test": provenance["test"]["split"], "step": model["step"],
              "best_step": "", "stop_reason": stop_reason, "status": status, "bleu": model["bleu"],
