@@ -102,7 +102,8 @@ def read(root: str = ROOT):
         unknown = sorted(set(frame["status"]) - set(STATUSES))
         if unknown:
             raise DataError(f"status {', '.join(map(repr, unknown))} is none of {', '.join(STATUSES)}", path=file)
-        frames.append(frame.assign(folder=os.path.dirname(file)))
+        # a seed is its number, as the plan counts them ("seed2" as model paths write it: 2)
+        frames.append(frame.assign(folder=os.path.dirname(file), seed=frame["seed"].str.removeprefix("seed")))
     if not frames:
         return pd.DataFrame(columns=[*COLUMNS, "folder"])
     return pd.concat(frames, ignore_index=True)
