@@ -238,3 +238,31 @@ def test_paper_As_effects_judge_the_published_runs_in_one_family_with_a_scale_co
 def outputs_files(tmp_path, published, study):
     from headlab.studies.paper_A import outputs
     return outputs.Files(CONFIG, study, str(tmp_path / "results"), published=str(published))
+
+
+def test_a_published_row_of_paper_Bs_table_3_lands_in_its_table_and_tidy_rows(tmp_path):
+    import pandas as pd
+
+    from headlab.report.tables import to_markdown
+    from headlab.studies import published
+    from headlab.studies.tables import beside, pivot
+
+    root = tmp_path / "published"
+    _sitting(root, "2026-12-03-h100-abc1234", [dict(heads=heads, seed=1, status="converged", bleu=bleu, bleu_ci_low=bleu - 1,
+                                                     bleu_ci_high=bleu + 1, study="paper_B", table="T3",
+                                                     row="multi30k de-en")
+                                                for heads, bleu in (("T-base", 35.0), ("DHICM", 36.0))],
+             slice_="B-base-dhicm")
+    ours = pd.DataFrame({"row": ["multi30k de-en"] * 2, "column": ["T-base", "DHICM"], "seed": ["1", "1"],
+                         "bleu": [30.0, 31.0]})
+    toy = beside(pivot(ours, index="row", columns="column", values="bleu"), pivot(ours, index="row", columns="column",
+                                                                                  values="bleu"))
+    table, gpu = published.extend(toy, published.read(str(root)), "paper_B", "T3", label=lambda run: run["row"],
+                                  column=lambda run: run["heads"])
+    row = "multi30k de-en (GPU B-base-dhicm)"
+    assert table.values.loc[row, "DHICM ours"] == 36.0 and table.values.loc[row, "T-base ours"] == 35.0
+    assert "B-base-dhicm (GPU)" not in table.values.index          # published: no "not yet run" row
+    tidy = published.tidy(ours, gpu)
+    assert list(tidy["scale"].str[:3]) == ["toy", "toy", "GPU", "GPU"] and set(tidy["column"]) == {"T-base", "DHICM"}
+    assert "| multi30k de-en (GPU B-base-dhicm) | GPU base: B-base-dhicm, seed 1, converged" in to_markdown(table)
+    assert "B-base-dhicm: 2026-12-03-h100-abc1234 (converged)" in published.summary(published.read(str(root)), "paper_B")

@@ -173,3 +173,11 @@ def test_runs_of_several_seeds_render_mean_sd_and_n():
         pivot(pd.concat([tidy, tidy.iloc[:1]]), index="system", columns="layers", values="bleu", over="seed")
     single = pivot(tidy[tidy["seed"] == 1], index="system", columns="layers", values="bleu", over="seed")
     assert single.count is None and "±" not in to_markdown(single)
+
+
+def test_a_text_column_is_left_aligned_and_never_bold():
+    table = _table()
+    table.values.insert(0, "scale", ["toy", "GPU base"])
+    table.marks.insert(0, "scale", "")
+    assert to_markdown(table).splitlines()[1:3] == ["|:--|:--|--:|--:|", "| 8L | toy | **29.31** | 30.99 |"]
+    assert "scale" in to_csv(table).splitlines()[0] and "\\textbf{toy}" not in to_latex(table)

@@ -189,12 +189,12 @@ def extend(table, frame, study: str, name: str, *, label: Callable, column: Call
     from headlab.studies.tables import Table, pivot
 
     tidy = gpu_tidy(frame, study, name, label, column)
-    tidy["column"] = [f"{col} {sub}" if sub else col for col in tidy["column"]]
     planned = not_run(frame, study, name, plan)
     missing = [f"{slice_} (GPU)" for slice_ in planned]
     if tidy.empty and not missing:
         return table, tidy      # no slice fills this table: it stays as it was
-    gpu = pivot(tidy, index="label", columns="column", values="bleu", over="seed") if len(tidy) else None
+    cells = tidy.assign(column=[f"{col} {sub}" if sub else col for col in tidy["column"]])
+    gpu = pivot(cells, index="label", columns="column", values="bleu", over="seed") if len(tidy) else None
     rows = list(table.values.index) + (list(gpu.values.index) if gpu is not None else []) + missing
     columns = list(table.values.columns) + [col for col in (gpu.values.columns if gpu is not None else []) if col not in
                                             table.values.columns]
@@ -242,8 +242,8 @@ def tidy(ours, gpu, value: str = "bleu"):
     column: the GPU rows named as in the table (``row``, ``column``)."""
     import pandas as pd
 
-    runs = gpu.rename(columns={"label": "row", "bleu": value})[["row", "column", "seed", value, SCALE, "status",
-                                                                   "sitting"]]
+    runs = gpu.drop(columns="row").rename(columns={"label": "row", "bleu": value})[
+        ["row", "column", "seed", value, SCALE, "status", "sitting"]]
     return pd.concat([ours.assign(**{SCALE: TOY}), runs], ignore_index=True)
 
 
