@@ -174,6 +174,30 @@ def test_agreement_and_claims_on_hand_made_heads():
     assert said.loc["gate", "verdict"] == "no data"
 
 
+def test_colour_scales_ignore_switched_off_heads_and_go_log_over_a_decade():
+    """The value norm of 50 live heads 1, 2, ..., 50 beside 3 pruned heads and 2 closed
+    gates at 1e-6: the scale is the 2nd to 98th percentile of the live heads alone (1.98 and
+    49.02 by linear interpolation: 1 + 0.02 * 49, 1 + 0.98 * 49), a span over ten times, so
+    the scale is logarithmic; confidence 0.5..1 spans less and stays linear; the gate
+    criterion keeps the closed gates (a closed gate is what it shows)."""
+    from headlab.report.atlas import scales
+    live = np.arange(1.0, 51.0)
+    heads = pd.DataFrame({"model": "m", "site": "enc", "layer": 1, "head": np.arange(1, 56),
+                          "pruned": [False] * 50 + [True] * 3 + [False] * 2,
+                          "gate_kept": [np.nan] * 53 + [False] * 2,
+                          "value_norm": np.r_[live, [1e-6] * 5], "confidence": np.r_[np.linspace(0.5, 1, 50), [0.01] * 5],
+                          "gate": np.r_[[np.nan] * 50, [np.nan] * 3, [0.0, 0.0]]})
+    heads.loc[:9, "gate"], heads.loc[:9, "gate_kept"] = np.linspace(0.6, 1.0, 10), True
+    out = scales(heads)
+    assert (out["value_norm"]["lo"], out["value_norm"]["hi"]) == (pytest.approx(1.98), pytest.approx(49.02))
+    assert out["value_norm"]["log"] is True
+    assert (out["confidence"]["lo"], out["confidence"]["hi"]) == (pytest.approx(0.51), pytest.approx(0.99))
+    assert out["confidence"]["log"] is False
+    # 12 gates: 0, 0, then 0.6 .. 1.0; the 2nd percentile interpolates between the two zeros
+    assert out["gate"]["lo"] == 0.0 and out["gate"]["log"] is False
+    assert out["entropy"]["lo"] is None and out["entropy"]["log"] is False
+
+
 def test_delta_bleu_counts_each_head_index_once():
     """ΔBLEU is measured per encoder head index (head k disabled in every layer): two layers
     of eight heads give 8 units, not 16, the other criterion averaged over the layers; a

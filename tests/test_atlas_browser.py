@@ -18,11 +18,13 @@ Screenshots are kept in ``tmp/artefacts/atlas-browser/`` of the checkout
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -244,7 +246,65 @@ def check_colours_follow_values(driver, folder: Path, models: dict[str, Path]):
     assert _errors(driver) == []
 
 
-CHECKS = {"attention": check_clicked_head_draws_its_attention, "colours": check_colours_follow_values}
+#: criteria pairs the agreement check plots (x, y): one with an inverted criterion (entropy)
+AGREEMENT_PAIRS = (("grad_raw", "value_norm"), ("entropy", "loss_delta"))
+
+
+def _oriented_ranks(values: pd.Series, name: str) -> pd.Series:
+    """Each value's rank among ``values`` in (0, 1], ties at their mean rank, the more
+    important end (MORE_IMPORTANT, not the page's own orientation) highest. The values
+    are first rounded to the 4 significant digits the model's data file carries."""
+    shown = values.map(lambda v: float(f"{v:.4g}"))
+    return (MORE_IMPORTANT[name] * shown).rank(method="average") / len(shown)
+
+
+def check_agreement_points_follow_ranks(driver, folder: Path, models: dict[str, Path]):
+    """The agreement view of each model and pair of criteria: every point sits at its two
+    ranks, computed here from heads.csv (pruned heads left out), within the plot's frame;
+    the "most disagreement" list names the heads with the largest |rank difference|, in
+    that order, with their ranks in percent."""
+    from selenium.webdriver.support.ui import Select
+    _open(driver, folder)
+    for path, model_dir in models.items():
+        _choose(driver, 0, path)
+        heads = pd.read_csv(model_dir / "heads.csv")
+        heads = heads[~heads["pruned"].astype(str).str.lower().isin(("true", "1"))]
+        for x_name, y_name in AGREEMENT_PAIRS:
+            panel = driver.find_element("id", "panel-0")
+            Select(panel.find_element("css selector", "select.agree-x")).select_by_value(x_name)
+            Select(panel.find_element("css selector", "select.agree-y")).select_by_value(y_name)
+            units = heads.dropna(subset=[x_name, y_name]).copy()
+            units["rx"], units["ry"] = _oriented_ranks(units[x_name], x_name), _oriented_ranks(units[y_name], y_name)
+            units = units.set_index(["site", "layer", "head"])
+            frame, points = driver.execute_script(
+                "var s = arguments[0].querySelector('svg.scatter'), f = s.querySelector('rect');"
+                "return [['x', 'y', 'width', 'height'].map(function (k) { return +f.getAttribute(k); }),"
+                "  [].map.call(s.querySelectorAll('circle.point'), function (c) {"
+                "    return [c.getAttribute('data-site'), +c.getAttribute('data-layer'), +c.getAttribute('data-head'),"
+                "            +c.getAttribute('cx'), +c.getAttribute('cy')]; })];", panel)
+            left, top, width, height = frame
+            assert len(points) == len(units) > 8, (path, x_name, y_name, len(points), len(units))
+            for site, layer, head, cx, cy in points:
+                expected = units.loc[(site, layer, head)]
+                where = (path, x_name, y_name, site, layer, head)
+                assert (cx - left) / width == pytest.approx(expected["rx"], abs=1e-6), where
+                assert (top + height - cy) / height == pytest.approx(expected["ry"], abs=1e-6), where
+            gaps = (units["rx"] - units["ry"]).abs().sort_values(ascending=False, kind="stable")
+            listed = panel.find_elements("css selector", "ol.disagree li")
+            assert len(listed) == 6, (path, x_name, y_name)
+            for rank, item in enumerate(listed):
+                key = (item.get_attribute("data-site"), int(item.get_attribute("data-layer")),
+                       int(item.get_attribute("data-head")))
+                unit = units.loc[key]
+                # ties may list either head: the gap at each place of the list is what is fixed
+                assert abs(unit["rx"] - unit["ry"]) == pytest.approx(gaps.iloc[rank], abs=1e-9), (path, rank, key)
+                percent = [math.floor(100 * unit[r] + 0.5 + 1e-9) for r in ("rx", "ry")]    # half up
+                assert f"{x_name} rank {percent[0]}%, {y_name} rank {percent[1]}%" in item.text, (item.text, percent)
+    assert _errors(driver) == []
+
+
+CHECKS = {"attention": check_clicked_head_draws_its_attention, "colours": check_colours_follow_values,
+          "agreement": check_agreement_points_follow_ranks}
 
 
 def _workflow_models(atlas_run) -> tuple[Path, dict[str, Path]]:
@@ -279,6 +339,12 @@ MUTANTS = {
         "return ramp(C.criteria[name].signed ? DIVERGING : STOPS, 1 - t);"),
     "every matrix cell at opacity 0.02": (
         "attention", '"fill-opacity": opacity(w)', '"fill-opacity": 0.02'),
+    "agreement scatter plots x against itself": (
+        "agreement", "rb = ranks(units.map(function (u) { return u.b; }), b)",
+        "rb = ranks(units.map(function (u) { return u.a; }), a)"),
+    "most disagreement listed least first": (
+        "agreement", ".sort(function (p, q) { return q[0] - p[0]; }).slice(0, 6)",
+        ".sort(function (p, q) { return p[0] - q[0]; }).slice(0, 6)"),
 }
 
 
@@ -332,6 +398,79 @@ def test_agreement_view_links_points_to_cells(browser, atlas_run):
     claims = [r.text for r in browser.find_elements("css selector", "table.claims tr")]
     assert any("grad_raw ~ loss_delta: raw" in r for r in claims), claims
     browser.save_screenshot(str(ARTEFACTS / "agreement.png"))
+    assert _errors(browser) == []
+
+
+@pytest.mark.slow
+def test_agreement_redrawn_by_keyboard_under_the_pointer_leaves_no_outline(browser, atlas_run):
+    """Hover a point (its cell outlined), then change the y criterion from the keyboard
+    without moving the pointer: the view is redrawn, the old point is gone without a
+    mouseleave, and no cell, point or list entry may stay outlined but the head of whatever
+    point now lies under the pointer."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+    folder, _ = _workflow_models(atlas_run)
+    _open(browser, folder)
+    _choose(browser, 0, MODEL_DIR.format(DHICM))
+    panel = browser.find_element("id", "panel-0")
+    Select(panel.find_element("css selector", "select.agree-x")).select_by_value("grad_raw")
+    Select(panel.find_element("css selector", "select.agree-y")).select_by_value("value_norm")
+    point = panel.find_element("css selector", "svg.scatter circle[data-site=dec][data-layer='1'][data-head='4']")
+    centre = browser.execute_script("var r = arguments[0].getBoundingClientRect();"
+                                    "return [r.left + r.width / 2, r.top + r.height / 2];", point)
+    ActionChains(browser).move_to_element(point).perform()
+    assert "linked" in _cell(browser, 0, "dec", 1, 4).get_attribute("class")
+    select = panel.find_element("css selector", "select.agree-y")
+    browser.execute_script("arguments[0].focus();", select)
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()
+    assert panel.find_element("css selector", "select.agree-y").get_attribute("value") != "value_norm"
+    under = browser.execute_script(
+        "var e = document.elementFromPoint(arguments[0], arguments[1]);"
+        "return e && e.classList.contains('point') ? [e.getAttribute('data-site'), e.getAttribute('data-layer'),"
+        "  e.getAttribute('data-head')] : null;", *centre)
+    linked = [(e.get_attribute("data-site"), e.get_attribute("data-layer"), e.get_attribute("data-head"))
+              for e in panel.find_elements("css selector", ".linked")]
+    assert all(under is not None and head == tuple(under) for head in linked), (linked, under)
+    assert _errors(browser) == []
+
+
+#: viridis at five stops (the sequential scale's published colours), to interpolate here
+VIRIDIS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+
+
+def _viridis(t: float) -> tuple[float, ...]:
+    t = min(max(t, 0.0), 1.0) * (len(VIRIDIS) - 1)
+    i = min(int(t), len(VIRIDIS) - 2)
+    return tuple(a + (t - i) * (b - a) for a, b in zip(VIRIDIS[i], VIRIDIS[i + 1]))
+
+
+def test_value_norm_scale_is_logarithmic_and_not_set_by_pruned_heads(browser, tmp_path):
+    """A hand-made model: 14 live encoder heads with value norms 0.05 x 1.5^k (k = 0..13,
+    0.05 to 9.73, the spread of a pooled atlas) and 2 pruned heads at 1e-6. Each live cell's
+    colour is viridis at log(v / lo) / log(hi / lo), lo and hi the 2nd and 98th percentiles
+    of the live heads (computed here): the pruned heads do not stretch the scale, and the
+    middle heads are not crushed into its darkest shades as on a linear scale."""
+    from headlab.report.atlas import payload, scales, write_explorer
+    live = 0.05 * 1.5 ** np.arange(14)
+    heads = pd.DataFrame({"model": "hand/log", "site": "enc", "layer": np.repeat([1, 2], 8),
+                          "head": np.tile(np.arange(1, 9), 2), "kind": "L", "family": ["learned"] * 14 + ["pruned"] * 2,
+                          "pruned": [False] * 14 + [True] * 2, "sentences": 3,
+                          "value_norm": np.r_[live, [1e-6, 1e-6]], "confidence": np.linspace(0.3, 0.9, 16),
+                          "loss_delta": np.linspace(-0.1, 0.5, 16)})
+    data = {"hand/log": payload("hand/log", ["paper_D"], heads, {"sentences": []})}
+    write_explorer(tmp_path / "atlas", [{"path": "hand/log", "studies": ["paper_D"]}], data, ["paper_D"], scales(heads))
+    _open(browser, tmp_path / "atlas")
+    _criterion(browser, "value_norm")
+    low, high = np.percentile(live, [2, 98])
+    assert "logarithmic" in browser.find_element("css selector", "#legend .legend").text
+    for cell in _cells(browser, 0, "enc"):
+        index = 8 * (int(cell.get_attribute("data-layer")) - 1) + int(cell.get_attribute("data-head")) - 1
+        value = heads["value_norm"][index]
+        expected = _viridis(math.log(value / low) / math.log(high / low)) if index < 14 else VIRIDIS[0]
+        drawn = _rgb(cell.value_of_css_property("background-color"))
+        assert drawn == pytest.approx(expected, abs=1.5), (index, value, drawn, expected)
+    browser.save_screenshot(str(ARTEFACTS / "4-log-scale.png"))
     assert _errors(browser) == []
 
 

@@ -91,6 +91,22 @@ def payload(path: str, studies: list[str], heads: pd.DataFrame, examples: dict) 
 #: the share of heads beyond each end of a sequential scale (their colour is the end's): one
 #: extreme head would otherwise leave every other one in the scale's first shades
 CLIP = 2.0
+#: a positive sequential scale whose ends differ by this factor or more is logarithmic: the
+#: value norm and the gradient of 36 models pooled span decades, and on a linear scale the
+#: encoder heads (1-2 of a top near 10) all sat in its darkest quarter
+LOG_SPAN = 10.0
+#: criteria that a switched-off head still sets: a closed gate is what ``gate`` shows
+SWITCH_CRITERIA = ("gate",)
+
+
+def switched_off(heads: pd.DataFrame) -> pd.Series:
+    """Heads whose output is switched off: pruned (a head mask) or behind a closed L0 gate
+    (``gate_kept`` false). Their value norm and gradient are about 0 and would set the low
+    end of every scale, so they are left out of the ranges (their cells take the end's
+    colour)."""
+    pruned = heads["pruned"].astype(str).str.lower().isin(("true", "1")) if "pruned" in heads else False
+    closed = heads["gate_kept"].astype(str).str.lower().isin(("false", "0", "0.0")) if "gate_kept" in heads else False
+    return pd.Series(pruned, index=heads.index) | pd.Series(closed, index=heads.index)
 
 
 def scales(heads: pd.DataFrame) -> dict[str, dict]:
@@ -99,18 +115,21 @@ def scales(heads: pd.DataFrame) -> dict[str, dict]:
     units (value × ``important``, so that more important is always higher; ``important`` 0
     keeps the value), the CLIP-th to (100 - CLIP)-th percentile; a signed criterion gets
     -m..m around 0 (m: the (100 - CLIP)-th percentile of |value|), a diverging scale.
-    Per-head-index criteria count each index once."""
+    Switched-off heads (:func:`switched_off`) do not set a range but for ``gate``. ``log``:
+    a sequential scale with important >= 0 whose ends are positive and LOG_SPAN apart or more
+    is read on a log axis. Per-head-index criteria count each index once."""
     from dataclasses import asdict
 
     from headlab.atlas.agree import CRITERIA
 
-    out = {}
+    out, off = {}, switched_off(heads)
     for name, criterion in CRITERIA.items():
-        entry = {**asdict(criterion), "lo": None, "hi": None}
+        entry = {**asdict(criterion), "lo": None, "hi": None, "log": False}
         out[name] = entry
         if name not in heads:
             continue
-        frame = heads.assign(value=pd.to_numeric(heads[name], errors="coerce")).dropna(subset=["value"])
+        kept = heads if name in SWITCH_CRITERIA else heads[~off]
+        frame = kept.assign(value=pd.to_numeric(kept[name], errors="coerce")).dropna(subset=["value"])
         if criterion.unit == "head index":
             frame = frame.drop_duplicates(["model", "head"])
         oriented = frame["value"].to_numpy(dtype=float) * (criterion.important or 1)
@@ -124,6 +143,7 @@ def scales(heads: pd.DataFrame) -> dict[str, dict]:
             if hi <= lo:
                 lo, hi = float(oriented.min()), float(oriented.max())
             entry["lo"], entry["hi"] = lo, hi
+            entry["log"] = bool(criterion.important >= 0 and lo > 0 and hi >= LOG_SPAN * lo)
     return out
 
 

@@ -10,9 +10,10 @@
  * Colour scales come from the catalog, one per criterion for every model and panel
  * (report/atlas.py scales()): values are oriented (value x important) so that the more
  * important end is always the right of the legend; a signed criterion gets a diverging
- * scale around 0. Under the grids, the agreement view plots two criteria's ranks head by
- * head (points linked to the grid cells) with the model's Spearman rho and interval and
- * the heads the two criteria disagree on most.
+ * scale around 0, a positive one spanning a decade or more a log scale; pruned heads and
+ * closed gates set no end. Under the grids, the agreement view plots two criteria's ranks
+ * head by head (points linked to the grid cells) with the model's Spearman rho and
+ * interval and the heads the two criteria disagree on most.
  */
 (function () {
   "use strict";
@@ -70,7 +71,11 @@
     var c = C.criteria[name];
     if (v === null || v === undefined || isNaN(v) || !c || c.lo === null) return null;
     var u = v * (c.important || 1);
-    return c.hi > c.lo ? Math.max(0, Math.min(1, (u - c.lo) / (c.hi - c.lo))) : 0.5;
+    if (!(c.hi > c.lo)) return 0.5;
+    // a log scale (report/atlas.py scales(): positive ends a decade apart or more): values
+    // at or below 0 take the low end
+    if (c.log) return u > 0 ? Math.max(0, Math.min(1, Math.log(u / c.lo) / Math.log(c.hi / c.lo))) : 0;
+    return Math.max(0, Math.min(1, (u - c.lo) / (c.hi - c.lo)));
   }
 
   function colour(name, v) {
@@ -105,7 +110,8 @@
     var toward = c.important ? "more important →: " + c.means : c.means.replace("no importance reading: ", "no importance reading; → ");
     box.appendChild(el("span", {"class": "direction"}, toward));
     box.appendChild(el("span", {"class": "what"}, c.label + (c.unit === "head index" ? " (each head index once: the encoder's \"every layer\" row)" : "") +
-      ". One scale for every model and panel" + (c.signed ? ", 0 white" : "") + "; beyond the ends: the end's colour."));
+      ". One scale for every model and panel" + (c.signed ? ", 0 white" : "") + (c.log ? ", logarithmic" : "") +
+      "; pruned heads and closed gates set no end; beyond the ends: the end's colour."));
     return box;
   }
 
@@ -328,6 +334,9 @@
 
   Panel.prototype.drawAgreement = function (plot, a, b) {
     var self = this;
+    // a point removed under a still pointer (the criteria changed from the keyboard) gets
+    // no mouseleave: drop every outline it set, in the grids and the top-heads line too
+    [].forEach.call(this.body.querySelectorAll(".linked"), function (e) { e.classList.remove("linked"); });
     plot.innerHTML = "";
     var units = this.units(a, b);
     var stats = this.pairStats(a, b), mine = stats[0], pooled = stats[1];
