@@ -44,6 +44,24 @@ def test_holm_hand_computed():
     assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and holm([]) == []
 
 
+def test_rows_that_cannot_reject_stay_out_of_the_holm_family():
+    """Sign rows over 1 or 3 seeds cannot reach p < 0.05 (their smallest p: 1 and 0.25) and
+    do not enlarge the family: with two six-seed rows (p = 2/64 and 14/64) the family has 2
+    members, so the first adjusts to 2 x 2/64 = 0.0625 (with 4 members it would be 0.125) and
+    the second to max(0.0625, 14/64) = 0.21875; the others keep their own p-value."""
+    judge = Judge("paper_D")
+    judge.per_seed(Claim("six agree", "x", ">", 0.0, unit="heads"), {str(s): float(s) for s in range(1, 7)})
+    judge.per_seed(Claim("five of six", "x", ">", 0.0, unit="heads"), {str(s): s - 1.5 for s in range(1, 7)})
+    judge.per_seed(Claim("three agree", "x", ">", 0.0, unit="heads"), {"1": 1.0, "2": 2.0, "3": 3.0})
+    judge.per_seed(Claim("one seed", "x", ">", 0.0, unit="heads"), {"1": 1.0})
+    frame = judge.frame()
+    assert list(frame["p_value"]) == pytest.approx([2 / 64, 14 / 64, 0.25, 1.0])
+    assert list(frame["p_adjusted"]) == pytest.approx([0.0625, 0.21875, 0.25, 1.0])
+    line = chance_line(frame)
+    assert "2 claims can reach p < 0.05" in line and "2 more" in line, line
+    assert "at least one false verdict" in line and "expects at most" not in line, line
+
+
 def test_rows_from_hypothesis_files(tmp_path):
     """Two systems, two seeds each: ours = the mean over seeds of sacreBLEU's corpus BLEU
     difference; a one-seed contrast on the same test set borrows their pooled seed variance."""
@@ -86,9 +104,11 @@ def test_rows_from_hypothesis_files(tmp_path):
     assert list(frame["interval"][3:]) == [SIGN, SIGN, EXACT]
     assert list(frame["verdict"][3:]) == [AS_CLAIMED, ONE_SEED, HOLDS]
     assert frame["agree"][3] == "3 of 3" and frame["p_value"][3] == 0.25 and math.isnan(frame["ci_low"][3])
-    # Holm over the tested rows (contrasts with a test and the sign tests; not the exact count)
-    tested = frame["p_value"].notna()
+    # Holm over the rows that can reject (contrasts with a test; not the exact count, nor
+    # the 3- and 1-seed sign rows, whose p cannot go below 0.25)
+    tested = frame["p_value"].notna() & (frame["interval"] != SIGN)
     assert list(frame["p_adjusted"][tested]) == pytest.approx(holm(list(frame["p_value"][tested])))
+    assert list(frame["p_adjusted"][3:5]) == [0.25, 1.0]
     assert math.isnan(frame["p_adjusted"][5]) and frame["verdict_adjusted"][5] == HOLDS
     path = tmp_path / "effects.csv"
     frame.to_csv(path, index=False)
@@ -98,14 +118,14 @@ def test_rows_from_hypothesis_files(tmp_path):
     assert "after Holm's correction over the paper's claims: " in lines[2]
     table = [line for line in lines if line.startswith("| ")][1:]
     assert len(table) == 6
-    assert "pooled over 2 multi-seed systems of this study, 2 df" in table[1]
+    assert "the largest seed variance of 2 multi-seed systems of this study, 2 df" in table[1]
     assert "inconclusive (one seed) (the interval: test sentences only)" in table[2]
     assert "| — (a figure only) |" in table[2]
     assert "| < 0.5 share |" in table[3] and "0.25 (mean; 3 of 3 seeds < 0.5)" in table[3]
     assert table[3].endswith("| 3 | as claimed in every seed | as claimed in every seed |")
     assert table[5].endswith("| 0.015 |  |  | 1 | holds | holds |")       # exact: no interval, no p-value
     m = int(tested.sum())
-    assert lines[-2] == chance_line(frame) and f"{m} claims have a test" in lines[-2]
+    assert lines[-2] == chance_line(frame) and f"{m} claims can reach p < 0.05" in lines[-2]
     assert f"up to {0.05 * m:.2f} of the unadjusted verdicts" in lines[-2]
     text = summary([str(path), str(path)])
     assert text.startswith("# What this run reproduces (generated)")
@@ -136,7 +156,8 @@ def test_readme_leads_with_the_adjusted_verdict(tmp_path):
     table = [line for line in lines if line.startswith("| ")][1:]      # after the header
     assert table[0].endswith("| 0.030 | 0.010 | 3/3 | holds | holds |")
     assert table[1].endswith("| 0.060 | 0.020 | 3/3 | inconclusive at this scale | reversed |")
-    assert "3 claims have a test" in lines[-2] and "up to 0.15 of the unadjusted" in lines[-2]
+    # the 3-seed sign row cannot reject: 2 rows in the family
+    assert "2 claims can reach p < 0.05" in lines[-2] and "up to 0.10 of the unadjusted" in lines[-2]
 
 
 @pytest.mark.parametrize("values, direction, null, expected", [

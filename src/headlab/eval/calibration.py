@@ -8,7 +8,9 @@ cannot remove), the seed offset moves the whole run, the noise is the run's own.
 test-set variance of a one-run difference is ``2 (sd_persistent^2 + sd_noise^2) / n``, its
 seed variance ``2 sd_offset^2``; ``ratio`` (R) is the second over the first. One-seed
 experiments get the study's seed variance from two further systems at three seeds
-(:func:`~headlab.eval.significance.seed_pool`), as a study's judge pools it.
+(:func:`~headlab.eval.significance.seed_pool`), as a study's judge pools it. ``spread``
+multiplies system 0's seed variance (the pool's and system 1's stay at 1): a one-seed
+system that spreads more than the systems its variance is borrowed from.
 
 ``tests/test_eval_significance.py`` asserts the false-positive rate on a few cells;
 ``python -m headlab.bench --what calibration`` measures the whole table
@@ -31,17 +33,19 @@ POOL_SYSTEMS, POOL_SEEDS = 2, 3
 
 def draw(rng: np.random.Generator, experiments: int, systems: int, seeds: int, *, ratio: float, n: int = 100,
          sentence_sd: float = 5.0, persistent_share: float = 0.5, difficulty_sd: float = 3.0,
-         deltas=None) -> np.ndarray:
+         deltas=None, spreads=None) -> np.ndarray:
     """``(experiments, systems, seeds, n)`` sentence scores (module doc); ``persistent_share``:
-    the persistent term's share of the sentence-level variance."""
+    the persistent term's share of the sentence-level variance; ``spreads``: each system's
+    seed variance as a multiple of the set-up's (default 1 each)."""
     deltas = np.zeros(systems) if deltas is None else np.asarray(deltas, dtype=float)
+    spreads = np.ones(systems) if spreads is None else np.asarray(spreads, dtype=float)
     sd_persistent = sentence_sd * math.sqrt(persistent_share)
     sd_noise = sentence_sd * math.sqrt(1.0 - persistent_share)
-    sd_offset = math.sqrt(ratio * sentence_sd ** 2 / n)
+    sd_offset = math.sqrt(ratio * sentence_sd ** 2 / n) * np.sqrt(spreads)
     shape = (experiments, systems, seeds, n)
     return (rng.normal(0.0, difficulty_sd, (experiments, 1, 1, n)) + deltas[None, :, None, None]
             + rng.normal(0.0, sd_persistent, (experiments, systems, 1, n))
-            + rng.normal(0.0, sd_offset, (experiments, systems, seeds, 1))
+            + rng.normal(0.0, 1.0, (experiments, systems, seeds, 1)) * sd_offset[None, :, None, None]
             + rng.normal(0.0, sd_noise, shape))
 
 
@@ -59,17 +63,17 @@ def experiment(scores: np.ndarray, pool_scores: np.ndarray | None, samples: int)
 
 
 def cell(rng: np.random.Generator, ratio: float, seeds: int, experiments: int, *, delta: float = 0.0,
-         samples: int = 200, level: float = 0.05, **model) -> dict:
+         samples: int = 200, level: float = 0.05, spread: float = 1.0, **model) -> dict:
     """One cell of the table: the share of ``experiments`` with p < ``level`` (and, with a
     true ``delta``, with the sign right), its Monte-Carlo standard error, and the share of
-    intervals that cover ``delta``."""
-    scores = draw(rng, experiments, 2, seeds, ratio=ratio, deltas=(delta, 0.0), **model)
+    intervals that cover ``delta``; ``spread``: system 0's seed variance over the others'."""
+    scores = draw(rng, experiments, 2, seeds, ratio=ratio, deltas=(delta, 0.0), spreads=(spread, 1.0), **model)
     pools = draw(rng, experiments, POOL_SYSTEMS, POOL_SEEDS, ratio=ratio, **model) if seeds == 1 else None
     results = [experiment(scores[e], None if pools is None else pools[e], samples) for e in range(experiments)]
     called = np.array([r.p_value < level and (delta == 0 or np.sign(r.estimate) == np.sign(delta))
                        for r in results])
     rate = float(called.mean())
-    return dict(ratio=ratio, seeds=seeds, delta=delta, experiments=experiments, rate=rate,
+    return dict(ratio=ratio, seeds=seeds, delta=delta, spread=spread, experiments=experiments, rate=rate,
                 mc_se=math.sqrt(max(rate * (1 - rate), 1e-12) / experiments),
                 coverage=float(np.mean([r.ci_low <= delta <= r.ci_high for r in results])))
 

@@ -21,10 +21,12 @@ paper's family of claims, the one the READMEs lead with):
 
 Tests (:mod:`headlab.eval.significance`): a contrast of BLEU (or of an accuracy over test
 items) counts the seed variance and the test-set variance that seeds do not already hold; a
-one-run system takes the seed variance of the study's systems with several runs on the
+one-run system borrows the largest seed variance of the study's systems with several runs on the
 same test set (its ``interval`` says so, with the pool's degrees of freedom); a quantity
 measured once per seed has the exact sign test; a count (parameters) is exact, without a
-test, and outside the family Holm's correction counts.
+test, and outside the family Holm's correction counts, as is a sign test over too few seeds
+to reach 5% (:func:`can_reject`). Holm's correction bounds the chance of at least one false
+verdict in the family at 5%.
 
 The README of each study renders its section from ``effects.csv``
 (:func:`readme_lines`) and ``results/effects.md`` lists every study's claims
@@ -52,8 +54,9 @@ NO_PAPER_VALUE = "the paper reports no number for this contrast"
 
 
 def pooled_interval(pool) -> str:
-    """The ``interval`` of a contrast whose one-run systems took the study's seed variance."""
-    return (f"seeds (a 1-seed system: pooled over {pool.systems} multi-seed systems of this study, "
+    """The ``interval`` of a contrast whose one-run systems took the study's seed variance
+    (the largest of its multi-seed systems', :class:`headlab.eval.significance.SeedPool`)."""
+    return (f"seeds (a 1-seed system: the largest seed variance of {pool.systems} multi-seed systems of this study, "
             f"{pool.df} df) and test sentences")
 
 
@@ -106,6 +109,17 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
+def can_reject(row: Mapping) -> bool:
+    """Whether a row can reach p < 5% at all, and so belongs to Holm's family: a row with a
+    test, but not a sign test over too few seeds (its smallest p is that of every seed
+    agreeing, 2 / 2^n: 1 at one seed, 0.25 at three, 0.0625 at five). A row that cannot
+    reject adds no chance of a false verdict, and counting it would only weaken the others."""
+    p_value = row["p_value"]
+    if p_value is None or math.isnan(p_value):
+        return False
+    return row["interval"] != SIGN or min(1.0, 2.0 * 0.5 ** int(row["seeds"])) < LEVEL
+
+
 def _sign_verdict(p_value: float, agree: int, seeds: int) -> str:
     """A per-seed count's verdict: the sign test where it decides, else what every seed shows."""
     if seeds <= 1:
@@ -123,7 +137,7 @@ Runs = Mapping[str, tuple[str, ...]]
 class Judge:
     """Collects one study's effect rows; reads each hypothesis file once. Contrasts are
     tested in :meth:`frame`, when every system of the study is known: a one-run system's
-    seed variance is pooled over the study's systems with several runs on the same test set
+    seed variance is borrowed from the study's systems with several runs on the same test set
     and metric (those of claims added with ``pooled=True``)."""
 
     def __init__(self, study: str, samples: int = 1000):
@@ -180,7 +194,8 @@ class Judge:
         return seed_pool(list(self._pools.get(key, {}).values()), score, samples=self.samples)
 
     def rows(self) -> list[dict]:
-        """Every claim tested, Holm's correction over the study's family (the rows with a p-value)."""
+        """Every claim tested, Holm's correction over the study's family: the rows that can
+        reject (:func:`can_reject`); a row outside it keeps its own p-value as ``p_adjusted``."""
         from headlab.eval import significance as sig
 
         rows, pools = [], {}
@@ -204,7 +219,10 @@ class Judge:
                 value = rest[0]
                 rows.append(_row(self.study, claim, value, value, value, math.nan, (1,), EXACT,
                                  verdict(value, value, claim.direction, claim.null)))
-        for row, adjusted in zip(rows, holm([r["p_value"] for r in rows])):
+        family = [can_reject(r) for r in rows]
+        adjusted_all = holm([r["p_value"] if inside else math.nan for r, inside in zip(rows, family)])
+        for row, inside, adjusted in zip(rows, family, adjusted_all):
+            adjusted = adjusted if inside else row["p_value"]
             row["p_adjusted"] = adjusted
             row["verdict_adjusted"] = _adjusted(row, adjusted)
         return rows
@@ -290,12 +308,15 @@ def _escape(text) -> str:
 
 def table_lines(frame, *, study_column: bool = False) -> list[str]:
     """Markdown table of effect rows, the family-adjusted verdict first."""
-    head = (["study"] if study_column else []) + ["claim", "compared", "paper says", "paper", "ours [95% CI]",
-                                                  "p (Holm)", "p", "seeds", "verdict (Holm)", "verdict alone"]
+    scaled = "scale" in frame.columns   # toy or published GPU runs (headlab.studies.published)
+    head = (["study"] if study_column else []) + ["claim", "compared", *(["scale"] if scaled else []), "paper says",
+                                                  "paper", "ours [95% CI]", "p (Holm)", "p", "seeds",
+                                                  "verdict (Holm)", "verdict alone"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in frame.iterrows():
         cells = ([row["study"]] if study_column else []) + [
-            row["claim"], row["compared"], f"{row['direction']} {row['null']:g} {row['unit']}", _paper(row),
+            row["claim"], row["compared"], *([row["scale"]] if scaled else []),
+            f"{row['direction']} {row['null']:g} {row['unit']}", _paper(row),
             _ours(row), _p(row["p_adjusted"]), _p(row["p_value"]), row["runs"], _verdict(row), row["verdict"]]
         lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
     return lines
@@ -314,19 +335,26 @@ def counts(frame, column: str = "verdict_adjusted") -> str:
 
 
 def chance_line(frame) -> str:
-    """What chance alone would give: m tested claims at 5% each, and after Holm."""
-    tested = int(frame["p_value"].notna().sum()) if len(frame) else 0
-    return (f"Chance verdicts: {tested} claims have a test. If none of their effects were real, up to "
-            f"{LEVEL * tested:.2f} of the unadjusted verdicts (`verdict alone`, 5% each) would be expected to be holds "
-            f"or reversed by chance; Holm's correction over the {tested} keeps the chance of even one such verdict at "
-            f"or below {LEVEL:.0%}, so the adjusted list (`verdict (Holm)`) expects at most {LEVEL:.2f} of them.")
+    """What chance alone would give: m claims that can reject at 5% each, and what Holm's
+    correction over them bounds (the chance of at least one false verdict, not a count)."""
+    rows = frame.to_dict("records") if len(frame) else []
+    family = sum(can_reject(r) for r in rows)
+    left_out = sum(not _missing(r["p_value"]) for r in rows) - family
+    outside = (f" ({left_out} more have a sign test over too few seeds to reach p < 0.05 and stay out of the "
+               f"family)" if left_out else "")
+    return (f"Chance verdicts: {family} claims can reach p < 0.05{outside}. If none of their effects were real, up "
+            f"to {LEVEL * family:.2f} of the unadjusted verdicts (`verdict alone`, 5% each) would be expected to be "
+            f"holds or reversed by chance; Holm's correction over the {family} keeps the chance of at least one false "
+            f"verdict (a hold or a reversal with no real effect behind it) in the adjusted list (`verdict (Holm)`) at "
+            f"or below {LEVEL:.0%}.")
 
 
 EXPLANATION = ("Each claim is a directional statement about one quantity (`paper says`: ours should be above "
                "or below that value). `ours` is the mean over seeds with its 95% interval, counting the variance "
                "across seeds and the test-set variance the seeds do not already hold (`headlab.eval.significance`; "
-               "its false-positive rate is measured in docs/statistics.md). A system with one seed takes the "
-               "seed variance of this study's systems with several seeds on the same test set, and the row says so; "
+               "its false-positive rate is measured in docs/statistics.md). A system with one seed borrows the "
+               "largest seed variance of this study's systems with several seeds on the same test set, and the row "
+               "says so; "
                "where there is none, no test is made: `inconclusive (one seed)`. A count or share measured once per "
                "seed gets the sign test over seeds (`k of n seeds`). `verdict (Holm)`: holds / reversed when Holm's "
                "adjusted p-value over the paper's claims is below 5% (on the paper's side / the other), the verdict "
