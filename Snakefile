@@ -12,6 +12,7 @@ from snakemake.utils import min_version, validate
 
 import headlab.workflow.config_check
 import headlab.workflow.config_types
+import headlab.workflow.configfile
 import headlab.workflow.hints
 import headlab.data.fetch
 import headlab.studies
@@ -44,18 +45,26 @@ if not workflow.overwrite_configfiles:
 # mappings key by key, so null is the only way an overlay can remove a study or a grid key.
 _schema = headlab.workflow.config_types.load_schema(os.path.join(workflow.basedir, "config/schema.yaml"))
 # Each source is read on its own, so that an error names the file (or --config) it is in:
-# the one that wins first (a merged value is that of the last source that sets it; once
-# typed, the sources below it pass).
-try:
-    headlab.workflow.config_types.coerce_overrides(config, dict(workflow.config_settings.config), _schema)
-except HeadlabError as err:
-    _stop(f"config error: --config: {err}")
-for _configfile in reversed(workflow.overwrite_configfiles):
+# strictly (a key given twice in one mapping, which snakemake's YAML reading took silently,
+# is an error naming its line), then typed from the one that wins first (a merged value is
+# that of the last source that sets it; once typed, the sources below it pass).
+_sources = []
+for _configfile in workflow.overwrite_configfiles or ["config/config.yaml"]:
     try:
-        headlab.workflow.config_types.coerce_overrides(
-            config, headlab.workflow.config_types.load_yaml(_configfile), _schema)
+        _sources.append((_configfile, headlab.workflow.configfile.read(_configfile)))
     except HeadlabError as err:
-        _stop(f"config error: {_configfile}: {err}")
+        _stop(f"config error: {err}")
+_sources.append(("--config", dict(workflow.config_settings.config)))
+for _source, _values in reversed(_sources):
+    try:
+        headlab.workflow.config_types.coerce_overrides(config, _values, _schema)
+    except HeadlabError as err:
+        _stop(f"config error: {_source}: {err}")
+# a schema violation as one line naming key, value, what is allowed and where it was written
+# (snakemake's validate prints jsonschema's 10-100 lines); validate then sets the defaults
+_schema_error = headlab.workflow.config_types.schema_error(config, _schema, _sources)
+if _schema_error:
+    _stop(f"config error: {_schema_error}")
 validate(config, "config/schema.yaml")
 
 # Rule shells never glob: model paths may hold a head spec's "*" (headlab.naming.MODEL).

@@ -150,3 +150,106 @@ def load_yaml(path) -> dict:
     if data is not None and not isinstance(data, dict):
         raise ConfigError("a config file must be a mapping", path=str(path))
     return data or {}
+
+
+# -- schema errors as one line ---------------------------------------------------------------
+# jsonschema's own message is 10-100 lines (the failing subschema, the whole instance); this
+# says which key, which value, what is allowed, and where the value was written.
+
+def _key_text(parts) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
+
+
+def _holds(data: Any, parts) -> bool:
+    """Whether ``data`` (one config source as written) sets the value at ``parts``."""
+    for part in parts:
+        if isinstance(data, Mapping) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return False
+    return True
+
+
+def _source(sources, parts) -> tuple[str | None, int | None]:
+    """(file or ``--config``, line) of the source whose value at ``parts`` (or its deepest
+    written parent) wins: the last of ``sources`` that sets it."""
+    from headlab.workflow.configfile import line_of
+
+    for depth in range(len(parts), -1, -1):
+        for name, data in reversed(sources):
+            if _holds(data, parts[:depth]):
+                return name, (None if name == "--config" else line_of(name, list(parts)))
+    return None, None
+
+
+def _plural(count: int, word: str) -> str:
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word[:-1]}ies" if word.endswith("y") else f"{count} {word}s"
+
+
+def _allowed(error, root: Mapping) -> str:
+    """What the failed keyword allows, in words."""
+    rule, limit, schema = error.validator, error.validator_value, error.schema
+    if rule == "pattern":
+        return schema.get("description") or f"a string matching {limit}"
+    if rule in ("oneOf", "anyOf"):
+        return "one of: " + "; ".join(_describe(branch, root) for branch in limit)
+    if rule == "enum":
+        return "one of " + ", ".join(map(repr, limit))
+    if rule == "type":
+        return limit if isinstance(limit, str) else " or ".join(limit)
+    if rule == "uniqueItems":
+        return "no repeated items"
+    bounds = {"minimum": "at least {}", "maximum": "at most {}", "exclusiveMinimum": "more than {}",
+              "exclusiveMaximum": "less than {}", "const": "only {!r}"}
+    counted = {"minItems": ("at least", "item"), "maxItems": ("at most", "item"),
+               "minLength": ("at least", "character"), "maxLength": ("at most", "character"),
+               "minProperties": ("at least", "entry")}
+    if rule in bounds:
+        return bounds[rule].format(limit)
+    if rule in counted:
+        return f"{counted[rule][0]} {_plural(limit, counted[rule][1])}"
+    return error.message
+
+
+def schema_error(config: Mapping, schema: Mapping, sources: list[tuple[str, Mapping]]) -> ConfigError | None:
+    """The config's first schema violation as one :class:`ConfigError` naming its key path,
+    its value, what the schema allows there and the source that wrote it (``sources``:
+    (config file or ``--config``, its mapping as written), in merge order); None if valid."""
+    import difflib
+
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return None
+    parts = list(error.absolute_path)
+    if error.validator == "additionalProperties":
+        known = list(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(known))[0]
+        close = [name for name in known if name.lower() == extra.lower()] or difflib.get_close_matches(extra, known, n=1)
+        parts.append(extra)
+        message = (f"unknown key {extra!r}; " + (f"did you mean {close[0]!r}? " if close else "")
+                   + f"known: {', '.join(known)}")
+    elif error.validator == "required":
+        missing = next(name for name in error.validator_value if name not in error.instance)
+        parts.append(missing)
+        nulled = [name for name, data in sources if _holds(data, parts)]
+        message = f"{missing!r} is a required property" + (
+            "; null removes it (an overlay can change it, not drop it)" if nulled else "")
+    else:
+        message = f"{_short(error.instance)} is not allowed: {_allowed(error, schema)}"
+    path, line = _source(sources, parts)
+    return ConfigError(message, path=path, line=line, key=_key_text(parts))
