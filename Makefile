@@ -26,7 +26,7 @@ help:
 	@echo "make bench  set up, then write results/bench/*.csv"
 	@echo "make dryrun print the DAG of every shipped config"
 	@echo "make gpu-configs-on-cpu  run the whole DAG of both GPU configs on CPU (config/cpu/ overlays)"
-	@echo "make gpu-bundle          the GPU sitting's bundle: wheels, prepared data, run.py (prints its command)"
+	@echo "make gpu-bundle          the GPU sitting's bundle of the plan's next slice (SLICE=NAME: that one; prints its command)"
 	@echo "make gpu-rehearsal       the sitting on this CPU, in a venv of the GPU machine's Python and packages"
 
 setup: $(STAMP)
@@ -102,8 +102,10 @@ gpu-configs-on-cpu: setup
 	  $(BIN)/snakemake --profile $(PROFILE) --cores $(CORES) --configfile $$(echo $$pair | tr , ' ') || exit 1; \
 	done
 
+# the GPU plan's next slice (config/gpu-plan.yaml, read against results/published/), or SLICE=NAME
+SLICE ?=
 gpu-bundle: setup
-	$(BIN)/headlab gpu-bundle --out gpu-bundle
+	$(BIN)/headlab gpu-bundle --out gpu-bundle $(if $(SLICE),--slice $(SLICE))
 
 # the sitting rehearsed on the CPU (src/headlab/workflow/rehearsal.py): a venv of CPython 3.12
 # with the GPU machine's torch, numpy and other packages (requirements/gpu-machine.txt)

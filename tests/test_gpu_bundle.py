@@ -13,6 +13,7 @@
   3.12, torch 2.11 and numpy 2.5)."""
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from headlab.errors import ConfigError
-from headlab.workflow import bundle, gpu_runner
+from headlab.workflow import bundle, gpu_plan, gpu_runner, sitting
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,10 +98,78 @@ def test_the_runner_refuses_a_wheel_that_would_replace_torch(wheel, tmp_path):
     assert wheel in status["error"] and not (tmp_path / "work/headlab").exists()   # nothing unpacked
 
 
+def test_the_bundle_overlay_trains_the_slice_seeds_by_its_stop_rule():
+    plan = gpu_plan.load()
+    overlay = bundle.slice_overlay(gpu_plan.Choice(plan.slice("A-T1-deep"), [2], []))
+    study = overlay["studies"]["baseline"]
+    assert study["heads"] == ["8L", "7Ftoken+1L", "8Ftoken"] and study["seeds"] == [2]
+    assert study["data"] == {"multi30k": ["de-en"]} and study["layers"] == ["6+6"]
+    options = overlay["training"]["overrides"]
+    assert options["valid_steps"] == options["save_checkpoint_steps"] == 200
+    assert options["early_stopping"] == 3 and options["model_selection"] == "valid_loss"
+
+
+def test_a_sitting_never_overwrites_a_published_folder(tmp_path):
+    first = gpu_runner.sitting_folder(tmp_path, "A-T1-deep", "h100", "65e2124", "2026-11-27")
+    assert first == "results/published/A-T1-deep/2026-11-27-h100-65e2124"
+    (tmp_path / first).mkdir(parents=True)
+    again = gpu_runner.sitting_folder(tmp_path, "A-T1-deep", "h100", "65e2124", "2026-11-27")
+    assert again == first + "-2"
+    assert gpu_runner.gpu_short_name("NVIDIA H100 80GB HBM3") == "h100" and gpu_runner.gpu_short_name(None) == "cpu"
+
+
+def _log(steps) -> str:
+    return "".join(f"[2026-11-27 14:28:51,511 INFO] Step {step}/100000; acc: 60.0; ppl: {ppl}; xent: {xent}; "
+                   f"lr: 0.001; sents: 100; bsz: 3432/3682/264; 11445/12278 tok/s; 280 sec;\n"
+                   for step, ppl, xent in steps)
+
+
+def test_a_sitting_short_of_time_publishes_what_it_has_labelled(tmp_path, monkeypatch):
+    """No checkpoint loads (the trainings stopped before their first save): the folder still
+    holds each model's row with its stop, its learning curve and its speed row, and says
+    what it lacks."""
+    monkeypatch.chdir(tmp_path)
+    models = []
+    for heads in ("8L", "7Ftoken+1L"):
+        folder = tmp_path / "models" / heads
+        folder.mkdir(parents=True)
+        (folder / "train.log").write_text(_log([(50, 1235.8, 7.1), (100, 250.6, 5.5)]))
+        models.append({"heads": heads, "name": heads, "layers": "6+6", "seed": "seed1", "pair": "de-en",
+                       "corpus": "multi30k", "dir": str(folder), "save_model": str(folder / "model"),
+                       "model_dtype": "fp16"})
+    (tmp_path / "test.src").write_text("ein Satz\n")
+    (tmp_path / "test.tgt").write_text("a sentence\n")
+    manifest = {"commit": "abcdef0", "models": models,
+                "test": {"split": "test_2016_flickr", "pair": "de-en", "src": "test.src", "ref": "test.tgt"},
+                "slice": {"name": "A-T1-deep", "study": "paper_A", "table": "T1", "seeds": [1],
+                          "rows": {"8L": "T1 deep", "7Ftoken+1L": "T1 deep"}, "stop": {"valid_steps": 200, "patience": 3}}}
+    out = tmp_path / "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+    ident = {"sitting": out.name, "gpu": "cpu", "date": "2026-11-27"}
+    publication = sitting.evaluate(manifest, out, "cpu", {}, ident, 30, tmp_path / "logs")
+    with open(out / "rows.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == list(gpu_plan.ROW_COLUMNS) and [r["heads"] for r in rows] == ["8L", "7Ftoken+1L"]
+    assert {r["status"] for r in rows} == {"deadline"} and rows[0]["stop_reason"] == "deadline at step 100"
+    assert rows[0]["row"] == "T1 deep" and rows[0]["seed"] == "1" and rows[0]["bleu"] == ""
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["status"] == publication.status() == "partial" and provenance["slice"] == "A-T1-deep"
+    assert any("8L: no checkpoint loads" in lack for lack in provenance["lacks"])
+    assert any(lack.startswith("BLEU and chrF: no sentence of test_2016_flickr") for lack in provenance["lacks"])
+    curve = (out / "learning_curve.8L.csv").read_text().splitlines()
+    assert curve[0] == "step,split,xent,ppl,acc,lr" and len(curve) == 3
+    assert (out / "throughput.csv").read_text().startswith("gpu,commit,date,slice,sitting,model")
+    assert (out / "learning_curves.png").is_file()
+
+
 @pytest.mark.slow
 def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
-    manifest = bundle.build(tmp_path / "gpu-bundle", python_version="3.12", cores=2)
+    """The plan's next slice (nothing published yet: paper A's T1 deep row, seed 1), bundled
+    and run on the CPU. What is asserted holds at any machine speed: a publication exists
+    and says what it lacks; never that a deadline was met."""
+    manifest = bundle.build(tmp_path / "gpu-bundle", published=tmp_path / "published", python_version="3.12",
+                            cores=2)
     assert manifest["size_mib"] <= 55 and [m["heads"] for m in manifest["models"]] == ["8L", "7Ftoken+1L", "8Ftoken"]
+    assert manifest["slice"]["name"] == "A-T1-deep" and manifest["slice"]["seeds"] == [1]
     assert not any(w.startswith(("torch-", "numpy-")) for w in manifest["wheels"])
     copy = tmp_path / "elsewhere" / "b"
     shutil.copytree(tmp_path / "gpu-bundle", copy)
@@ -109,19 +178,26 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     # a CPU shared with the other test files: translation gets most of the budget
     first = subprocess.run(command + ["--budget", "200", "--eval-reserve", "100", "--out", str(out)],
                            capture_output=True, text=True, timeout=400, cwd=tmp_path)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["headlab-sitting.tar.gz", "status.json"]
     status = json.loads((out / "status.json").read_text())
-    assert status["calls"][0]["phases"].keys() == {"install", "train", "evaluate"} and status["published"]
+    assert status["published"], first.stdout[-3000:] + first.stderr[-3000:]
+    assert status["calls"][0]["phases"].keys() == {"install", "train", "evaluate"}
+    published = status["publication"]
+    assert published.startswith("results/published/A-T1-deep/") and published.endswith(f"-cpu-{manifest['commit']}")
     with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
-        published = "results/published/gpu-sitting"
-        rows = tar.extractfile(f"{published}/T1_deep.csv").read().decode().splitlines()
         provenance = json.load(tar.extractfile(f"{published}/provenance.json"))
         names = tar.getnames()
-    assert [row.split(",")[0] for row in rows[1:]] == ["8L", "7Ftoken+1L", "8Ftoken"]
-    assert provenance["common_step"] in status["models"]["8L"]["checkpoints"]
-    assert provenance["headlab commit"] == manifest["commit"] and provenance["test"]["sentences"] == 16
-    assert "logs/gpu-tests.jsonl" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
+        rows = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines())) \
+            if f"{published}/rows.csv" in names else []
+    assert provenance["slice"] == "A-T1-deep" and provenance["status"] in gpu_plan.STATUSES
+    assert (provenance["status"] == "partial") == bool(provenance["lacks"])
+    assert [row["heads"] for row in rows] == ["8L", "7Ftoken+1L", "8Ftoken"], provenance["lacks"]
+    for row in rows:
+        assert row["status"] in gpu_plan.STATUSES and row["sitting"] == status["sitting"]
+        # a model without BLEU is named in what the publication lacks
+        assert row["bleu"] or any(row["heads"] in lack or "BLEU" in lack for lack in provenance["lacks"])
+    assert f"{published}/learning_curve.8L.csv" in names and f"{published}/throughput.csv" in names
+    assert "logs/gpu-tests.log" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
     # a second call on the same machine: the remainder only, the models untouched
     second = subprocess.run(command + ["--budget", "40", "--out", str(tmp_path / "out2")],
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -129,3 +205,26 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     assert second.returncode == 0 and later["calls"][-1]["phases"].keys() == {"remainder"}
     assert {k: v["checkpoints"] for k, v in later["models"].items()} == \
         {k: v["checkpoints"] for k, v in status["models"].items()}
+
+
+def test_the_speed_rows_accumulate_from_every_sitting_folder(tmp_path):
+    from headlab.workflow import sitting_speed
+
+    smi = tmp_path / "nvidia-smi.csv"
+    smi.write_text("\n$ nvidia-smi ...\n2026/11/27 14:28:51.511, 160.5, 11000, 99\n2026/11/27 14:29:01.511, 170.5, 12000, 99\n")
+    summary = sitting_speed.smi_summary(smi)
+    assert summary == {"power_w_mean": 165.5, "power_w_max": 170.5, "memory_mib_mean": 11500, "memory_mib_max": 12000.0}
+    # 6 x 60M parameters x 12k target tokens/s over the H100's 989.4 TFLOPS
+    assert sitting_speed.matrix_share(60_000_000, 12_000, "h100") == round(6 * 60e6 * 12e3 / 989.4e12, 4)
+    assert sitting_speed.matrix_share(60_000_000, 12_000, "cpu") == ""
+    for sitting_name in ("2026-11-27-h100-aaaaaaa", "2026-11-28-h200-bbbbbbb"):
+        ident = {"gpu": sitting_name.split("-")[3], "commit": sitting_name[-7:], "date": sitting_name[:10],
+                 "slice": "A-T1-deep", "sitting": sitting_name}
+        rows = sitting_speed.speed_rows([{"name": "8L", "params": 60_000_000, "src_tok_s": 11000, "tgt_tok_s": 12000}],
+                                        ident, summary, {}, {})
+        folder = tmp_path / "published/A-T1-deep" / sitting_name
+        folder.mkdir(parents=True)
+        sitting_speed.write_rows(folder / "throughput.csv", rows)
+    with open(sitting_speed.collect(tmp_path / "published"), newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert [(row["gpu"], row["model"]) for row in table] == [("h100", "8L"), ("h200", "8L")]

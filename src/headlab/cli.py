@@ -42,7 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("headlab.workflow.publish", "copy a finished study's tables, scores, hypotheses and provenance for git"),
     "atlas-model": ("headlab.atlas.model", "the head atlas: every head of one model by every criterion (heads.csv)"),
     "atlas-index": ("headlab.report.atlas", "the head atlas's explorer (index.html) and the agreement of its criteria"),
-    "gpu-bundle": ("headlab.workflow.bundle", "pack wheels, prepared data and a runner for an offline GPU machine"),
+    "gpu-bundle": ("headlab.workflow.bundle", "the GPU plan's next slice (--slice NAME): wheels, prepared data and "
+                                              "a runner for an offline GPU machine"),
     "table": ("headlab.report.tables", "render result CSVs as CSV/Markdown/LaTeX tables"),
     "figure": ("headlab.report.figures", "render result CSVs as PNG/PDF figures"),
 }

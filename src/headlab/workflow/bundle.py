@@ -1,7 +1,14 @@
 """``headlab gpu-bundle``: one folder with everything a GPU sitting needs that the offline
 GPU machine lacks, built from the shipped config, so that its minutes go to the GPU.
 
-    headlab gpu-bundle --out gpu-bundle        (make gpu-bundle)
+    headlab gpu-bundle --out gpu-bundle [--slice NAME]        (make gpu-bundle [SLICE=NAME])
+
+What it bundles is the GPU plan's next slice (``config/gpu-plan.yaml``,
+:mod:`headlab.workflow.gpu_plan`): the first slice not yet done in ``results/published/``
+that fits one sitting, with its next seeds, or ``--slice NAME``. The slice becomes an
+overlay on ``config/multi30k-gpu.yaml`` + ``config/gpu-sitting.yaml`` (:func:`slice_overlay`:
+the baseline study's grid set to the slice's models and seeds, its stop rule as
+OpenNMT-py options), written into the bundle and carried with the source.
 
 The machine to plan for (``requirements/gpu-machine.txt``): Python 3.12, CUDA torch 2.11,
 numpy 2.5 and the other packages listed there, no package index, one command of at most 10
@@ -39,6 +46,7 @@ from importlib import metadata
 from pathlib import Path
 
 from headlab.errors import ConfigError, HeadlabError
+from headlab.workflow import gpu_plan
 
 REPO = Path(__file__).resolve().parents[3]
 #: the sitting's workflow: the GPU config with the one-sitting overlay
@@ -294,9 +302,38 @@ def check_gpu_side(stats: dict[str, int]) -> None:
                           f"need them out of the bundle's config, or make them data (rules upstream of a model)")
 
 
+def slice_overlay(choice: gpu_plan.Choice) -> dict:
+    """The config overlay of a sitting of ``choice``: the baseline study's grid set to the
+    slice's models at the chosen seeds (any head spec trains there at base size), and the
+    slice's stop rule: validation and a checkpoint every ``valid_steps``, OpenNMT-py's early
+    stopping after ``patience`` validations without a lower perplexity (the order of
+    cross-entropy), the best validation kept and chosen (``model_selection: valid_loss``)."""
+    entry = choice.slice.entry
+    study = {"data": {"multi30k": [entry["pair"]]}, "layers": [entry["layers"]], "preset": entry["preset"],
+             "heads": choice.slice.heads, "seeds": list(choice.seeds)}
+    if entry.get("overrides"):
+        study["overrides"] = dict(entry["overrides"])
+    stop = entry["stop"]
+    return {"studies": {"baseline": study},
+            "training": {"overrides": {"valid_steps": stop["valid_steps"], "save_checkpoint_steps": stop["valid_steps"],
+                                       "early_stopping": stop["patience"], "early_stopping_criteria": ["ppl"],
+                                       "model_selection": "valid_loss"}}}
+
+
+def slice_manifest(choice: gpu_plan.Choice) -> dict:
+    entry = choice.slice.entry
+    from headlab.naming import heads_name
+
+    return {"name": choice.slice.name, "study": entry["study"], "table": entry["table"], "seeds": list(choice.seeds),
+            "rows": {heads_name(m["heads"]): m["row"] for m in entry["models"]}, "stop": entry["stop"],
+            "expected_steps": entry["expected_steps"], "cost_gpu_s": entry["cost_gpu_s"],
+            "steps_in_window": choice.slice.steps_in_window}
+
+
 def sitting_models(results: str, heads_order=()) -> list[dict]:
     """The models whose ``onmt.yaml`` the preparation wrote (heads, folder, config), in the
-    order of ``heads_order`` (the study's: its first is the baseline of the paired tests)."""
+    order of ``heads_order`` (the study's: its first is the baseline of the paired tests),
+    seed by seed; ``name``: the heads, with the seed where the sitting trains several."""
     import yaml
 
     from headlab.naming import MODEL_KEYS, heads_name
@@ -314,7 +351,11 @@ def sitting_models(results: str, heads_order=()) -> list[dict]:
     if not models:
         raise HeadlabError(f"the preparation wrote no model config under {results}/models")
     order = [heads_name(spec) for spec in heads_order]
-    return sorted(models, key=lambda m: (order.index(m["heads"]) if m["heads"] in order else len(order), m["heads"]))
+    several = len({m["seed"] for m in models}) > 1
+    for model in models:
+        model["name"] = f"{model['heads']}.{model['seed']}" if several else model["heads"]
+    return sorted(models, key=lambda m: (m["seed"], order.index(m["heads"]) if m["heads"] in order else len(order),
+                                         m["heads"]))
 
 
 def study_heads(configfiles, study: str = "baseline") -> list[str]:
@@ -365,15 +406,26 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: str = "3.12", cores: int = 2,
-          max_mib: float = 55.0) -> dict:
-    """Write the bundle folder ``out`` (replaced as a whole once complete); its manifest."""
+def build(out: Path, *, slice_name: str | None = None, published: Path | str = gpu_plan.PUBLISHED,
+          plan_path: Path | str = gpu_plan.PLAN, configfiles=CONFIGS, targets=TARGETS, python_version: str = "3.12",
+          cores: int = 2, max_mib: float = 55.0) -> dict:
+    """Write the bundle folder ``out`` (replaced as a whole once complete) for the plan's
+    next slice (or ``slice_name``); its manifest."""
+    import yaml
+
     started = time.time()
-    results = results_dir(configfiles)
-    target_paths = [f"{results}/published/{t}" for t in targets]
+    choice = gpu_plan.choose(gpu_plan.load(plan_path), published, slice_name)
+    print(f"headlab gpu-bundle: slice {choice.slice.name}, seeds {choice.seeds}"
+          + (f" (passed over: {'; '.join(choice.skipped)})" if choice.skipped else ""), file=sys.stderr)
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    overlay = work / f"slice-{choice.slice.name}.yaml"
+    overlay.write_text(f"# generated by headlab gpu-bundle from {Path(plan_path).name}: slice {choice.slice.name}\n"
+                       + yaml.safe_dump(slice_overlay(choice), sort_keys=False))
+    configfiles = [*configfiles, str(overlay)]
+    results = results_dir(configfiles)
+    target_paths = [f"{results}/published/{t}" for t in targets]
     try:
         stats = gpu_side(configfiles, target_paths)
         check_gpu_side(stats)           # before minutes of preparation: the config's DAG decides
@@ -384,13 +436,15 @@ def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: st
         pins.pop("opennmt-py", None)
         download_wheels(pins, work / "wheels", python_version)
         prepare(configfiles, target_paths, cores)
-        models = sitting_models(results, study_heads(configfiles))
+        models = sitting_models(results, choice.slice.heads)
         test = test_split(configfiles, models[0], results)
         files = data_archive(work / "data.tar.gz", results)
         shutil.copyfile(Path(__file__).with_name("gpu_runner.py"), work / "run.py")
         manifest = {
             "commit": commit, "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "python_version": python_version, "configfiles": copies, "config_sources": list(map(str, configfiles)),
+            "slice": slice_manifest(choice),
+            "python_version": python_version, "configfiles": copies,
+            "config_sources": [*map(str, configfiles[:-1]), f"{Path(plan_path).name}: slice {choice.slice.name}"],
             "results": results, "models": models, "test": test, "targets": target_paths,
             "gpu_rules": list(GPU_RULES), "gpu_plan": stats, "data_files": files,
             "wheels": sorted(w.name for w in (work / "wheels").glob("*.whl")),
@@ -398,6 +452,7 @@ def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: st
             "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(work.glob("*.tar.gz"))},
         }
         (work / "README.md").write_text(_readme(manifest, out.name))
+        overlay.unlink()                 # carried in source.tar.gz (.gpu-bundle/)
         manifest["size_mib"] = round(_size(work) / 2**20, 1)
         if manifest["size_mib"] > max_mib:
             raise HeadlabError(f"the bundle is {manifest['size_mib']} MiB, over the {max_mib:g} MiB limit "
@@ -411,7 +466,8 @@ def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: st
     finally:
         if work.exists():
             shutil.rmtree(work)
-    print(f"headlab gpu-bundle: {out} ({manifest['size_mib']} MiB, {len(manifest['wheels'])} wheels, "
+    print(f"headlab gpu-bundle: {out}: slice {choice.slice.name}, seeds {choice.seeds} "
+          f"({manifest['size_mib']} MiB, {len(manifest['wheels'])} wheels, "
           f"{files} data files, {time.time() - started:.0f} s); models: "
           + ", ".join(m["heads"] for m in manifest["models"]), file=sys.stderr)
     print(f"start the sitting from the checkout that holds {out.name}/ (the device's run, carry [\"{out.name}\"]):")
@@ -420,7 +476,8 @@ def build(out: Path, *, configfiles=CONFIGS, targets=TARGETS, python_version: st
 
 
 def _readme(manifest: dict, folder: str) -> str:
-    models = ", ".join(f"{m['layers']} {m['heads']}" for m in manifest["models"])
+    models = ", ".join(f"{m['layers']} {m['name']}" for m in manifest["models"])
+    plan = manifest["slice"]
     return f"""# headlab GPU sitting (generated by `headlab gpu-bundle`; do not edit)
 
 headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['python_version']}
@@ -429,12 +486,15 @@ from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{fold
     {START.format(bundle=folder)}                  # one command, --budget 570 s
     {START.format(bundle=folder)} --budget 150     # again on the same machine: what is left
 
+Slice {plan['name']} of the GPU plan ({plan['study']} {plan['table']}), seeds {plan['seeds']}.
 The first call installs (seconds; refuses any wheel that would replace the machine's
-torch or numpy), trains {models} side by side on the GPU until its deadline, runs the
-CUDA suite and a short attention bench beside them, then translates the newest checkpoint
-step all models have (beam 5, fp16), scores it with sacreBLEU (95% bootstrap interval,
-paired bootstrap against the first model) and writes `results/published/gpu-sitting/`
-with provenance. A later call on the same machine (same --work) runs what the first left:
+torch or numpy), trains {models} side by side on the GPU until each stops by its rule
+(validation every {plan['stop']['valid_steps']} steps, stop after {plan['stop']['patience']} without a
+lower validation cross-entropy) or the deadline, runs the CUDA suite and a short attention
+bench beside them, then translates each model's best validation checkpoint (beam 5, fp16),
+scores it with sacreBLEU (95% bootstrap interval, paired bootstrap against the first model)
+and writes `results/published/{plan['name']}/<UTC date>-<gpu>-{manifest['commit']}/` with
+provenance, labelled partial with what it lacks when time runs short. A later call on the same machine (same --work) runs what the first left:
 the rest of the CUDA suite, the bench on an idle GPU; it never trains again.
 OUT/status.json is rewritten every 30 s; OUT/headlab-sitting.tar.gz holds what is done.
 `--device cpu --budget 300` rehearses it all on a CPU (`make gpu-rehearsal`).
@@ -444,6 +504,10 @@ OUT/status.json is rewritten every 30 s; OUT/headlab-sitting.tar.gz holds what i
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab gpu-bundle", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu-bundle", help="the bundle folder (replaced)")
+    parser.add_argument("--slice", default=None,
+                        help="the GPU plan's slice to bundle (default: the first not done that fits a sitting)")
+    parser.add_argument("--published", default=str(gpu_plan.PUBLISHED),
+                        help="the published sittings the next slice is read from")
     parser.add_argument("--configfile", nargs="+", default=list(CONFIGS), help="the workflow's config files")
     parser.add_argument("--target", nargs="+", default=list(TARGETS),
                         help="the studies whose DAG is checked (tables = the baseline)")
@@ -451,6 +515,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cores", type=int, default=2, help="cores of the CPU-side preparation here")
     parser.add_argument("--max-mib", type=float, default=55.0, help="refuse a bundle larger than this (MiB)")
     args = parser.parse_args(argv)
-    build(Path(args.out), configfiles=args.configfile, targets=args.target, python_version=args.python_version,
+    build(Path(args.out), slice_name=args.slice, published=args.published, configfiles=args.configfile, targets=args.target, python_version=args.python_version,
           cores=args.cores, max_mib=args.max_mib)
     return 0

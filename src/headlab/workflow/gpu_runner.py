@@ -17,10 +17,15 @@ command less the machine's start-up of the files and their return):
    config the workflow wrote: mixed precision, a checkpoint every ``save_checkpoint_steps``);
    beside them the CUDA suite (``pytest -m gpu``, each result appended to a report as it
    comes) and then a short attention bench (every kind, n = 512, fp32 and fp16);
-3. at ``budget - eval reserve`` the trainings stop; the newest checkpoint step that every
-   model has whole is translated (beam 5, ``-precision fp16``), scored with sacreBLEU (95%
-   bootstrap interval; paired bootstrap against the first model) and published with its
-   provenance (:mod:`headlab.workflow.sitting`).
+   Each training stops by its slice's stop rule (``-early_stopping``: no lower validation
+   cross-entropy for ``patience`` validations) or at ``budget - eval reserve``;
+3. each model's best validation checkpoint is translated (beam 5, ``-precision fp16``),
+   scored with sacreBLEU (95% bootstrap interval; paired bootstrap against the first model
+   of its seed) and published with its provenance (:mod:`headlab.workflow.sitting`) into
+   ``results/published/<slice>/<sitting>/``, ``<sitting>`` = ``<UTC date>-<gpu>-<commit>``
+   (a new folder: never one that exists). The folder is written, labelled, before anything
+   slow, so the sitting never publishes nothing: a deadline leaves ``status`` partial or
+   deadline and ``lacks`` naming what is missing.
 
 OUT holds at most three files at any moment, rewritten every :data:`STATUS_EVERY_S`
 seconds, so a command killed at any point returns what was done: ``status.json`` (phase,
@@ -59,11 +64,39 @@ POLL_S = 2
 PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
 BENCH_S = 60
+PROBE_S = 90             # the later call's probe: one model alone, 20 steps profiled
+ATTENTION_PATHS = ("fused", "blocked")
 RESULTS_TAR = "headlab-sitting.tar.gz"
-PUBLISHED = "results/published/gpu-sitting"
+PUBLISHED = "results/published"
+SMI_QUERY = "timestamp,power.draw,memory.used,utilization.gpu"
+SMI_EVERY_S = 10
 MAX_FILE_BYTES = 4 * 2**20
 #: a rehearsal's settings (--device cpu): the same steps, sized for two cores
-CPU_SETTINGS = {"save_every": 2, "sentences": 16, "batch_size": 256, "max_length": 40}
+#: (bucket_size: the config's 262,144 examples make OpenNMT-py read Multi30k ~9 times before
+#: its first batch, a minute of two shared cores, which once left no checkpoint at all)
+CPU_SETTINGS = {"save_every": 2, "valid_steps": 10**6, "sentences": 16, "batch_size": 256, "max_length": 40,
+                "bucket_size": 2048}
+
+
+def gpu_short_name(name: str | None) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``h100``; no GPU -> ``cpu`` (a sitting's name says its GPU)."""
+    if not name:
+        return "cpu"
+    match = re.search(r"(H100|H200|A100|L40S|V100|B200|A10G|L4|T4)", name, re.I)
+    return match[1].lower() if match else (re.sub(r"[^a-z0-9]+", "", name.lower())[:12] or "gpu")
+
+
+def sitting_folder(checkout: Path, slice_name: str, gpu: str, commit: str, today: str | None = None) -> str:
+    """``results/published/<slice>/<UTC date>-<gpu>-<commit>``, relative to ``checkout``; where
+    that folder exists (the same slice on the same day, GPU and commit) ``-2``, ``-3``...:
+    a sitting never overwrites another's publication."""
+    base = f"{today or time.strftime('%Y-%m-%d', time.gmtime())}-{gpu}-{commit}"
+    parent = f"{PUBLISHED}/{slice_name}"
+    name, count = base, 1
+    while (Path(checkout) / parent / name).exists():
+        count += 1
+        name = f"{base}-{count}"
+    return f"{parent}/{name}"
 
 
 def _norm(name: str) -> str:
@@ -180,16 +213,22 @@ class Sitting:
         os.replace(tmp, self.out / "status.json")
         self.pack()
 
+    def published(self) -> str | None:
+        """The sitting's folder in the checkout (results/published/<slice>/<sitting>)."""
+        return self.state.get("publication")
+
     def pack(self) -> None:
-        keep = (".json", ".jsonl", ".csv", ".md", ".txt", ".yaml", ".tsv", ".log")
+        keep = (".json", ".jsonl", ".csv", ".md", ".txt", ".yaml", ".tsv", ".log", ".png")
         members = [(self.state_path, "state.json")]
-        for folder, prefix in ((self.logs, "logs"), (self.src / PUBLISHED, PUBLISHED),
+        publication = self.published()
+        folders = [(self.logs, "logs")] + ([(self.src / publication, publication)] if publication else [])
+        for folder, prefix in (*folders,
                                (self.src / self.manifest["results"] / "bench", "bench")):
             for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
                 if path.is_file() and path.suffix in keep and path.stat().st_size <= MAX_FILE_BYTES:
                     members.append((path, f"{prefix}/{path.relative_to(folder)}"))
         for model in self.manifest["models"]:
-            for log, name in (("train.log", f"{model['heads']}.log"), ("console.log", f"{model['heads']}.console.log")):
+            for log, name in (("train.log", f"{model['name']}.log"), ("console.log", f"{model['name']}.console.log")):
                 if (self.src / model["dir"] / log).is_file():
                     members.append((self.src / model["dir"] / log, f"train-logs/{name}"))
         tmp = self.out / f".{RESULTS_TAR}.tmp"
@@ -210,8 +249,8 @@ class Sitting:
             log = folder / "train.log"
             text = log.read_text(errors="replace") if log.is_file() else ""
             reports = re.findall(r"Step\s+(\d+)/\s*\d+;.*?(\d+)/\s*(\d+) tok/s", text)
-            proc = self.procs.get(model["heads"])
-            progress[model["heads"]] = {
+            proc = self.procs.get(model["name"])
+            progress[model["name"]] = {
                 "checkpoints": steps, "last_logged_step": int(reports[-1][0]) if reports else 0,
                 "tok_s_src_tgt": [int(reports[-1][1]), int(reports[-1][2])] if reports else None,
                 "running": proc is not None and proc.poll() is None,
@@ -311,6 +350,12 @@ class Sitting:
         if self.args.device == "cuda" and not found["cuda"]:
             self.state["error"] = "no CUDA device: use --device cpu for a rehearsal"
             raise SystemExit(f"run.py: {self.state['error']}")
+        self.name_sitting(found.get("gpu") if self.args.device == "cuda" else None)
+
+    def name_sitting(self, gpu_name: str | None) -> None:
+        short = gpu_short_name(gpu_name)
+        folder = sitting_folder(self.src, self.manifest["slice"]["name"], short, self.manifest["commit"])
+        self.state.update(sitting=Path(folder).name, gpu=short, publication=folder)
 
     @staticmethod
     def _last_json(path: Path) -> dict | None:
@@ -329,8 +374,11 @@ class Sitting:
     def train_args(self, model: dict) -> list[str]:
         cmd = [sys.executable, "-m", "headlab.cli", "train", "-config", model["config"]]
         if self.args.device == "cpu":
+            # no validation on two cores (a base model over 1,014 sentences): the stop rule is
+            # the GPU's; the rehearsal evaluates its newest checkpoint and says so
             cmd += ["-world_size", "1", "-gpu_ranks", "-model_dtype", "fp32",
                     "-save_checkpoint_steps", str(CPU_SETTINGS["save_every"]),
+                    "-valid_steps", str(CPU_SETTINGS["valid_steps"]), "-bucket_size", str(CPU_SETTINGS["bucket_size"]),
                     "-batch_size", str(CPU_SETTINGS["batch_size"]), "-report_every", "1"]
         return cmd
 
@@ -341,18 +389,23 @@ class Sitting:
         reserve = EVAL_RESERVE_S[self.args.device] if self.args.eval_reserve is None else self.args.eval_reserve
         stop_at = self.args.budget - PACK_S - reserve
         threads = str(max(1, (os.cpu_count() or 4) // (len(self.manifest["models"]) + 1)))
+        self.sample_gpu()
         for model in self.manifest["models"]:
             # train.log is headlab train's own (its logger); the console (warnings, a
             # traceback) goes beside it
-            self.start(model["heads"], self.train_args(model), self.src / model["dir"] / "console.log",
+            self.start(model["name"], self.train_args(model), self.src / model["dir"] / "console.log",
                        {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
         side = self.side_track(stop_at)
-        while self.elapsed() < stop_at and any(self.procs[m["heads"]].poll() is None for m in self.manifest["models"]):
+        while self.elapsed() < stop_at and any(self.procs[m["name"]].poll() is None for m in self.manifest["models"]):
             next(side)
             time.sleep(POLL_S)
             self.status()
+        # who ended by itself (its stop rule, or a crash) before the deadline stops the rest
+        self.state["exited"] = {m["name"]: self.procs[m["name"]].poll() for m in self.manifest["models"]
+                                if self.procs[m["name"]].poll() is not None}
         for name in list(self.procs):
-            self.stop(name)
+            if name != "nvidia-smi":
+                self.stop(name)
         self.state["trained"] = True
         self.end_phase("train", stopped_at_s=round(self.elapsed(), 1), models=self.model_progress())
         self.status(force=True)
@@ -397,17 +450,53 @@ class Sitting:
         if self.state.get("published"):
             return
         self.phase("evaluate")
+        for name in [n for n in self.procs if n == "nvidia-smi"]:
+            self.stop(name, grace=2)
+        publication = self.published()
+        self.status(force=True)
+        rc = self.run("evaluate", self.sitting_args(), self.left())
+        self.end_phase("evaluate", rc=rc)
+        provenance = self.src / publication / "provenance.json"
+        if not provenance.is_file():
+            self.fallback_publication(f"the evaluation ended with status {rc} before writing anything "
+                                      f"(logs/evaluate.log)")
+        self.state["published"] = provenance.is_file()
+        found = json.loads(provenance.read_text()) if provenance.is_file() else {}
+        self.state["publication_status"] = found.get("status")
+        self.state["lacks"] = found.get("lacks")
+        if rc != 0:
+            self.state["error"] = f"evaluation ended with status {rc}: see logs/evaluate.log"
+
+    def sitting_args(self, speed_only: bool = False) -> list[str]:
         cmd = [sys.executable, "-m", "headlab.workflow.sitting", "--manifest", str(BUNDLE / "manifest.json"),
-               "--out", PUBLISHED, "--device", self.args.device, "--state", str(self.state_path),
-               "--budget-s", str(self.args.budget), "--logs", str(self.logs)]
+               "--out", self.published(), "--device", self.args.device, "--state", str(self.state_path),
+               "--sitting", self.state["sitting"], "--gpu", self.state["gpu"],
+               "--deadline-s", str(max(self.left() - 10, 1)), "--logs", str(self.logs)]
         if self.args.device == "cpu":
             cmd += ["--sentences", str(CPU_SETTINGS["sentences"]), "--max-length", str(CPU_SETTINGS["max_length"])]
-        self.status(force=True)
-        rc = self.run("evaluate", cmd, self.left())
-        self.end_phase("evaluate", rc=rc)
-        self.state["published"] = rc == 0 and (self.src / PUBLISHED / "provenance.json").is_file()
-        if not self.state["published"]:
-            self.state["error"] = f"evaluation failed (rc {rc}): see logs/evaluate.log"
+        return cmd + (["--speed-only"] if speed_only else [])
+
+    def fallback_publication(self, why: str) -> None:
+        """The least a sitting publishes, standard library only: its provenance, labelled
+        partial, saying what it lacks (the training logs and the status travel in the tarball)."""
+        folder = self.src / self.published()
+        folder.mkdir(parents=True, exist_ok=True)
+        progress = self.model_progress()
+        provenance = {"slice": self.manifest["slice"]["name"], "sitting": self.state["sitting"], "status": "partial",
+                      "lacks": ["rows.csv, learning curves, speed rows, BLEU and chrF: " + why],
+                      "headlab commit": self.manifest["commit"], "machine": self.state.get("machine"),
+                      "models": {name: {k: entry.get(k) for k in ("checkpoints", "last_logged_step", "tok_s_src_tgt")}
+                                 for name, entry in progress.items()},
+                      "phases_s": self.call.get("phases", {})}
+        (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+
+    def sample_gpu(self) -> None:
+        """nvidia-smi every SMI_EVERY_S s into logs/nvidia-smi.csv, while the runner lives
+        (none on a machine without it: the speed rows then leave power and memory blank)."""
+        if self.args.device != "cuda" or shutil.which("nvidia-smi") is None:
+            return
+        self.start("nvidia-smi", ["nvidia-smi", f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits",
+                                  "-l", str(SMI_EVERY_S)], self.logs / "nvidia-smi.csv")
 
     # -- a later call: what the first left -----------------------------------------------
     def remainder(self) -> None:
@@ -422,13 +511,32 @@ class Sitting:
         done = [r["nodeid"] for r in reports if r["outcome"] in ("passed", "skipped")]
         skip = self.logs / "gpu-tests-done.txt"
         skip.write_text("\n".join(done) + "\n")
-        reserve = BENCH_S if self.left() > 2 * BENCH_S else 0
+        reserve = 2 * BENCH_S + PROBE_S if self.left() > 3 * BENCH_S + PROBE_S else 0
         rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
                       {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
         self.call["gpu_tests_rc"] = rc
-        if self.left() > 20:
-            self.call["bench_rc"] = self.run("bench-idle", self.bench_args("bench-idle"), self.left())
+        # the attention bench on the idle GPU, once per attention path (HEADLAB_ATTENTION_PATH)
+        for path in ATTENTION_PATHS:
+            if self.left() > 20:
+                share = self.left() / 2 if path == ATTENTION_PATHS[0] else self.left()
+                self.call[f"bench_{path}_rc"] = self.run(f"bench-idle-{path}", self.bench_args(f"bench-idle-{path}"),
+                                                         min(share, BENCH_S), {"HEADLAB_ATTENTION_PATH": path})
+        self.speed_probe()
         self.end_phase("remainder")
+
+    def speed_probe(self) -> None:
+        """The first model alone on the idle GPU, its last 20 steps profiled
+        (:mod:`headlab.workflow.sitting_probe`), then the sitting's speed rows rewritten with
+        it. Only on a GPU, only with time left, and never at the publication's cost: the
+        rows it rewrites are the sitting's own, already published."""
+        if self.args.device != "cuda" or self.left() < PROBE_S or not self.published():
+            return
+        model = self.manifest["models"][0]
+        extra = self.logs / "speed-extra.json"
+        self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
+                                                   model["config"], "--name", model["name"], "--out", str(extra)],
+                                         min(self.left() - 15, PROBE_S))
+        self.run("speed-rows", self.sitting_args(speed_only=True), max(self.left(), 5))
 
 
 def main(argv=None) -> int:
@@ -459,7 +567,9 @@ def main(argv=None) -> int:
             code = 0 if sitting.state.get("published") else 1
         else:
             sitting.remainder()
-        print(f"run.py: {'published ' + PUBLISHED if sitting.state.get('published') else 'NOT published'}; "
+        published = (f"published {sitting.published()} ({sitting.state.get('publication_status')})"
+                     if sitting.state.get("published") else "NOT published")
+        print(f"run.py: {published}; "
               f"{sitting.elapsed():.0f} s", flush=True)
     except SystemExit as stop:
         print(stop, flush=True)

@@ -3,6 +3,8 @@ software, so that the sitting's first minute on a GPU is not its first run anywh
 
     python -m headlab.workflow.rehearsal --bundle gpu-bundle [--budget 300] [--venv .venv-rehearsal]
 
+The bundle holds the GPU plan's next slice (``make gpu-bundle``), so the rehearsal runs it.
+
 1. a virtual environment of the machine's Python (3.12) holding the machine's packages
    that the GPU side reaches, at the versions ``requirements/gpu-machine.txt`` gives
    (:func:`headlab.workflow.bundle.rehearsal_requirements`: torch 2.11.0, the same build
@@ -12,8 +14,9 @@ software, so that the sitting's first minute on a GPU is not its first run anywh
    and its ``run.py --device cpu --budget B`` run there: install, trainings, the CUDA suite
    (skipped: no GPU), the bench, the deadline, evaluation, publication, status and packing;
 3. a second call on the same work folder: only the remainder, no training;
-4. the checks: published, the three models at one common step, at most three files in
-   OUT, each call within its budget. One line per check; exit status 1 if any fails.
+4. the checks: published and labelled (``lacks`` exactly when partial), a row per model,
+   at most three files in OUT, each call within its budget. One line per check; exit
+   status 1 if any fails.
 """
 from __future__ import annotations
 
@@ -81,17 +84,27 @@ def checkpoints(status: dict) -> dict:
 
 
 def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float], models: int) -> list[tuple[str, bool]]:
+    """What holds at any machine speed: a labelled publication, not a deadline met."""
+    import csv
+
     status = json.loads((out / "status.json").read_text())
     later = json.loads((second / "status.json").read_text())
+    published = status.get("publication") or ""
     with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
-        if "results/published/gpu-sitting/T1_deep.csv" not in tar.getnames():
+        names = tar.getnames()
+        if f"{published}/provenance.json" not in names:
             return [("published", False)]
-        rows = tar.extractfile("results/published/gpu-sitting/T1_deep.csv").read().decode().splitlines()
-        provenance = json.load(tar.extractfile("results/published/gpu-sitting/provenance.json"))
-    steps = {row.split(",")[3] for row in rows[1:]}
+        provenance = json.load(tar.extractfile(f"{published}/provenance.json"))
+        rows = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines())) \
+            if f"{published}/rows.csv" in names else []
+    scored = [row for row in rows if row["bleu"]]
     return [
-        ("published, one row per model", status.get("published") is True and len(rows) == models + 1),
-        (f"one common step ({', '.join(sorted(steps))})", len(steps) == 1 and provenance["common_step"] > 0),
+        (f"published {published} ({provenance['status']}), one row per model", status.get("published") is True
+         and len(rows) == models),
+        (f"labelled: lacks {len(provenance['lacks'])} thing(s) exactly when partial",
+         (provenance["status"] == "partial") == bool(provenance["lacks"])),
+        (f"BLEU for {len(scored)} of {len(rows)} models, each at its own evaluated checkpoint",
+         all(row["best_step"] for row in scored)),
         ("torch and numpy are the venv's, not the bundle's",
          "site" not in Path(provenance["machine"]["torch_file"]).parts[-4:-2]),
         (f"first call within its budget ({seconds[0]:.0f} of {budget:.0f} s)", seconds[0] <= budget + 5),

@@ -1,45 +1,56 @@
 """A GPU sitting's evaluation and publication (run by the bundle's ``run.py`` once the
-trainings are stopped at its deadline):
+trainings have stopped, by their stop rule or the deadline):
 
-    python -m headlab.workflow.sitting --manifest BUNDLE/manifest.json --out results/published/gpu-sitting
-                                       --state WORK/state.json [--device cuda|cpu] [--sentences N]
+    python -m headlab.workflow.sitting --manifest BUNDLE/manifest.json --out results/published/SLICE/SITTING
+        --state WORK/state.json --sitting SITTING --gpu h100 --deadline-s 100 [--device cuda|cpu] [--sentences N]
 
-1. the **common step**: the newest ``save_checkpoint_steps`` multiple that every model has
-   on disk whole (a checkpoint cut short by the stop does not load and is passed over), so
-   the models are compared after the same number of updates, not the same minutes;
-2. each model's checkpoint of that step translates the corpus's first test split, all
-   models at once (``headlab translate``: beam 5, ``-precision fp16`` after mixed-precision
-   training, as the workflow's ``translate`` rule does), then BPE removal, detruecasing and
-   Moses detokenisation (:func:`headlab.data.preprocess.postprocessor`);
-3. sacreBLEU BLEU and chrF with their 95% bootstrap intervals (1,000 resamples,
-   :func:`headlab.eval.bleu.corpus_scores`), and sacreBLEU's paired bootstrap test of each
-   model against the first (the baseline, 8L);
-4. ``OUT/``: ``T1_deep.csv`` / ``T1_deep.md`` (beside paper A's numbers, which are WMT19
-   de-en after 100k+ steps: the comparison is of the ordering, not the values), the
-   hypotheses, ``scores.json`` and ``provenance.json`` (GPU, torch, CUDA, the commit, steps
-   reached, tokens/s of each model, wall time of each phase, sacreBLEU's signatures).
+It never publishes nothing: before anything slow it writes the folder as it stands, labelled
+(``status`` partial, ``lacks`` what is missing): each model's learning curve, its stop, the
+speed rows. Then, within the deadline:
+
+1. each model's **best validation checkpoint** (lowest validation cross-entropy of
+   ``<save_model>.valid.csv``, headlab's ``-model_selection valid_loss``; the newest
+   checkpoint that loads where the training never validated, said so in ``criterion``);
+2. those checkpoints translate the corpus's first test split, all at once (beam 5,
+   ``-precision fp16`` after mixed-precision training), then BPE removal, detruecasing and
+   Moses detokenisation; a translation still running at the deadline is stopped and the
+   test sentences every model translated so far (OpenNMT-py writes each batch as it ends)
+   are scored, the rest listed in ``lacks``;
+3. sacreBLEU BLEU and chrF with 95% bootstrap intervals, sacreBLEU's paired bootstrap of
+   each model against the first of its seed (``scores.json``).
+
+The folder (the contract with the table renderer, docs/gpu-cluster.md): ``rows.csv``
+(:data:`headlab.workflow.gpu_plan.ROW_COLUMNS`; ``step`` the last step trained,
+``best_step`` the checkpoint evaluated), ``provenance.json``, ``learning_curve.<model>.csv``,
+``throughput.csv``, the hypotheses and ``scores.json``.
 """
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
+import math
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from headlab.errors import HeadlabError
+from headlab.workflow import sitting_speed
+from headlab.workflow.gpu_plan import ROW_COLUMNS
 
 BEAM = 5
 BOOTSTRAP = 1000
-PAPER_TABLE = ("T1", "T5")   # paper A: 8L and 7Ftoken+1L in Table 1, 8Ftoken in Table 5
+#: seconds kept back from the deadline for scoring and the last write (a CPU rehearsal
+#: scores 16 sentences)
+SCORING_S = {"cuda": 25, "cpu": 10}
+#: translation batches (tokens): OpenNMT-py writes a batch when it ends, so a rehearsal's
+#: small batches leave translated sentences to score at a deadline
+BATCH_TOKENS = {"cuda": 4096, "cpu": 64}
 _TOKS = re.compile(r"Step\s+(\d+)/\s*\d+;.*?(\d+)/\s*(\d+) tok/s")
+EARLY_STOP = "Early Stop!"
 
 
 def loadable(path: Path) -> bool:
@@ -49,18 +60,6 @@ def loadable(path: Path) -> bool:
         return True
     except Exception:           # cut short by the stop, or rewritten at that moment
         return False
-
-
-def common_step(save_models: list[str]) -> int | None:
-    """The newest step whose checkpoint every model has and loads, or None."""
-    from headlab.engine.run import checkpoints
-
-    per_model = [dict(checkpoints(save_model)) for save_model in save_models]
-    shared = sorted(set.intersection(*(set(steps) for steps in per_model)), reverse=True)
-    for step in shared:
-        if all(loadable(steps[step]) for steps in per_model):
-            return step
-    return None
 
 
 def throughput(log: Path) -> dict:
@@ -73,19 +72,86 @@ def throughput(log: Path) -> dict:
             "tgt_tok_s": round(statistics.median(int(r[2]) for r in reports))}
 
 
-def translate(checkpoint: Path, src: Path, hyp: Path, device: str, dtype: str, log: Path,
-              max_length: int = 250) -> None:
+def curve(model: dict) -> list[dict]:
+    from headlab.engine.logs import parse_log
+    log = Path(model["dir"]) / "train.log"
+    if not log.is_file():
+        return []
+    with open(log, encoding="utf-8", errors="replace") as handle:
+        return parse_log(handle)
+
+
+def stop_of(model: dict, rows: list[dict], rc, patience) -> tuple[str, str]:
+    """(status, stop_reason) of a training from its log, its curve and its exit status."""
+    log = Path(model["dir"]) / "train.log"
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    train = [row["xent"] for row in rows if row["split"] == "train"]
+    last = max((row["step"] for row in rows if row["split"] == "train"), default=0)
+    if any(not math.isfinite(x) for x in train) or (len(train) >= 6 and min(train[-3:]) > 1.5 * min(train)):
+        return "diverged", f"training cross-entropy rose from {min(train):.2f} to {train[-1]:.2f} by step {last}"
+    if EARLY_STOP in text:
+        return "converged", f"no valid improvement for {patience} checks (stopped at step {last})"
+    if isinstance(rc, int) and rc > 0:
+        return "partial", f"training exited with status {rc} at step {last}"
+    return "deadline", f"deadline at step {last}"
+
+
+def eval_checkpoint(model: dict) -> dict | None:
+    """step, best_step and criterion of the checkpoint a model is evaluated at (None: none loads)."""
+    from headlab.engine.run import checkpoints
+    from headlab.engine.selection import read_history
+
+    on_disk = dict(checkpoints(model["save_model"]))
+    history = read_history(Path(model["save_model"] + ".valid.csv"))
+    for row in sorted(history, key=lambda r: (r["xent"], r["step"])):
+        if row["step"] in on_disk and loadable(on_disk[row["step"]]):
+            return {"step": row["step"], "path": str(on_disk[row["step"]]), "valid_xent": row["xent"],
+                    "criterion": "lowest validation cross-entropy"}
+    for step in sorted(on_disk, reverse=True):
+        if loadable(on_disk[step]):
+            return {"step": step, "path": str(on_disk[step]), "valid_xent": None,
+                    "criterion": "newest checkpoint (no validation reached)"}
+    return None
+
+
+def params_of(path: str) -> int | None:
+    import torch
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception:
+        return None
+    return sum(t.numel() for part in ("model", "generator") for t in (checkpoint.get(part) or {}).values()
+               if hasattr(t, "numel"))
+
+
+def translate_until(jobs: dict[str, dict], device: str, deadline: float, max_length: int, logs: Path) -> dict:
+    """Start every translation, stop those still running at ``deadline`` (monotonic); name ->
+    the number of lines it wrote."""
     from headlab.engine.config import translate_precision
 
-    cmd = [sys.executable, "-m", "headlab.cli", "translate", "-model", str(checkpoint), "-src", str(src),
-           "-output", str(hyp), "-beam_size", str(BEAM), "-batch_size", "4096", "-batch_type", "tokens",
-           "-max_length", str(max_length)]
-    if device == "cuda":
-        cmd += ["-gpu", "0"] + (["-precision", p] if (p := translate_precision(dtype)) else [])
-    with open(log, "w") as out:
-        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-    if result.returncode:
-        raise HeadlabError(f"translation of {checkpoint} failed: see {log}")
+    procs = {}
+    for name, job in jobs.items():
+        cmd = [sys.executable, "-m", "headlab.cli", "translate", "-model", job["checkpoint"], "-src", job["src"],
+               "-output", job["hyp"], "-beam_size", str(BEAM), "-batch_size", str(BATCH_TOKENS[device]),
+               "-batch_type", "tokens",
+               "-max_length", str(max_length)]
+        if device == "cuda":
+            cmd += ["-gpu", "0"] + (["-precision", p] if (p := translate_precision(job["dtype"])) else [])
+        with open(logs / f"translate.{name}.log", "w") as log:
+            procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = {}
+    for name, job in jobs.items():
+        path = Path(job["hyp"])
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        # a batch cut mid-write leaves a line without its newline: not counted
+        lines[name] = text.count("\n")
+    return lines
 
 
 def paired(systems: dict[str, list[str]], refs: list[str]) -> dict[str, dict]:
@@ -97,149 +163,211 @@ def paired(systems: dict[str, list[str]], refs: list[str]) -> dict[str, dict]:
     if len(named) < 2:
         return {}
     _, scores = PairedTest(named, {"BLEU": BLEU()}, [refs], test_type="bs", n_samples=BOOTSTRAP)()
-    return {name: {"p_value": round(float(result.p_value), 4), "bootstrap_mean": round(float(result.mean), 2),
-                   "bootstrap_ci": round(float(result.ci), 2)}
+    return {name: {"p_value": round(float(result.p_value), 4), "bootstrap_mean": round(float(result.mean), 2)}
             for name, result in zip(scores["System"][1:], scores["BLEU"][1:])}
 
 
-def paper_numbers(pair: str, layers: str) -> dict[str, tuple[str, str]]:
-    """heads -> (table, BLEU) of paper A's rows for this pair and depth."""
-    import csv
-    reference = Path(__file__).resolve().parents[1] / "studies/paper_A/reference.csv"
-    found = {}
-    with open(reference, newline="") as handle:
-        for row in csv.DictReader(handle):
-            if (row["table"] in PAPER_TABLE and row["pair"] == pair and row["layers"] == layers
-                    and row["metric"] == "bleu" and row["ablation"] == "full"):
-                found.setdefault(row["system"], (row["table"], row["value"]))
-    return found
+class Publication:
+    """The sitting folder, rewritten whole at each :meth:`write` (files replaced one by one)."""
+
+    def __init__(self, out: Path, manifest: dict, ident: dict, extra: dict):
+        self.out, self.manifest, self.ident, self.extra = out, manifest, ident, extra
+        self.rows: dict[str, dict] = {}
+        self.lacks: list[str] = []
+        self.models: dict[str, dict] = {}
+        out.mkdir(parents=True, exist_ok=True)
+
+    def row(self, model: dict) -> dict:
+        plan = self.manifest["slice"]
+        return self.rows.setdefault(model["name"], {
+            "slice": plan["name"], "sitting": self.ident["sitting"], "study": plan["study"], "table": plan["table"],
+            "row": plan["rows"].get(model["heads"], ""), "heads": model["heads"], "layers": model["layers"],
+            "pair": model["pair"], "seed": int(str(model["seed"]).removeprefix("seed")),
+            "test": self.manifest["test"]["split"], "gpu": self.ident["gpu"], "commit": self.manifest["commit"],
+            "date": self.ident["date"]})
+
+    def status(self) -> str:
+        statuses = {row.get("status") for row in self.rows.values()}
+        if self.lacks or "partial" in statuses or not self.rows:
+            return "partial"
+        for status in ("diverged", "deadline"):
+            if status in statuses:
+                return status
+        return "converged"
+
+    def write(self) -> None:
+        sitting_speed.write_rows(self.out / "rows.csv", list(self.rows.values()), ROW_COLUMNS)
+        provenance = {**self.extra, "slice": self.manifest["slice"]["name"], "sitting": self.ident["sitting"],
+                      "status": self.status(), "lacks": list(self.lacks), "headlab commit": self.manifest["commit"],
+                      "models": self.models, "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+        tmp = self.out / ".provenance.json.tmp"
+        tmp.write_text(json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, self.out / "provenance.json")
 
 
-def evaluate(manifest: dict, out: Path, device: str, state: dict, sentences: int | None, budget_s: float,
-             logs: Path, max_length: int = 250) -> dict:
+def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, deadline_s: float, logs: Path,
+             sentences: int | None = None, max_length: int = 250) -> Publication:
     from headlab.data.preprocess import postprocessor
     from headlab.eval.bleu import corpus_scores
 
-    from headlab.engine.run import checkpoints
-
     began = time.monotonic()
-    test = manifest["test"]
-    # a model whose training died before its first checkpoint is left out, and named
-    models = [m for m in manifest["models"] if checkpoints(m["save_model"])]
-    left_out = [m["heads"] for m in manifest["models"] if m not in models]
-    if not models:
-        raise HeadlabError("no model wrote a checkpoint: nothing to evaluate (see the training logs)")
-    step = common_step([m["save_model"] for m in models])
-    if step is None:
-        raise HeadlabError("no checkpoint step is common to every model: nothing to evaluate "
-                           "(the trainings stopped before their first save_checkpoint_steps)")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    deadline = began + deadline_s
+    test, plan = manifest["test"], manifest["slice"]
     logs.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    extra = {"device": device, "machine": state.get("machine"), "bundle": {k: manifest.get(k) for k in
+             ("created", "config_sources", "wheels")}, "stop_rule": plan["stop"], "beam_size": BEAM,
+             "phases_s": (state.get("calls") or [{}])[-1].get("phases", {})}
+    publication = Publication(out, manifest, ident, extra)
+    progress = state.get("models", {})
+    # 1. what exists whatever happens next: curves, stops, speed
+    for model in manifest["models"]:
+        rows = curve(model)
+        sitting_speed.write_rows(out / f"learning_curve.{model['name']}.csv", rows,
+                                 ("step", "split", "xent", "ppl", "acc", "lr"))
+        status, reason = stop_of(model, rows, state.get("exited", {}).get(model["name"]), plan["stop"]["patience"])
+        speed = throughput(Path(model["dir"]) / "train.log")
+        publication.row(model).update(step=speed["last_logged_step"], status=status, stop_reason=reason,
+                                      src_tok_s=speed["src_tok_s"] or "", tgt_tok_s=speed["tgt_tok_s"] or "")
+        publication.models[model["name"]] = {"dir": model["dir"], **speed,
+                                             "checkpoints": progress.get(model["name"], {}).get("checkpoints")}
+    publication.lacks = ["BLEU and chrF: not yet translated"]
+    _speed(publication, manifest, logs, {})
+    publication.write()
+    _figure(publication)
+    # 2. each model's best validation checkpoint, translated within the deadline
+    chosen = {m["name"]: eval_checkpoint(m) for m in manifest["models"]}
+    params = {name: params_of(found["path"]) for name, found in chosen.items() if found}
+    _speed(publication, manifest, logs, params)
+    lacks = [f"{name}: no checkpoint loads, not evaluated" for name, found in chosen.items() if found is None]
+    for model in manifest["models"]:
+        found = chosen[model["name"]]
+        publication.models[model["name"]].update(evaluated=found and {k: found[k] for k in
+                                                                      ("step", "criterion", "valid_xent")})
+        if found:
+            publication.row(model)["best_step"] = found["step"]
+            publication.models[model["name"]]["params"] = params.get(model["name"])
     src_lines = Path(test["src"]).read_text(encoding="utf-8").splitlines()
     refs = Path(test["ref"]).read_text(encoding="utf-8").splitlines()
     if sentences:
         src_lines, refs = src_lines[:sentences], refs[:sentences]
-    src = staging / f"{test['split']}.src"
+    src = logs / f"{test['split']}.src"
     src.write_text("\n".join(src_lines) + "\n", encoding="utf-8")
-    hyps_bpe = {m["heads"]: staging / f"{m['heads']}.bpe" for m in models}
-    with concurrent.futures.ThreadPoolExecutor(len(models)) as pool:
-        jobs = [pool.submit(translate, Path(f"{m['save_model']}_step_{step}.pt"), src, hyps_bpe[m["heads"]], device,
-                            m["model_dtype"], logs / f"translate.{m['heads']}.log", max_length) for m in models]
-        for job in jobs:
-            job.result()
+    models = [m for m in manifest["models"] if chosen[m["name"]]]
+    jobs = {m["name"]: {"checkpoint": chosen[m["name"]]["path"], "src": str(src), "dtype": m["model_dtype"],
+                        "hyp": str(logs / f"{m['name']}.hyp.bpe")} for m in models}
+    done = translate_until(jobs, device, deadline - SCORING_S[device], max_length, logs) if jobs else {}
+    common = min(done.values(), default=0)
     translated_s = time.monotonic() - began
+    if common == 0:
+        lacks.append(f"BLEU and chrF: no sentence of {test['split']} translated by every model before the deadline")
+    elif common < len(refs):
+        lacks.append(f"BLEU and chrF on test sentences {common + 1}-{len(refs)} of {test['split']}: "
+                     f"not translated before the deadline (scored on the first {common})")
+    publication.lacks = lacks
+    if common == 0:
+        publication.write()
+        return publication
+    # 3. scores of the sentences every model translated
     post = postprocessor(test["pair"].split("-")[1])
     systems = {}
     for model in models:
-        lines = [post(line) for line in hyps_bpe[model["heads"]].read_text(encoding="utf-8").splitlines()]
-        systems[model["heads"]] = lines
-        (staging / f"{model['heads']}.{test['split']}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        hyps_bpe[model["heads"]].unlink()
-    scores = {name: corpus_scores(lines, refs, lang_pair=test["pair"], confidence=BOOTSTRAP)
+        lines = Path(jobs[model["name"]]["hyp"]).read_text(encoding="utf-8").splitlines()[:common]
+        systems[model["name"]] = [post(line) for line in lines]
+        (out / f"{model['name']}.{test['split']}.txt").write_text("\n".join(systems[model["name"]]) + "\n",
+                                                                  encoding="utf-8")
+    scores = {name: corpus_scores(lines, refs[:common], lang_pair=test["pair"], confidence=BOOTSTRAP)
               for name, lines in systems.items()}
-    tests = paired(systems, refs)
-    paper = paper_numbers(test["pair"], models[0]["layers"])
-    rows = []
+    tests = {}
+    for seed in dict.fromkeys(m["seed"] for m in models):
+        tests.update(paired({m["name"]: systems[m["name"]] for m in models if m["seed"] == seed}, refs[:common]))
     for model in models:
-        name, score = model["heads"], scores[model["heads"]]
-        speed = throughput(Path(model["dir"]) / "train.log")
-        table, value = paper.get(name, ("", ""))
-        rows.append({"heads": name, "layers": model["layers"], "seed": model["seed"], "step": step,
-                     "bleu": score["bleu"], "bleu_ci_low": score["bleu_ci_low"], "bleu_ci_high": score["bleu_ci_high"],
-                     "chrf": score["chrf"], "p_vs_baseline": tests.get(name, {}).get("p_value", ""),
-                     "src_tok_s": speed["src_tok_s"], "tgt_tok_s": speed["tgt_tok_s"],
-                     "last_logged_step": speed["last_logged_step"], "paper_table": table, "paper_bleu": value})
-    _write_tables(staging, rows, test, manifest, device, sentences)
-    (staging / "scores.json").write_text(json.dumps({"scores": scores, "paired_bootstrap": tests}, indent=1) + "\n")
-    provenance = {
-        "headlab commit": manifest["commit"], "bundle": {k: manifest[k] for k in ("created", "config_sources",
-                                                                                  "wheels")},
-        "device": device, "machine": state.get("machine"), "budget_s": budget_s,
-        "common_step": step, "left_out": left_out, "test": {**test, "sentences": len(refs)}, "beam_size": BEAM,
-        "models": {m["heads"]: {"dir": m["dir"], "model_dtype": m["model_dtype"] if device == "cuda" else "fp32",
-                                "checkpoints": state.get("models", {}).get(m["heads"], {}).get("checkpoints"),
-                                **throughput(Path(m["dir"]) / "train.log")} for m in models},
-        "phases_s": (state.get("calls") or [{}])[-1].get("phases", {}),
-        "evaluation_wall_s": {"translate": round(translated_s, 1), "all": round(time.monotonic() - began, 1)},
-        "signatures": {"bleu": scores[models[0]["heads"]]["confidence_signature"],
-                       "chrf": scores[models[0]["heads"]]["chrf_signature"]},
-        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-    }
-    (staging / "provenance.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
-    src.unlink()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(staging, out)
-    return provenance
+        score = scores[model["name"]]
+        publication.row(model).update(bleu=score["bleu"], bleu_ci_low=score["bleu_ci_low"],
+                                      bleu_ci_high=score["bleu_ci_high"], chrf=score["chrf"])
+    (out / "scores.json").write_text(json.dumps({"scores": scores, "paired_bootstrap": tests}, indent=1) + "\n")
+    publication.extra.update(test={**test, "sentences": len(refs), "scored": common},
+                             evaluation_wall_s={"translate": round(translated_s, 1),
+                                                "all": round(time.monotonic() - began, 1)},
+                             signatures={"bleu": scores[models[0]["name"]]["confidence_signature"],
+                                         "chrf": scores[models[0]["name"]]["chrf_signature"]})
+    publication.write()
+    return publication
 
 
-def _write_tables(folder: Path, rows: list[dict], test: dict, manifest: dict, device: str, sentences) -> None:
-    import pandas as pd
+def _figure(publication: Publication) -> None:
+    """The learning-curves figure, where matplotlib is at hand (the CPU side makes it
+    otherwise: ``python -m headlab.workflow.sitting_speed``); never the sitting's failure."""
+    try:
+        sitting_speed.curves_figure(publication.out, f"{publication.manifest['slice']['name']}, sitting "
+                                                     f"{publication.ident['sitting']}")
+    except Exception as err:             # a figure is never worth the publication
+        print(f"sitting: no learning-curves figure: {err}", file=sys.stderr)
 
-    frame = pd.DataFrame(rows)
-    frame.to_csv(folder / "T1_deep.csv", index=False)
-    lines = [f"# Paper A, Table 1's deep row at base size: {rows[0]['layers']} on {manifest['models'][0]['corpus']} "
-             f"{test['pair']}, {rows[0]['seed']}",
-             "",
-             f"One GPU sitting ({device}), the models trained side by side until its deadline and compared at the "
-             f"newest checkpoint step they all reached (step {rows[0]['step']}); {test['split']}"
-             + (f" (first {sentences} sentences)" if sentences else "") + f", beam {BEAM}. "
-             "BLEU's interval is sacreBLEU's 95% bootstrap interval (1,000 resamples, centred on the resamples' mean, "
-             "so it need not contain the score); p: sacreBLEU's paired bootstrap against the first row. "
-             "Paper A's numbers are WMT19 de-en after a full training: compare the ordering, not the values.",
-             "",
-             "| heads | step | BLEU | 95% interval | chrF | p vs first | tok/s (src/tgt) | paper A |",
-             "|---|---|---|---|---|---|---|---|"]
-    for row in rows:
-        paper = f"{row['paper_bleu']} ({row['paper_table']})" if row["paper_bleu"] else ""
-        lines.append(f"| {row['heads']} | {row['step']} | {row['bleu']:.2f} | {row['bleu_ci_low']:.2f}-"
-                     f"{row['bleu_ci_high']:.2f} | {row['chrf']:.2f} | {row['p_vs_baseline']} | "
-                     f"{row['src_tok_s']}/{row['tgt_tok_s']} | {paper} |")
-    (folder / "T1_deep.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -> None:
+    models = [{"name": m["name"], "params": params.get(m["name"]),
+               "src_tok_s": publication.rows[m["name"]].get("src_tok_s") or None,
+               "tgt_tok_s": publication.rows[m["name"]].get("tgt_tok_s") or None} for m in manifest["models"]]
+    extra = _read_json(logs / "speed-extra.json")
+    ident = {**publication.ident, "slice": manifest["slice"]["name"], "commit": manifest["commit"],
+             "mps": extra.get("mps", "")}
+    rows = sitting_speed.speed_rows(models, ident, sitting_speed.smi_summary(logs / "nvidia-smi.csv"),
+                                    {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}))
+    sitting_speed.write_rows(publication.out / "throughput.csv", rows)
+
+
+def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict) -> None:
+    """``throughput.csv`` of a published sitting again, with what a later call measured
+    (the probe alone, its profile: ``logs/speed-extra.json``)."""
+    import csv
+
+    publication = Publication(out, manifest, ident, {})
+    with open(out / "rows.csv", newline="", encoding="utf-8") as handle:
+        published = list(csv.DictReader(handle))
+    models = _read_json(out / "provenance.json").get("models", {})
+    for model in manifest["models"]:
+        seed = str(model["seed"]).removeprefix("seed")
+        for row in published:
+            if row["heads"] == model["heads"] and row["seed"] == seed:
+                publication.rows[model["name"]] = row
+    _speed(publication, manifest, logs, {name: entry.get("params") for name, entry in models.items()})
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting", description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", required=True, help="the bundle's manifest.json")
-    parser.add_argument("--out", required=True, help="the publication folder (replaced)")
+    parser.add_argument("--out", required=True, help="the sitting's publication folder")
     parser.add_argument("--state", required=True, help="the runner's state.json (machine, phases, checkpoints)")
+    parser.add_argument("--sitting", required=True, help="the sitting's name: <UTC date>-<gpu>-<commit>")
+    parser.add_argument("--gpu", required=True, help="the GPU's short name (h100; cpu for a rehearsal)")
+    parser.add_argument("--deadline-s", type=float, required=True, help="seconds this evaluation may take")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda, or cpu for a rehearsal")
     parser.add_argument("--sentences", type=int, default=None, help="score the first N test sentences only")
-    parser.add_argument("--budget-s", type=float, default=None, help="seconds the sitting may take (default: run.py's)")
-    parser.add_argument("--logs", default=".", help="where the translations' logs go")
+    parser.add_argument("--logs", default=".", help="where the translations and their logs go")
     parser.add_argument("--max-length", type=int, default=250, help="translate's -max_length (a rehearsal: short)")
+    parser.add_argument("--speed-only", action="store_true", help="rewrite the published sitting's throughput.csv")
     args = parser.parse_args(argv)
     manifest = json.loads(Path(args.manifest).read_text())
-    state = json.loads(Path(args.state).read_text()) if Path(args.state).is_file() else {}
+    state = _read_json(Path(args.state))
+    ident = {"sitting": args.sitting, "gpu": args.gpu, "date": args.sitting[:10]}
+    if args.speed_only:
+        refresh_speed(manifest, Path(args.out), Path(args.logs), ident)
+        return 0
     try:
-        provenance = evaluate(manifest, Path(args.out), args.device, state, args.sentences, args.budget_s,
-                              Path(args.logs), args.max_length)
+        publication = evaluate(manifest, Path(args.out), args.device, state, ident, args.deadline_s,
+                               Path(args.logs), args.sentences, args.max_length)
     except HeadlabError as err:
         print(f"sitting: {err}", file=sys.stderr)
         return 1
-    print(f"sitting: published {args.out} (step {provenance['common_step']})")
+    print(f"sitting: published {args.out} ({publication.status()}"
+          + (f"; lacks: {'; '.join(publication.lacks)}" if publication.lacks else "") + ")")
     return 0
 
 

@@ -1,0 +1,97 @@
+"""A sitting's speed probe on the idle GPU (the later call, after the trainings): one model
+trains alone for a few steps, then 20 steps under ``torch.profiler``.
+
+    python -m headlab.workflow.sitting_probe --config MODEL/onmt.yaml --name 8L --out WORK/logs/speed-extra.json
+        [--steps 60] [--profile-steps 20]
+
+``headlab train`` runs in this process with OpenNMT-py's per-step function wrapped: the
+steps before the trace give the tokens/s alone (OpenNMT-py's own reports, read from the
+probe's log), the last ``profile_steps`` are traced; the top kernels by GPU time and the
+trace's CPU and GPU totals are merged into ``--out`` under ``profile`` and ``alone``
+(read by :mod:`headlab.workflow.sitting` into ``throughput.csv``). Checkpoints go to a
+scratch folder: the sitting's models are never touched.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+TOP_KERNELS = 5
+
+
+def _merge(out: Path, section: str, name: str, value) -> None:
+    found = json.loads(out.read_text()) if out.is_file() else {}
+    found.setdefault(section, {})[name] = value
+    out.write_text(json.dumps(found, indent=1))
+
+
+def profile_summary(profiler) -> dict:
+    """Top kernels by device time and the trace's CPU and device totals (ms)."""
+    events = profiler.key_averages()
+
+    def device_total(event) -> float:
+        return getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0))
+
+    top = sorted(events, key=device_total, reverse=True)[:TOP_KERNELS]
+    return {"profile_top_kernels": "; ".join(f"{e.key[:60]} {device_total(e) / 1000:.1f} ms" for e in top),
+            "profile_cpu_ms": round(sum(e.self_cpu_time_total for e in events) / 1000, 1),
+            "profile_cuda_ms": round(sum(device_total(e) for e in events) / 1000, 1)}
+
+
+def probe(config: str, name: str, out: Path, steps: int, profile_steps: int) -> None:
+    import torch
+    from onmt import trainer
+
+    from headlab.engine.run import train
+    from headlab.workflow.sitting import throughput
+
+    scratch = Path(tempfile.mkdtemp(prefix="headlab-probe."))
+    log = out.with_name(f"probe.{name}.log")
+    original = trainer.Trainer._gradient_accumulation
+    state = {"step": 0, "profiler": None}
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+
+    def wrapped(self, *args, **kwargs):
+        state["step"] += 1
+        if state["step"] == steps - profile_steps + 1:
+            state["profiler"] = torch.profiler.profile(activities=activities)
+            state["profiler"].__enter__()
+        result = original(self, *args, **kwargs)
+        if state["step"] == steps and state["profiler"] is not None:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            state["profiler"].__exit__(None, None, None)
+            _merge(out, "profile", name, profile_summary(state["profiler"]))
+        return result
+
+    trainer.Trainer._gradient_accumulation = wrapped
+    try:
+        train(["-config", config, "-train_steps", str(steps), "-save_model", str(scratch / "model"),
+               "-save_checkpoint_steps", str(steps), "-valid_steps", str(10**6), "-early_stopping", "0",
+               "-model_selection", "last", "-report_every", "10", "-log_file", str(log)])
+    finally:
+        trainer.Trainer._gradient_accumulation = original
+        speed = throughput(log)
+        if speed["src_tok_s"]:
+            _merge(out, "alone", name, [speed["src_tok_s"], speed["tgt_tok_s"]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_probe", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="the model's onmt.yaml")
+    parser.add_argument("--name", required=True, help="the model's name in the sitting")
+    parser.add_argument("--out", required=True, help="the JSON the results are merged into")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--profile-steps", type=int, default=20)
+    args = parser.parse_args(argv)
+    probe(args.config, args.name, Path(args.out), args.steps, args.profile_steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

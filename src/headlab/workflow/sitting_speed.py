@@ -1,0 +1,145 @@
+"""What a GPU sitting measures of its own speed, and the learning-curves figure of a slice.
+
+- :func:`speed_rows`: one row per model of the sitting (``throughput.csv`` in its folder):
+  tokens/s side by side (its training log) and alone (the remainder's short probe, when it
+  ran), the share of the GPU's matrix rate, power and memory from ``nvidia-smi`` samples;
+- :func:`collect`: ``results/published/throughput.csv``, every sitting folder's rows
+  together (rebuilt from them, so no sitting's rows are ever edited);
+- :func:`curves_figure`: train and validation cross-entropy against step, one colour per
+  model (PNG; matplotlib on the CPU side where the GPU machine lacks it).
+
+The matrix-rate share is ``6 x parameters x tokens/s`` (forward and backward of every weight
+once per target token: the usual dense-Transformer estimate; attention's own products are
+left out) over the GPU's dense fp16/bf16 tensor peak of :data:`PEAK_TFLOPS`.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+from headlab.workflow.gpu_runner import gpu_short_name  # noqa: F401  (one definition, stdlib)
+
+#: dense (no sparsity) fp16/bf16 tensor-core peak in TFLOPS, by the GPU's short name
+#: (NVIDIA's data sheets: H100 SXM and H200 989.4; A100 312; L40S 362; V100 125)
+PEAK_TFLOPS = {"h100": 989.4, "h200": 989.4, "a100": 312.0, "l40s": 362.0, "v100": 125.0}
+SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params", "src_tok_s_side_by_side",
+                 "tgt_tok_s_side_by_side", "models_side_by_side", "src_tok_s_alone", "tgt_tok_s_alone",
+                 "matrix_share_side_by_side", "matrix_share_alone", "peak_tflops", "power_w_mean", "power_w_max",
+                 "memory_mib_mean", "memory_mib_max", "mps", "profile_top_kernels", "profile_cpu_ms",
+                 "profile_cuda_ms")
+
+
+def smi_summary(path: Path) -> dict:
+    """Mean and max of power (W) and memory used (MiB) of ``nvidia-smi --query-gpu=timestamp,
+    power.draw,memory.used,utilization.gpu --format=csv,noheader,nounits`` samples."""
+    power, memory = [], []
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        fields = [field.strip() for field in line.split(",")]
+        try:
+            power.append(float(fields[1]))
+            memory.append(float(fields[2]))
+        except (IndexError, ValueError):
+            continue            # a header, a unit, an "[N/A]"
+    if not power:
+        return {}
+    return {"power_w_mean": round(statistics.fmean(power), 1), "power_w_max": max(power),
+            "memory_mib_mean": round(statistics.fmean(memory)), "memory_mib_max": max(memory)}
+
+
+def matrix_share(params: int | None, tokens_s: float | None, gpu: str) -> float | str:
+    peak = PEAK_TFLOPS.get(gpu)
+    if not (params and tokens_s and peak):
+        return ""
+    return round(6 * params * tokens_s / (peak * 1e12), 4)
+
+
+def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict) -> list[dict]:
+    """``models``: dicts with name, params, src_tok_s, tgt_tok_s; ``alone``: name -> (src, tgt)
+    tokens/s of the probe; ``profile``: name -> its trace's summary."""
+    peak = PEAK_TFLOPS.get(ident["gpu"], "")
+    rows = []
+    for model in models:
+        alone_src, alone_tgt = alone.get(model["name"], ("", ""))
+        rows.append({**{key: ident.get(key, "") for key in ("gpu", "commit", "date", "slice", "sitting", "mps")},
+                     "model": model["name"], "params": model.get("params") or "",
+                     "src_tok_s_side_by_side": model.get("src_tok_s") or "",
+                     "tgt_tok_s_side_by_side": model.get("tgt_tok_s") or "", "models_side_by_side": len(models),
+                     "src_tok_s_alone": alone_src, "tgt_tok_s_alone": alone_tgt,
+                     "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
+                     "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
+                     "peak_tflops": peak, **smi, **profile.get(model["name"], {})})
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict], columns=SPEED_COLUMNS) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+def collect(published: Path) -> Path:
+    """``published/throughput.csv``: the rows of every ``<slice>/<sitting>/throughput.csv``."""
+    rows = []
+    for path in sorted(Path(published).glob("*/*/throughput.csv")):
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows += list(csv.DictReader(handle))
+    target = Path(published) / "throughput.csv"
+    write_rows(target, rows)
+    return target
+
+
+def curves_figure(folder: Path, title: str) -> Path | None:
+    """``learning_curves.png`` of a sitting folder from its ``learning_curve.*.csv`` (None:
+    no matplotlib here, or no curve)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    curves = sorted(Path(folder).glob("learning_curve.*.csv"))
+    if not curves:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    for index, path in enumerate(curves):
+        name = path.name.removeprefix("learning_curve.").removesuffix(".csv")
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        colour = f"C{index}"
+        for split, style in (("train", "-"), ("valid", "--")):
+            points = [(int(r["step"]), float(r["xent"])) for r in rows if r["split"] == split and r["xent"] != "nan"]
+            if points:
+                axes.plot(*zip(*points), style, color=colour, label=f"{name} ({split})")
+    axes.set(xlabel="step", ylabel="cross-entropy (nats/token)", title=title)
+    if axes.lines:
+        axes.legend(fontsize=7)
+    figure.tight_layout()
+    target = Path(folder) / "learning_curves.png"
+    figure.savefig(target, dpi=110)
+    plt.close(figure)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    """On the CPU side, after a sitting's tarball is unpacked: the figures it could not make
+    and the accumulated throughput table."""
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_speed", description=main.__doc__)
+    parser.add_argument("--published", default="results/published")
+    args = parser.parse_args(argv)
+    root = Path(args.published)
+    for folder in sorted(path.parent for path in root.glob("*/*/rows.csv")):
+        if not (folder / "learning_curves.png").is_file():
+            made = curves_figure(folder, f"{folder.parent.name}, sitting {folder.name}")
+            print(f"sitting_speed: {made or f'no figure for {folder}'}")
+    print(f"sitting_speed: {collect(root)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
