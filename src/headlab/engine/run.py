@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from headlab.errors import ConfigError, DataError, HeadlabError
+from headlab.engine import train_lock
 
 
 _STEP = re.compile(r"_step_(\d+)\.pt$")
@@ -139,14 +140,23 @@ def resume_point(save_model: str, newer_than: float = 0.0, max_step: int | None 
 
 def train(argv: list[str]) -> int:
     import headlab.engine.plugin  # noqa: F401
-    from onmt.bin.train import _get_parser, train as onmt_train
-    from onmt.utils.logging import init_logger, logger
-
-    from headlab.engine import selection
+    from onmt.bin.train import _get_parser
 
     if _help("train", argv, _get_parser()):
         return 0
     opt = _parse(_get_parser(), argv, "train")
+    # one training per model folder, before anything in it is written: a second one (a run
+    # started beside a killed run's orphan) would interleave checkpoints and the learning curve
+    with train_lock.hold_model_folder(Path(opt.save_model).parent):
+        return _train(opt)
+
+
+def _train(opt) -> int:
+    from onmt.bin.train import train as onmt_train
+    from onmt.utils.logging import init_logger, logger
+
+    from headlab.engine import selection
+
     # this run's own checkpoints win over -train_from: a fine-tune (train_from: init.pt,
     # reset_optim: all) interrupted at step N resumes at N with its own optimizer state,
     # as every other training does, instead of starting again from init.pt
@@ -160,6 +170,7 @@ def train(argv: list[str]) -> int:
         Path(opt.log_file).parent.mkdir(parents=True, exist_ok=True)
         open(opt.log_file, "w").close()
     init_logger(opt.log_file)
+    train_lock.stop_with_snakemake(logger.warning)
     resume_step = 0
     if last is not None:
         logger.info("headlab: resuming interrupted training from checkpoint %s", last)

@@ -8,6 +8,10 @@ the end; a killed run leaves them, and the next run stops until ``snakemake --un
 When no live snakemake works in DIR, the locks are removed as ``--unlock`` removes them
 (the whole ``locks`` folder) and one line says so; when one does, one line says which
 and the exit status is 1, so that ``make run`` does not start a second run beside it.
+A training that outlived a killed snakemake (``headlab train`` holding the lock of a model
+folder under DIR, or working in DIR) stops it the same way, naming its pid: a second run
+would start a second training on its folder (:mod:`headlab.engine.train_lock` holds that
+lock, and stops a training whose snakemake is gone).
 
 ``failures``: after a failed run, each failed job of the newest snakemake log (written
 at or after EPOCH): its rule, outputs and log files, and where the snakemake log is.
@@ -22,6 +26,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from headlab.engine import train_lock
+from headlab.engine.train_lock import is_snakemake  # noqa: F401  (runlock.is_snakemake, as before it moved)
+
 #: snakemake's report of a failed job: ``Error in rule NAME:`` then indented ``key: value`` lines
 ERROR_BLOCK = re.compile(r"^Error in rule (?P<rule>\S+):\n(?P<body>(?:[ \t]+.*\n?)*)", re.MULTILINE)
 LOG_HINT = " (check log file(s) for error details)"
@@ -29,17 +36,6 @@ LOG_HINT = " (check log file(s) for error details)"
 
 def lock_files(directory: Path) -> list[Path]:
     return sorted((directory / ".snakemake" / "locks").glob("*.lock"))
-
-
-def is_snakemake(cmdline: list[str]) -> bool:
-    """The command line of snakemake or one of its job processes: ``snakemake ...``,
-    ``python .../bin/snakemake ...`` (the entry point run by its #! line) or
-    ``python -m snakemake ...``; not a command that only names it (``grep snakemake``)."""
-    names = [Path(arg).name for arg in cmdline[:2]]
-    if names[:1] == ["snakemake"]:
-        return True
-    by_python = bool(names) and names[0].startswith("python")
-    return by_python and (names[1:] == ["snakemake"] or cmdline[1:3] == ["-m", "snakemake"])
 
 
 def live_snakemake(directory: Path) -> list[tuple[int, str]]:
@@ -71,11 +67,39 @@ def unlock(directory: Path) -> int:
         print(f"runlock: snakemake (pid {pid}: {cmdline[:120]}) is running in {directory}; "
               f"not starting a second run", file=sys.stderr)
         return 1
+    # a killed snakemake's trainings stop by themselves within a second or so
+    # (headlab.engine.train_lock.stop_with_snakemake); one still running would meet the
+    # next run's training of its model
+    trainings = live_trainings(directory)
+    if trainings:
+        pids = " ".join(str(pid) for pid, _ in trainings)
+        where = ", ".join(f"pid {pid} in {folder}" for pid, folder in trainings)
+        what, it = (f"{len(trainings)} trainings", "them") if len(trainings) > 1 else ("a training", "it")
+        print(f"runlock: {what} outlived the run that started {it}: {where}; wait for {it} to end, or stop {it} "
+              f"with kill {pids}, then run again", file=sys.stderr)
+        return 1
     shutil.rmtree(directory / ".snakemake" / "locks")
     print(f"runlock: removed a stale lock ({len(locks)} file(s) in .snakemake/locks/, left by a run "
           f"that was killed; no snakemake is running in {directory})")
     return 0
 
+
+def live_trainings(directory: Path) -> list[tuple[int, Path]]:
+    """(pid, model folder) of each live process holding a model folder's lock that is under
+    ``directory``, or working in it (a results folder elsewhere)."""
+    here = directory.resolve()
+    found = {}
+    for pid, path in train_lock.lock_openers():
+        try:
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            cwd = None
+        if here in path.parents or cwd == here:
+            found.setdefault(pid, path.parent)
+    return sorted(found.items())
+
+
+# -- after a failed run --------------------------------------------------------------------
 
 def failed_jobs(log_text: str) -> list[dict]:
     """Each ``Error in rule`` block of a snakemake log: rule, output, log (as snakemake wrote them)."""
