@@ -17,7 +17,9 @@ it affects:
   ``N*(LAYER)`` as ``N*LAYER`` and the group separator ``,`` as ``.`` in paths (the spec
   grammar reads all three), so that no shell sees a pipe or a parenthesis (rule shells run
   with globbing off: ``*`` is literal) and no wildcard value holds a comma (cluster jobs
-  pass wildcards to snakemake's ``--target-jobs`` comma-separated).
+  pass wildcards to snakemake's ``--target-jobs`` comma-separated); each spec in one
+  spelling per architecture (:func:`canonical_spec`: ``*(8L)`` is ``8L``), so that two
+  spellings of one model train it once.
 * ``tune``: empty for a model trained from scratch; a fine-tune of model P is P's path
   plus one segment ``/ft_OPTIONS`` (:func:`finetune`, :func:`tune_segment`: the options
   that change it, e.g. ``/ft_gate=enc+lambda_l0=0.1+train_steps=250``), so the child's
@@ -72,11 +74,67 @@ def variant_name(overrides: Mapping[str, Any] | None) -> str:
 
 
 def heads_name(enc: str = STOCK_HEADS, dec: str = STOCK_HEADS, cross: str = STOCK_HEADS) -> str:
-    """Path name of the head specs of the three sites (see the module docstring)."""
+    """Path name of the head specs of the three sites (see the module docstring), each in
+    its canonical spelling (:func:`canonical_spec`): two spellings of one architecture
+    (``*(8L)`` and ``8L``) name one model."""
+    enc, dec, cross = (canonical_spec(spec) for spec in (enc, dec, cross))
     parts = [enc] + [f"{site}={spec}" for site, spec in (("dec", dec), ("cross", cross))
                      if spec != STOCK_HEADS]
-    return "@".join(p.replace(" ", "").replace("|", "~").replace("(", "").replace(")", "").replace(",", ".")
-                    for p in parts)
+    return "@".join(parts)
+
+
+_SPEC_GROUP = re.compile(r"^(?:(\d*)\*)?(?:\(([^()]*)\)|([^()]*))$")
+_SPEC_TERM = re.compile(r"^(\d*)([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def _path_form(spec: str) -> str:
+    """A spec written as paths write it, without reading it: no space, ``~`` for ``|``, no
+    parentheses, ``.`` for ``,``."""
+    return spec.replace(" ", "").replace("|", "~").replace("(", "").replace(")", "").replace(",", ".")
+
+
+def _layer_name(body: str) -> str | None:
+    """One layer's canonical name: every term with its count (``Ftoken`` is ``1Ftoken``),
+    ``~`` before each mixer; None where the grammar does not read it."""
+    terms, *mixers = body.replace("|", "~").split("~")
+    names = []
+    for term in terms.split("+"):
+        match = _SPEC_TERM.match(term)
+        if not match:
+            return None
+        names.append(f"{int(match.group(1) or 1)}{match.group(2)}")
+    if not all(mixers):
+        return None
+    return "+".join(names) + "".join(f"~{mixer}" for mixer in mixers)
+
+
+def canonical_spec(spec: str) -> str:
+    """The one spelling (in path form) of the architecture a head spec describes, whatever
+    the depth it is used at (headlab.heads.spec's grammar): a spec for every layer is the
+    layer alone (``*(8L)`` and ``8L``: ``8L``), equal neighbouring groups are one repeated
+    group (``8L,8L`` and ``2*(8L)``: ``2*8L``), a group used once has no repeat count in a
+    spec of several (``1*8L,4L``: ``8L.4L``), every term has its count (``Ftoken+7L``:
+    ``1Ftoken+7L``). A spec the grammar does not read keeps its path form (the config check
+    names its error)."""
+    text = re.sub(r"\s+", "", str(spec))
+    groups: list[list] = []     # [repeat (None: every layer left), layer name]
+    texts = re.split(r"[,.](?![^(]*\))", text)
+    for group in texts:
+        match = _SPEC_GROUP.match(group)
+        layer = match and _layer_name(match.group(2) if match.group(2) is not None else match.group(3))
+        if not layer:
+            return _path_form(text)
+        digits = match.group(1)
+        # a lone group without "*" is used for every layer, as a "*(LAYER)" group is
+        repeat = None if digits == "" or (digits is None and len(texts) == 1) else int(digits or 1)
+        if groups and repeat is not None and groups[-1][0] is not None and groups[-1][1] == layer:
+            groups[-1][0] += repeat
+        else:
+            groups.append([repeat, layer])
+    if len(groups) == 1 and groups[0][0] is None:
+        return groups[0][1]
+    return ".".join(layer if repeat == 1 and len(groups) > 1 else f"{'' if repeat is None else repeat}*{layer}"
+                    for repeat, layer in groups)
 
 
 def size_count(size: str | int) -> int | None:

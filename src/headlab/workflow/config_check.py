@@ -11,7 +11,8 @@ preparation, with one error naming the config key:
   the head specs of all three sites parse for their depths, a non-``8L`` encoder spec has
   ``encoder_type: headlab``, option values such as ``lambda_kl`` are valid, ``heads``
   divides the model width; no list of head specs names one model twice (``8L,4L`` and
-  ``8L.4L``: one path name);
+  ``8L.4L``, ``*(8L)`` and ``8L``: one path name), and no two specs with different path
+  names give a model the same heads at its depth (``2*(4L|gate)`` and ``4L|gate`` at 2+2);
 * subsample sizes not larger than the training split, for own corpora and for registered
   ones in plain text files already on disk (Multi30k in the mirror); for the others the
   count is only known once ``prepare`` has read them (archives, XML): that job fails then;
@@ -277,6 +278,36 @@ def check_head_names(config: Mapping) -> None:
         seen[ident] = spec
 
 
+def check_same_models(config: Mapping) -> None:
+    """Two head specs with different path names that give every layer of every site the
+    same heads at the depth a model uses them (``2*(4L|gate)`` and ``4L|gate`` at 2+2, in
+    one study or two): one model, which would be trained twice and shown twice."""
+    from headlab.engine.config import parse_layers
+    from headlab.heads.spec import parse_spec
+    from headlab.naming import parse_heads_name, with_variant
+    from headlab.studies import STUDIES
+
+    seen: dict[tuple, tuple[str, str]] = {}     # (model but heads, layers' heads) -> (study, path name)
+    for name in config["studies"]:
+        for model, overrides in STUDIES[name].models(config["studies"][name]):
+            model = with_variant(model, overrides)
+            try:
+                depths = dict(zip(("enc", "dec"), parse_layers(model["layers"])))
+                layout = tuple((site, tuple(parse_spec(spec, depths.get(site, depths["dec"]), site)))
+                               for site, spec in parse_heads_name(model["heads"]).items())
+            except HeadlabError:
+                continue        # check_study names the bad spec or layers
+            ident = (tuple(sorted((k, str(v)) for k, v in model.items() if k != "heads")), layout)
+            first = seen.setdefault(ident, (name, model["heads"]))
+            if first[1] != model["heads"]:
+                key, spec = _written(config, name, model["heads"])
+                first_key, first_spec = _written(config, first[0], first[1])
+                raise ConfigError(f"{spec or model['heads']!r} is the same model as {first_spec or first[1]!r} "
+                                  f"({first_key or 'studies.' + first[0]}) at layers {model['layers']}: every "
+                                  f"layer has the same heads; write one spelling",
+                                  key=key or f"studies.{name}.heads")
+
+
 def _option_key(option: str, value: Any, study: Mapping, prefix: str, global_overrides: Mapping) -> str | None:
     """Where the config sets ``option`` to ``value``: one of the study's ``overrides``
     mappings, the global ones, or a search grid's candidates (paper B's stages)."""
@@ -343,6 +374,7 @@ def check(config: Mapping, mirror: str | None = None) -> None:
     check_overrides(config)
     check_corpora(config)
     check_head_names(config)
+    check_same_models(config)
     roots = (f"{config.get('results', 'results')}/data/raw",) + ((str(mirror),) if mirror else ())
     for name in config["studies"]:
         check_study(config, name, roots)
