@@ -163,3 +163,29 @@ def test_a_change_retrains_exactly_the_models_it_changes(case, state, planned):
     _, config = state
     change, expected = CASES[case]
     assert planned[case] == expected(change(config))
+
+
+def test_an_own_corpus_replaced_with_its_old_mtime_is_prepared_again(tmp_path, mirror):
+    """A corpus file replaced with its old modification time (``cp new train.de; touch -r
+    old train.de``, a restore from a backup) is a content change: its split is prepared
+    again (and so everything downstream); a file only touched is no change."""
+    import os
+
+    from test_workflow_config import _own_config
+
+    config = _own_config(tmp_path, mirror)
+    target = str(tmp_path / "results/data/mine/en-de/full/raw/train.src")
+    prepared = snakemake("--cores", "1", "--configfile", str(config), "--", target)
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+    corpus = tmp_path / "own/train.de"
+    old = corpus.stat()
+    os.utime(corpus)                                       # touched, same content: no change
+    result = snakemake("-n", "--configfile", str(config), "--", target)
+    assert "Nothing to be done" in result.stdout + result.stderr, result.stdout[-2000:]
+    text = corpus.read_bytes()
+    corpus.write_bytes(text.replace(b"Zwei", b"Drei", 1))   # a new corpus under the old mtime
+    os.utime(corpus, ns=(old.st_atime_ns, old.st_mtime_ns))
+    result = snakemake("-n", "--configfile", str(config), "--", target)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert re.search(r"rule prepare_local:", out) and "Nothing to be done" not in out, out[-2000:]
