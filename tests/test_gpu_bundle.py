@@ -228,3 +228,47 @@ def test_the_speed_rows_accumulate_from_every_sitting_folder(tmp_path):
     with open(sitting_speed.collect(tmp_path / "published"), newline="") as handle:
         table = list(csv.DictReader(handle))
     assert [(row["gpu"], row["model"]) for row in table] == [("h100", "8L"), ("h200", "8L")]
+
+
+def test_each_model_is_evaluated_at_its_best_validation_checkpoint(tmp_path):
+    """Lowest validation cross-entropy among the checkpoints that load (one cut short by the
+    stop is passed over); without validation, the newest that loads, and the criterion says so."""
+    import torch
+
+    save_model = str(tmp_path / "model")
+    for step in (200, 400, 600):
+        torch.save({"model": {"w": torch.zeros(2, 3)}, "generator": {"b": torch.zeros(4)}}, f"{save_model}_step_{step}.pt")
+    Path(f"{save_model}_step_800.pt").write_bytes(b"cut short")
+    model = {"save_model": save_model}
+    assert sitting.eval_checkpoint(model)["criterion"].startswith("newest checkpoint")
+    assert sitting.eval_checkpoint(model)["step"] == 600
+    Path(f"{save_model}.valid.csv").write_text("step,xent,ppl,acc\n200,2.1,8.2,60\n400,1.9,6.7,63\n"
+                                               "600,2.0,7.4,62\n800,1.5,4.5,70\n")
+    chosen = sitting.eval_checkpoint(model)
+    assert (chosen["step"], chosen["valid_xent"], chosen["criterion"]) == (400, 1.9, "lowest validation cross-entropy")
+    assert sitting.params_of(chosen["path"]) == 10
+
+
+def test_a_training_stop_is_read_from_its_log(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    model = {"dir": str(folder)}
+    rows = [{"step": s, "split": "train", "xent": x} for s, x in ((100, 5.0), (200, 3.0), (300, 2.5))]
+    (folder / "train.log").write_text("[INFO] Training finished after not improving. Early Stop!\n")
+    assert sitting.stop_of(model, rows, 0, 3) == ("converged", "no valid improvement for 3 checks (stopped at step 300)")
+    (folder / "train.log").write_text("")
+    assert sitting.stop_of(model, rows, -15, 3) == ("deadline", "deadline at step 300")
+    assert sitting.stop_of(model, rows, 1, 3)[0] == "partial"
+    rising = rows + [{"step": s, "split": "train", "xent": x} for s, x in ((400, 3.3), (500, 3.9), (600, 4.0))]
+    assert sitting.stop_of(model, rising, -15, 3)[0] == "diverged"
+
+
+def test_the_profile_summary_names_the_top_kernels():
+    import torch
+
+    from headlab.workflow import sitting_probe
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        torch.ones(64, 64) @ torch.ones(64, 64)
+    summary = sitting_probe.profile_summary(profiler)
+    assert summary["profile_cpu_ms"] >= 0 and summary["profile_top_kernels"].count(" ms") >= 1

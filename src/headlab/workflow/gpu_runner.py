@@ -390,6 +390,7 @@ class Sitting:
         stop_at = self.args.budget - PACK_S - reserve
         threads = str(max(1, (os.cpu_count() or 4) // (len(self.manifest["models"]) + 1)))
         self.sample_gpu()
+        self.start_mps()
         for model in self.manifest["models"]:
             # train.log is headlab train's own (its logger); the console (warnings, a
             # traceback) goes beside it
@@ -406,6 +407,7 @@ class Sitting:
         for name in list(self.procs):
             if name != "nvidia-smi":
                 self.stop(name)
+        self.stop_mps()
         self.state["trained"] = True
         self.end_phase("train", stopped_at_s=round(self.elapsed(), 1), models=self.model_progress())
         self.status(force=True)
@@ -490,6 +492,31 @@ class Sitting:
                       "phases_s": self.call.get("phases", {})}
         (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
 
+    def start_mps(self) -> None:
+        """CUDA MPS for the side-by-side trainings, if asked for and it starts; optional: a
+        failure is recorded and the trainings run without it."""
+        mode = "off"
+        if self.args.mps == "on" and self.args.device == "cuda":
+            control = shutil.which("nvidia-cuda-mps-control")
+            mode = "unavailable"
+            if control:
+                pipes = self.work / "mps"
+                pipes.mkdir(exist_ok=True)
+                os.environ.update(CUDA_MPS_PIPE_DIRECTORY=str(pipes), CUDA_MPS_LOG_DIRECTORY=str(pipes))
+                try:
+                    started = subprocess.run([control, "-d"], capture_output=True, text=True, timeout=20)
+                    mode = "on" if started.returncode == 0 else f"failed: {started.stderr.strip()[:80]}"
+                except (OSError, subprocess.TimeoutExpired) as err:
+                    mode = f"failed: {err}"
+        self.call["mps"] = mode
+        extra = self.logs / "speed-extra.json"
+        found = json.loads(extra.read_text()) if extra.is_file() else {}
+        extra.write_text(json.dumps({**found, "mps": mode}, indent=1))
+
+    def stop_mps(self) -> None:
+        if self.call.get("mps") == "on":
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, capture_output=True, timeout=20)
+
     def sample_gpu(self) -> None:
         """nvidia-smi every SMI_EVERY_S s into logs/nvidia-smi.csv, while the runner lives
         (none on a machine without it: the speed rows then leave power and memory blank)."""
@@ -553,6 +580,9 @@ def main(argv=None) -> int:
                              "(its CUDA test report, if any, as WORK/logs/gpu-tests.jsonl)")
     parser.add_argument("--eval-reserve", type=float, default=None,
                         help="seconds kept for translation and scoring after the trainings stop")
+    parser.add_argument("--mps", choices=("off", "on"), default="off",
+                        help="on: the trainings share the GPU through CUDA MPS where its daemon starts "
+                             "(throughput.csv's mps column compares sittings with and without)")
     args = parser.parse_args(argv)
     if not args.out:
         parser.error("--out (or $OUT) is required")
