@@ -143,15 +143,6 @@ def load_schema(path) -> dict:
         return yaml.safe_load(handle)
 
 
-def load_yaml(path) -> dict:
-    """A config overlay file as a mapping (empty file: {})."""
-    with open(path, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    if data is not None and not isinstance(data, dict):
-        raise ConfigError("a config file must be a mapping", path=str(path))
-    return data or {}
-
-
 # -- schema errors as one line ---------------------------------------------------------------
 # jsonschema's own message is 10-100 lines (the failing subschema, the whole instance); this
 # says which key, which value, what is allowed, and where the value was written.
