@@ -272,3 +272,39 @@ def test_the_profile_summary_names_the_top_kernels():
         torch.ones(64, 64) @ torch.ones(64, 64)
     summary = sitting_probe.profile_summary(profiler)
     assert summary["profile_cpu_ms"] >= 0 and summary["profile_top_kernels"].count(" ms") >= 1
+
+
+def _rehearsal_out(folder: Path, status: dict, files: dict[str, str]) -> Path:
+    import io
+
+    folder.mkdir()
+    (folder / "status.json").write_text(json.dumps(status))
+    with tarfile.open(folder / "headlab-sitting.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return folder
+
+
+@pytest.mark.parametrize("lacks, passes", [([], True), (["BLEU and chrF on test sentences 5-16"], False)])
+def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, lacks, passes):
+    """A converged-looking provenance that lacks something is caught: ``lacks`` is non-empty
+    exactly when the status is partial."""
+    from headlab.workflow import rehearsal
+
+    folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+    models = {"8L": {"checkpoints": [2, 4]}, "7Ftoken+1L": {"checkpoints": [2, 4]}}
+    header = ",".join(gpu_plan.ROW_COLUMNS)
+    row = {column: "" for column in gpu_plan.ROW_COLUMNS}
+    lines = [header] + [",".join(str({**row, "heads": h, "bleu": "1.0", "best_step": "4"}[c]) for c in gpu_plan.ROW_COLUMNS)
+                        for h in models]
+    provenance = {"status": "deadline", "lacks": lacks, "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
+    out = _rehearsal_out(tmp_path / "out", {"published": True, "publication": folder, "models": models, "calls": []},
+                         {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/rows.csv": "\n".join(lines)})
+    second = tmp_path / "out2"
+    second.mkdir()
+    (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}}}]}))
+    results = dict(rehearsal.checks(out, second, 300, (120, 20), 2))
+    assert all(results.values()) is passes
