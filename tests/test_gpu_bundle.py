@@ -308,3 +308,17 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, la
     (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}}}]}))
     results = dict(rehearsal.checks(out, second, 300, (120, 20), 2))
     assert all(results.values()) is passes
+
+
+def test_the_cuda_suite_so_far_is_published_with_the_sitting(tmp_path):
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    out.mkdir()
+    (logs / "gpu-tests.jsonl").write_text(
+        '{"nodeid": "tests/gpu/a.py::t[cuda]", "when": "call", "outcome": "failed", "seconds": 1}\n'
+        '{"nodeid": "tests/gpu/a.py::u[cuda]", "when": "call", "outcome": "passed", "seconds": 1}\n'
+        '{"nodeid": "tests/gpu/a.py::t[cuda]", "when": "call", "outcome": "passed", "seconds": 1}\n{"nodeid": "tests/g')
+    sitting._suite(out, logs)
+    with open(out / "cuda-suite.csv", newline="") as handle:
+        assert [(row["test"], row["outcome"]) for row in csv.DictReader(handle)] == \
+            [("tests/gpu/a.py::t[cuda]", "passed"), ("tests/gpu/a.py::u[cuda]", "passed")]

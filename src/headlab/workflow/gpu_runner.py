@@ -549,13 +549,16 @@ class Sitting:
                 self.call[f"bench_{path}_rc"] = self.run(f"bench-idle-{path}", self.bench_args(f"bench-idle-{path}"),
                                                          min(share, BENCH_S), {"HEADLAB_ATTENTION_PATH": path})
         self.speed_probe()
+        if self.published() and (self.src / self.published() / "rows.csv").is_file() and self.left() > 5:
+            # the sitting's speed rows and CUDA suite again, with what this call added
+            self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True), self.left())
         self.end_phase("remainder")
 
     def speed_probe(self) -> None:
         """The first model alone on the idle GPU, its last 20 steps profiled
-        (:mod:`headlab.workflow.sitting_probe`), then the sitting's speed rows rewritten with
-        it. Only on a GPU, only with time left, and never at the publication's cost: the
-        rows it rewrites are the sitting's own, already published."""
+        (:mod:`headlab.workflow.sitting_probe`; the speed rows are rewritten with it after).
+        Only on a GPU, only with time left, and never at the publication's cost: it runs
+        after the publication and only adds to its speed rows."""
         if self.args.device != "cuda" or self.left() < PROBE_S or not self.published():
             return
         model = self.manifest["models"][0]
@@ -563,7 +566,6 @@ class Sitting:
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
                                                    model["config"], "--name", model["name"], "--out", str(extra)],
                                          min(self.left() - 15, PROBE_S))
-        self.run("speed-rows", self.sitting_args(speed_only=True), max(self.left(), 5))
 
 
 def main(argv=None) -> int:

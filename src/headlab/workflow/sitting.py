@@ -259,6 +259,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
                                              "checkpoints": progress.get(model["name"], {}).get("checkpoints")}
     publication.lacks = ["BLEU and chrF: not yet translated"]
     _speed(publication, manifest, logs, {})
+    _suite(out, logs)
     publication.write()
     _figure(publication)
     # 2. each model's best validation checkpoint, translated within the deadline
@@ -344,8 +345,9 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -
 
 
 def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict) -> None:
-    """``throughput.csv`` of a published sitting again, with what a later call measured
-    (the probe alone, its profile: ``logs/speed-extra.json``)."""
+    """``throughput.csv`` and ``cuda-suite.csv`` of a published sitting again, with what a
+    later call measured (the probe alone, its profile: ``logs/speed-extra.json``; the rest
+    of the CUDA suite)."""
     import csv
 
     publication = Publication(out, manifest, ident, {})
@@ -358,6 +360,22 @@ def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict) -> None:
             if row["heads"] == model["heads"] and row["seed"] == seed:
                 publication.rows[model["name"]] = row
     _speed(publication, manifest, logs, {name: entry.get("params") for name, entry in models.items()})
+    _suite(out, logs)
+
+
+def _suite(out: Path, logs: Path) -> None:
+    """``cuda-suite.csv``: the CUDA suite's outcome of each test so far (the newest per test:
+    a later call reruns what failed), from the runner's report."""
+    report = logs / "gpu-tests.jsonl"
+    outcomes: dict[str, dict] = {}
+    for line in report.read_text(errors="replace").splitlines() if report.is_file() else []:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue                 # a line cut short by the stop
+        outcomes[entry["nodeid"]] = {"test": entry["nodeid"], "outcome": entry["outcome"], "when": entry.get("when", "")}
+    if outcomes:
+        sitting_speed.write_rows(out / "cuda-suite.csv", list(outcomes.values()), ("test", "outcome", "when"))
 
 
 def _read_json(path: Path) -> dict:
