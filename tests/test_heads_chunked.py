@@ -11,7 +11,7 @@ import torch
 from headlab.heads import chunked, parse_spec
 from headlab.heads.attention import HeadlabAttention
 from headlab.heads.base import HeadContext
-from headlab.heads import relpos
+from headlab.heads import executor
 from headlab.heads.relpos import collect_relative, expand_relative
 
 
@@ -93,9 +93,10 @@ def test_kinds_give_the_same_output_and_gradients_in_small_blocks(monkeypatch, s
         out[~ctx.pad_mask].pow(2).sum().backward()
         return out.detach(), [p.grad.clone() for p in layer.parameters() if p.grad is not None]
 
+    monkeypatch.setenv(executor.PATH_VARIABLE, "blocked")
     whole, whole_grads = run()
-    # both kinds are QueryBiasedHeads (heads/relpos.py), which call the kernel
-    monkeypatch.setattr(relpos, "biased_attention", functools.partial(chunked.biased_attention, block=2 * n))
+    # the blocked path (heads/executor.py) calls the kernel
+    monkeypatch.setattr(executor, "biased_attention", functools.partial(chunked.biased_attention, block=2 * n))
     small, small_grads = run()
     real = ~ctx.pad_mask
     assert torch.allclose(whole[real], small[real], atol=1e-5)

@@ -6,7 +6,9 @@ running anything: the CUDA plan can be checked on a machine without a GPU.
 
 One module per benchmark: :mod:`~headlab.bench.attention` (``attention.csv``),
 :mod:`~headlab.bench.train` (``train.csv``), :mod:`~headlab.bench.parts` (``train_parts.csv``),
-:mod:`~headlab.bench.atlas` (``atlas.csv``), :mod:`~headlab.bench.calibration`
+:mod:`~headlab.bench.atlas` (``atlas.csv``), :mod:`~headlab.bench.dispatch` (``dispatch.csv``:
+aten ops and host syncs of one attention layer per kind and path, what a GPU pays for,
+``--what dispatch``), :mod:`~headlab.bench.calibration`
 (``calibration.csv``: the seed-aware test's false-positive rate and power, ``--what
 calibration``, not in the default list); :mod:`~headlab.bench.synthetic` makes the syntax
 kinds' parses.
@@ -19,6 +21,7 @@ import os
 
 from headlab.bench.atlas import bench_atlas
 from headlab.bench.calibration import bench_calibration
+from headlab.bench.dispatch import bench_dispatch
 from headlab.bench.attention import (CONFIGS, attention_plan, bench_attention, run_one,  # noqa: F401
                                      with_ratios)
 from headlab.bench.parts import bench_train_parts, train_parts
@@ -26,7 +29,7 @@ from headlab.bench.synthetic import random_facts, synthetic_side  # noqa: F401
 from headlab.bench.train import TRAIN_CONFIGS, bench_train, featured_corpus  # noqa: F401
 
 
-__all__ = ["CONFIGS", "TRAIN_CONFIGS", "attention_plan", "bench_atlas", "bench_attention", "bench_calibration",
+__all__ = ["CONFIGS", "TRAIN_CONFIGS", "attention_plan", "bench_atlas", "bench_attention", "bench_calibration", "bench_dispatch",
            "bench_train",
            "bench_train_parts", "featured_corpus", "main", "random_facts", "run_one", "synthetic_side", "train_parts",
            "with_ratios"]
@@ -43,10 +46,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma list of fp32, fp16, bf16 for CUDA runs (default fp32,fp16); CPU: fp32")
     parser.add_argument("--mem-limit-gb", type=float, default=6.0, help="memory cap (GiB) of a measured process")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (see module doc)")
-    parser.add_argument("--what", default="attention,train,parts,atlas",
+    parser.add_argument("--what", default="attention,train,parts,atlas,dispatch",
                         help="comma list of attention, train (tokens/s), parts (where a mini training's time "
                              "goes), atlas (a finished run's atlas costs), calibration (the seed-aware "
-                             "test's false-positive rate and power, by simulation; not in the default)")
+                             "test's false-positive rate and power, by simulation; not in the default), "
+                             "dispatch (aten ops and host syncs per attention layer, fused and blocked "
+                             "path: what a GPU pays for)")
     parser.add_argument("--results", default="results", help="a finished run's results (for atlas)")
     parser.add_argument("--specs", default=None,
                         help="comma list: only these attention specs (e.g. 8L,8DEA,8LPEA)")
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_train_parts(args.out, args.train_data, args.parts_runs, args.threads)
     if "atlas" in what and not args.dry_run:
         bench_atlas(args.out, args.results)
+    if "dispatch" in what and not args.dry_run:
+        bench_dispatch(args.out, specs=args.specs.split(",") if args.specs else None)
     if "calibration" in what and not args.dry_run:
         bench_calibration(args.out, args.calibration_experiments)
     return 0

@@ -122,7 +122,7 @@ def _dense_bytes(impl: str, spec: str, n: int, batch: int) -> float:
 
 
 def make_step(impl: str, spec: str, n: int, batch: int, device: str, precision: str = "fp32", d: int = 512,
-              heads: int = 8):
+              heads: int = 8, attention_dropout: float = 0.0):
     """(module, step) for one configuration: ``step()`` runs forward + backward once;
     ``precision`` fp16/bf16: the forward runs under the device's autocast."""
     import contextlib
@@ -139,7 +139,7 @@ def make_step(impl: str, spec: str, n: int, batch: int, device: str, precision: 
     x = torch.randn(batch, n, d, generator=gen).to(device).requires_grad_()
     if impl == "onmt":
         from onmt.modules import MultiHeadedAttention
-        module = MultiHeadedAttention(heads, d, dropout=0.0, is_decoder=False, attn_type="self",
+        module = MultiHeadedAttention(heads, d, dropout=attention_dropout, is_decoder=False, attn_type="self",
                                       add_qkvbias=True)
         for param in module.parameters():          # skip_init leaves them uninitialised
             torch.nn.init.normal_(param, std=0.02)
@@ -153,7 +153,8 @@ def make_step(impl: str, spec: str, n: int, batch: int, device: str, precision: 
         from headlab.heads.attention import HeadlabSelfAttention
         from headlab.heads.base import HeadContext
         from headlab.heads.spec import parse_spec
-        module = HeadlabSelfAttention(parse_spec(spec)[0], d, d // heads, add_qkvbias=True)
+        module = HeadlabSelfAttention(parse_spec(spec)[0], d, d // heads, add_qkvbias=True,
+                                      attention_dropout=attention_dropout)
         starts = torch.rand(batch, n, generator=gen) > 0.3
         starts[:, 0] = True
         word_ids = torch.cumsum(starts.long(), 1) - 1

@@ -10,6 +10,9 @@ Layout
                ``7Ftoken+1L|gate``, ``*(8L),8L|dhicm``), the sites, and the registries
                ``register_head_kind`` / ``register_head_mixer``.
 ``base``       the interfaces: ``HeadContext``, ``HeadGroup``, ``HeadMixer``.
+``executor``   what kinds declare (``Scores``, ``Fixed``, ``Choice``) and the one executor
+               that runs them, fused (GPU) or blocked (CPU): ``HEADLAB_ATTENTION_PATH``.
+``chunked``    the blocked path's kernel for biased attention; ``ScoreBias``.
 ``kinds``      built-in kinds: ``L``, ``Lwide`` (all sites), ``Ftoken``, ``Fword`` (encoder).
 ``patterns``   paper A's fixed patterns in O(n) (shifts + prefix sums); edge cases.
 ``reference``  dense, exact (Fraction) reference of the patterns, for tests.
@@ -41,14 +44,20 @@ How kinds plug in
   A kind reads model options through ``HeadGroup.build(count, d_model, d_head, options)``
   (``options`` = :func:`headlab.engine.common.mixer_options`: ``lpea_k``, ``relpos_k``,
   ``rhe_fgate``, ...).
+* **Kinds declare, one executor runs** (:mod:`executor`): a learned kind declares its
+  queries, keys and what it adds to the scores (``LearnedHeads.score_rows``: a
+  :class:`chunked.ScoreBias`), a fixed kind its patterns; ``executor.execute`` runs the
+  declaration on the fused path (GPU: one batched call per layer) or the blocked one (CPU),
+  chosen by ``HEADLAB_ATTENTION_PATH``. No kind knows which path runs it.
 * **Additive bias / mask heads** subclass ``kinds.LearnedHeads`` and override
-  ``score_bias(ctx)`` returning a (B, count|1, N, N) additive bias (``-inf`` = masked); the
-  SDPA path and the export path both use it (DEA, LPEA in :mod:`sea`). A bias that depends
-  on the queries (Yang 2018 localness) or needs extra value terms (Shaw 2018 relative
-  positions) overrides ``forward``/``attention`` (:mod:`localness`, :mod:`relpos`);
-  OpenNMT-py's ``max_relative_positions`` stays rejected for headlab encoders.
+  ``score_bias(ctx)`` returning a (B, count|1, N, N) additive bias (``-inf`` = masked); both
+  paths and the export path use it. A bias built from a small table (LPEA), one that depends
+  on the queries (Yang 2018 localness) or one with a value term (Shaw 2018 relative
+  positions) overrides ``score_rows`` with its own ScoreBias (:mod:`sea`, :mod:`localness`,
+  :mod:`relpos`); OpenNMT-py's ``max_relative_positions`` stays rejected for headlab encoders.
 * **Per-sentence head selection** (paper C RHE, :mod:`rhe`): a mixin before a biased kind
-  labels each head per sentence and picks the head's own or the biased attention.
+  declares a ``choice``: the executor labels each head per sentence and picks the head's own
+  or the biased attention.
 * **Head mixers** act on the stacked head outputs of a layer before the output
   projection (``HeadMixer.forward(heads, ctx, x)``: hard-concrete gates, ``|gate``), or
   replace it (``replaces_output``, ``HeadMixer.project``: DHICM, ``|dhicm``). Mixers see

@@ -40,6 +40,10 @@ class HeadContext:
 
     In the encoder every field describes the one sequence. In the decoder ``pad_mask``
     and ``lengths`` describe the queries (target tokens), ``allowed`` the keys.
+
+    ``constants``: what kinds derive from the batch alone (pattern matrices, dependency and
+    phrase relations, relative-depth indices), built once by :meth:`constant` and shared by
+    every layer that gets this context (the encoder builds one per forward).
     """
 
     pad_mask: Tensor
@@ -48,6 +52,14 @@ class HeadContext:
     word_ids: Tensor | None = None
     side: dict[str, Tensor] = field(default_factory=dict)
     allowed: Tensor | None = None
+    constants: dict = field(default_factory=dict, repr=False)
+
+    def constant(self, key, build: Callable[[], object]):
+        """The per-batch constant ``key`` (a hashable naming it and whatever besides this
+        context it depends on), built by ``build()`` the first time it is asked for."""
+        if key not in self.constants:
+            self.constants[key] = build()
+        return self.constants[key]
 
     @property
     def key_mask(self) -> Tensor:

@@ -75,6 +75,26 @@ class ScoreBias:
     #: (B',) bool that decides ``plain`` for those sentences in the forward (RHE's labels,
     #: from the scores the forward computes anyway); needs :func:`whole_sentences` blocks
     chooser = None
+    #: True: the bias must meet the scores in float32 (never rounded to fp16/bf16 as an SDPA
+    #: mask): Yang's Gaussian, whose values reach n² / σ²
+    exact = False
+
+    def whole(self, batch: int, n_queries: int, tensors: tuple[Tensor, ...]) -> tuple[Tensor | None, Tensor | None]:
+        """:meth:`rows` of the whole batch and all heads, (B, 1|H, Nq, Nk): the fused path's
+        one call per layer. A bias with per-batch constants overrides it to take them from
+        ``HeadContext.constant`` (built once, shared by every layer)."""
+        return self.rows(Block(slice(0, batch), slice(0, n_queries), None), tensors)
+
+    def sdpa_mask(self, key_mask: Tensor, dtype: torch.dtype) -> Tensor:
+        """The mask torch's SDPA takes for a bias that needs no gradient (MaskRows, DenseRows)."""
+        raise NotImplementedError
+
+    def collect(self, probs: Tensor) -> Tensor:
+        """Σ_j α_ij over the keys of each value-table row for the whole batch, differentiable:
+        (B, H, Nq, Nk) -> (B, H, Nq, R) (the fused path's value term). Default: the blocked
+        path's :meth:`value_collect`, with :meth:`value_expand` as its backward."""
+        B, H, Nq, Nk = probs.shape
+        return _Collect.apply(probs.reshape(B * H, Nq, Nk), self).view(B, H, Nq, -1)
 
     def rows(self, block: Block, tensors: tuple[Tensor, ...]) -> tuple[Tensor | None, Tensor | None]:
         """(bias (B', 1, c, Nk) or None, keep (B', 1, c, Nk) bool or None) of ``block``."""
@@ -90,24 +110,58 @@ class ScoreBias:
 
 
 class MaskRows(ScoreBias):
-    """No bias, only a keep mask (B, N, N) bool (e.g. DEA's dependency relation)."""
+    """No bias, only a keep mask (B, N, N) bool (e.g. DEA's dependency relation); None keeps
+    every key (plain attention, on a path that needs a ScoreBias)."""
 
-    def __init__(self, keep: Tensor):
+    def __init__(self, keep: Tensor | None):
         self.keep = keep
 
     def rows(self, block, tensors):
-        return None, self.keep[block.batch, block.rows].unsqueeze(1)
+        return None, None if self.keep is None else self.keep[block.batch, block.rows].unsqueeze(1)
+
+    def sdpa_mask(self, key_mask, dtype):
+        return key_mask if self.keep is None else self.keep.unsqueeze(1) & key_mask
+
+
+class DenseRows(ScoreBias):
+    """A kind's own dense additive bias (B, 1|H, Nq, Nk) (``LearnedHeads.score_bias``:
+    -inf masks a key); a bias that needs a gradient is cut per block like any other."""
+
+    def __init__(self, bias: Tensor):
+        self.heads = bias.size(1)          # a per-head bias is cut per head, like Local's
+        self.tensors, self.row_dims = (bias,), (2,)
+
+    def rows(self, block, tensors):
+        return tensors[0], None
+
+    def sdpa_mask(self, key_mask, dtype):
+        (bias,) = self.tensors
+        return bias.to(dtype).masked_fill(~key_mask, float("-inf"))
 
 
 def biased_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor, bias: ScoreBias, *,
-                     scale: float | None = None, dropout_p: float = 0.0, block: int = BLOCK_ELEMENTS) -> Tensor:
+                     scale: float | None = None, dropout_p: float = 0.0, block: int = BLOCK_ELEMENTS,
+                     dropout_keep: Tensor | None = None) -> Tensor:
     """q, k: (B, H, Nq|Nk, d), v: (B, H, Nk, d_v), key_mask: (B, 1, 1|Nq, Nk) bool (True =
-    may attend) -> (B, H, Nq, d_v), a view of a token-major (B, Nq, H, d_v) tensor."""
+    may attend) -> (B, H, Nq, d_v), a view of a token-major (B, Nq, H, d_v) tensor.
+    ``dropout_keep`` (B, H, Nq, Nk) bool: this dropout mask instead of drawn ones (tests)."""
     scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
     value_table = bias.value_table
     extra = (value_table,) if value_table is not None else ()
-    return _BiasedAttention.apply(q, k, v, key_mask, bias, scale, dropout_p, block, len(extra),
+    dropout = (dropout_p, dropout_keep)
+    return _BiasedAttention.apply(q, k, v, key_mask, bias, scale, dropout, block, len(extra),
                                   *extra, *bias.tensors)
+
+
+class _Collect(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, probs, bias):
+        ctx.bias, ctx.n_queries = bias, probs.size(1)
+        return bias.value_collect(probs, slice(0, probs.size(1)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.bias.value_expand(grad.contiguous(), slice(0, ctx.n_queries)), None
 
 
 def whole_sentences(Nq: int, Nk: int, block: int = BLOCK_ELEMENTS) -> bool:
@@ -220,14 +274,23 @@ def _dropout_mask(shape, p: float, seed: int, index: int, device) -> Tensor:
     return torch.rand(shape, generator=gen, device=device) >= p
 
 
+def _drop(keep: Tensor | None, shape, p: float, seed: int, index: int, unit: Block, head: int, device,
+          dtype: torch.dtype) -> Tensor:
+    """The block's dropout factor (keep / (1 - p)): from the fixed mask ``keep`` (B, H, Nq,
+    Nk) when one is given, else drawn from the block's own generator."""
+    mask = keep[unit.batch, head, unit.rows] if keep is not None else _dropout_mask(shape, p, seed, index, device)
+    return mask.to(dtype) / (1 - p)
+
+
 class _BiasedAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, key_mask, bias, scale, dropout_p, block, n_extra, *tensors):
+    def forward(ctx, q, k, v, key_mask, bias, scale, dropout, block, n_extra, *tensors):
+        dropout_p, keep = dropout
         B, H, Nq, _ = q.shape
         acc = _acc(q.dtype)
         value_table = tensors[0] if n_extra else None
         bias_tensors = tensors[n_extra:]
-        seed = int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p > 0 else 0
+        seed = int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p > 0 and keep is None else 0
         out = q.new_empty(B, Nq, H, v.size(-1)).transpose(1, 2)
         units = blocks(B, H, Nq, k.size(2), bias.heads, block)
         fused = dropout_p == 0 and value_table is None and bias.chooser is None
@@ -257,13 +320,13 @@ class _BiasedAttention(torch.autograd.Function):
                     if bias.chooser is None:
                         p = _probs(q[bs, h, rs], k[bs, h], view, scale)
                     if dropout_p > 0:
-                        p = p * _dropout_mask(p.shape, dropout_p, seed, u * H + h, p.device) / (1 - dropout_p)
+                        p = p * _drop(keep, p.shape, dropout_p, seed, u * H + h, unit, h, p.device, p.dtype)
                     o = torch.bmm(p.to(v.dtype), v[bs, h])
                     if value_table is not None and not _no_value(view):
                         o = o + _value_term(bias, p, rs, value_table, view.biased).to(o.dtype)
                     out[bs, h, rs] = o
-        ctx.bias, ctx.scale, ctx.dropout_p, ctx.seed, ctx.units, ctx.n_extra = (
-            bias, scale, dropout_p, seed, units, n_extra)
+        ctx.bias, ctx.scale, ctx.dropout_p, ctx.seed, ctx.units, ctx.n_extra, ctx.keep = (
+            bias, scale, dropout_p, seed, units, n_extra, keep)
         ctx.save_for_backward(q, k, v, key_mask, *tensors)
         return out
 
@@ -294,7 +357,7 @@ class _BiasedAttention(torch.autograd.Function):
                 dp = torch.bmm(g, v_h.transpose(1, 2)).to(acc)             # dL/d(dropped α)
                 drop, p_used = None, p
                 if dropout_p > 0:
-                    drop = _dropout_mask(p.shape, dropout_p, seed, u * H + h, p.device) / (1 - dropout_p)
+                    drop = _drop(ctx.keep, p.shape, dropout_p, seed, u * H + h, unit, h, p.device, p.dtype)
                     p_used = p * drop
                 first = rs.start == 0
                 # (gᵀ α)ᵀ: BLAS runs this orientation ~25% faster than αᵀ g
@@ -387,5 +450,5 @@ def _value_term(bias: ScoreBias, p: Tensor, rows: slice, table: Tensor, gate: Te
     return _buckets(bias, p, rows, gate) @ table.to(p.dtype)
 
 
-__all__ = ["BLOCK_ELEMENTS", "Block", "MaskRows", "ScoreBias", "biased_attention", "blocks", "scaled_scores",
-           "whole_sentences"]
+__all__ = ["BLOCK_ELEMENTS", "Block", "DenseRows", "MaskRows", "ScoreBias", "biased_attention", "blocks",
+           "scaled_scores", "whole_sentences"]

@@ -24,17 +24,20 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headlab.heads.base import HeadContext, HeadGroup
-from headlab.heads.patterns import PATTERNS, apply_patterns, dense_patterns
+from headlab.heads.chunked import DenseRows, ScoreBias
+from headlab.heads.executor import Choice, Fixed, Scores, execute
+from headlab.heads.patterns import PATTERNS, dense_patterns
 from headlab.heads.spec import register_head_kind
 
 
 @register_head_kind("L")
 class LearnedHeads(HeadGroup):
-    """Scaled dot-product heads (Vaswani 2017), computed with torch's fused SDPA."""
+    """Scaled dot-product heads (Vaswani 2017): they declare their queries, keys and any
+    bias (:meth:`score_rows`), and :func:`headlab.heads.executor.execute` runs them (torch's
+    SDPA for plain heads on either path)."""
 
     def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0):
         super().__init__(count, d_model, d_head)
@@ -43,6 +46,8 @@ class LearnedHeads(HeadGroup):
         self.linear_keys = nn.Linear(d_model, count * d_head, bias=add_qkvbias)
         self.key_width = count * d_head
         self.dropout_p = attention_dropout
+        #: tests only: a fixed attention-dropout keep mask (B, count, Nq, Nk) for both paths
+        self.dropout_keep: Tensor | None = None
 
     def update_dropout(self, attention_dropout: float) -> None:
         self.dropout_p = attention_dropout
@@ -60,9 +65,21 @@ class LearnedHeads(HeadGroup):
     def score_bias(self, ctx: HeadContext) -> Tensor | None:
         """Additive (B, count or 1, N, N) bias on the scores, -inf to mask; None = none.
 
-        The hook for later kinds: localness (Yang 2018 Gaussian bias), DEA dependency
-        masks and LPEA phrase biases (paper C) read ``ctx.side`` here.
+        The simplest way for a new kind to change the scores (a band, a fixed mask): both
+        attention paths and the export path use it. Kinds whose bias needs its own
+        per-block form (a bias from a small table, a query-dependent bias, a value term)
+        override :meth:`score_rows` instead (DEA/LPEA, RelPos, Local).
         """
+        return None
+
+    def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias | None:
+        """What this group adds to plain attention, declared once per forward for the
+        executor (:mod:`headlab.heads.executor`): None, or a ScoreBias."""
+        bias = self.score_bias(ctx)
+        return None if bias is None else DenseRows(bias)
+
+    def choice(self, ctx: HeadContext) -> Choice | None:
+        """RHE's per-head choice between own and biased attention (None: no choice)."""
         return None
 
     def _mask(self, ctx: HeadContext, dtype) -> Tensor:
@@ -73,14 +90,10 @@ class LearnedHeads(HeadGroup):
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         q, k = self._qk(x, keys)
-        return self.attend(q, k, values, ctx)
-
-    def attend(self, q: Tensor, k: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
-        """q, k: (B, count, N, d_head), values: (B, N, count, d_head) -> (B, N, count, d_head)."""
-        out = F.scaled_dot_product_attention(
-            q, k, values.transpose(1, 2), attn_mask=self._mask(ctx, q.dtype),
-            dropout_p=self.dropout_p if self.training else 0.0)
-        return out.transpose(1, 2)
+        declared = Scores(q, k, self.score_rows(q, ctx), self.choice(ctx),
+                          self.dropout_p if self.training else 0.0,
+                          self.dropout_keep if self.training else None)
+        return execute(declared, values, ctx, self.kind_name)
 
     def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         q, k = self._qk(x, keys)
@@ -124,8 +137,7 @@ class _FixedHeads(HeadGroup):
         return None
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        out = apply_patterns(self.patterns, values, ctx.lengths, self._word_ids(ctx))
-        return out.to(values.dtype)
+        return execute(Fixed(tuple(self.patterns), self._word_ids(ctx)), values, ctx, self.kind_name)
 
     def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         return dense_patterns(self.patterns, ctx.lengths, x.size(1), self._word_ids(ctx))

@@ -216,6 +216,68 @@ def word_ids_from_continuation(continuation: Tensor, token_ids: Tensor) -> Tenso
     return torch.cumsum(starts.long(), dim=1) - 1
 
 
+#: each pattern's span [lo, hi] of positions for row i of a sequence of n units, as
+#: coefficients of (i, 1, n - 1): lo = a·i + b + c·(n - 1); and its weight (j+1)^3 ("up"),
+#: (n-j)^3 ("down") or 1 (paper A §3.2, §4.4; the module doc)
+_SPANS = {
+    "current": ((1, 0, 0), (1, 0, 0), "one"),
+    "previous": ((1, -1, 0), (1, -1, 0), "one"),
+    "next": ((1, 1, 0), (1, 1, 0), "one"),
+    "left": ((0, 0, 0), (1, -2, 0), "up"),
+    "right": ((1, 2, 0), (0, 0, 1), "down"),
+    "end": ((0, 0, 0), (0, 0, 1), "up"),
+    "start": ((0, 0, 0), (0, 0, 1), "down"),
+    "last": ((0, 0, 1), (0, 0, 1), "one"),
+}
+
+
+def pattern_matrix(names, lengths: Tensor, N: int, word_ids: Tensor | None = None) -> Tensor:
+    """(B, H, N, N) float32 matrices of patterns ``names`` (token-based, or word-based with
+    ``word_ids``): the fused path's fixed heads (one matmul with the values per layer) and
+    a check of the O(n) code. A fixed number of tensor ops whatever B, N and the number of
+    patterns: every pattern is a span [lo, hi] per row (:data:`_SPANS`) with weights 1,
+    (j+1)^3 or (n-j)^3, normalised per row; an empty span falls back to the token itself.
+    Cubes are of (j+1)/n and (n-j)/n (at most 1: float32 keeps them exact to 2^-24 relative,
+    where (j+1)^3 itself would reach 8.6e9 at n = 2048). Rows and columns of padding are 0."""
+    lengths = lengths.view(-1)
+    B = lengths.size(0)
+    if word_ids is None:
+        return _span_matrix(names, lengths, N)
+    words = _Words(word_ids, lengths)
+    per_word = _span_matrix(names, words.count.view(-1), N)                     # (B, H, N, N) over word slots
+    H = per_word.size(1)
+    rows = words.slot.view(B, 1, N, 1).expand(B, H, N, N)
+    per_piece = per_word.gather(2, rows)                                       # row of each piece's word
+    cols = words.slot.view(B, 1, 1, N).expand(B, H, N, N)
+    share = per_piece.gather(3, cols) / words.size.gather(1, words.slot).view(B, 1, 1, N)
+    real = words.valid.view(B, 1, N, 1) * words.valid.view(B, 1, 1, N)
+    return share * real
+
+
+def _span_matrix(names, lengths: Tensor, N: int) -> Tensor:
+    """:func:`pattern_matrix` over tokens for sequences of ``lengths`` (B,) units."""
+    device = lengths.device
+    spans = torch.tensor([(*_SPANS[name][0], *_SPANS[name][1]) for name in names], device=device)
+    weight_kind = [_SPANS[name][2] for name in names]
+    up = torch.tensor([kind == "up" for kind in weight_kind], device=device).view(1, -1, 1, 1)
+    down = torch.tensor([kind == "down" for kind in weight_kind], device=device).view(1, -1, 1, 1)
+    pos = torch.arange(N, device=device)
+    n = lengths.to(device).view(-1, 1, 1, 1)                                     # (B, 1, 1, 1)
+    i, j = pos.view(1, 1, N, 1), pos.view(1, 1, 1, N)
+    coeff = spans.view(1, len(names), 6, 1, 1).unbind(2)
+    lo = coeff[0] * i + coeff[1] + coeff[2] * (n - 1)                          # (B, H, N, 1)
+    hi = coeff[3] * i + coeff[4] + coeff[5] * (n - 1)
+    support = (j >= lo) & (j <= hi) & (j < n)
+    scale = n.clamp_min(1).float()
+    cubes_up, cubes_down = ((j + 1) / scale).pow(3), ((n - j) / scale).pow(3)   # (B, 1, 1, N)
+    weights = torch.where(up, cubes_up, torch.where(down, cubes_down, torch.ones_like(cubes_up)))
+    spanned = torch.where(support, weights, 0.0)
+    total = spanned.sum(-1, keepdim=True)
+    itself = (j == i).float().expand_as(spanned)
+    matrix = torch.where(total > 0, spanned / total.clamp_min(1e-30), itself)
+    return matrix * (i < n)
+
+
 def dense_patterns(names, lengths: Tensor, N: int, word_ids: Tensor | None = None) -> Tensor:
     """The (B, H, N, N) attention matrices of the fixed patterns, for export and tests.
 

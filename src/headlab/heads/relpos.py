@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext
-from headlab.heads.chunked import ScoreBias, biased_attention
+from headlab.heads.chunked import ScoreBias
 from headlab.heads.kinds import LearnedHeads
 from headlab.heads.spec import register_head_kind
 
@@ -50,8 +50,8 @@ def masked_softmax(scores: Tensor, ctx: HeadContext, bias: Tensor | None = None)
 class QueryBiasedHeads(LearnedHeads):
     """Learned heads whose logits get a query-dependent term (Rel_Pos's relative keys,
     Localness's Gaussian) before the masked softmax: dense as ``logit_bias(q, ctx)``
-    (export), block by block as ``score_rows(q, ctx)`` (training and translation, through
-    :func:`headlab.heads.chunked.biased_attention`)."""
+    (export), declared as ``score_rows(q, ctx)`` for training and translation (run by
+    :func:`headlab.heads.executor.execute`, on either path)."""
 
     def logit_bias(self, q: Tensor, ctx: HeadContext) -> Tensor:
         raise NotImplementedError
@@ -63,12 +63,6 @@ class QueryBiasedHeads(LearnedHeads):
         q, k = self._qk(x, keys)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
         return masked_softmax(scores, ctx, self.logit_bias(q, ctx)).to(q.dtype)
-
-    def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        q, k = self._qk(x, keys)
-        out = biased_attention(q, k, values.transpose(1, 2), ctx.key_mask, self.score_rows(q, ctx),
-                               dropout_p=self.dropout_p if self.training else 0.0)
-        return out.transpose(1, 2)
 
     def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         return self._probs(x, ctx, keys).float()
@@ -117,7 +111,7 @@ class RelPos(QueryBiasedHeads):
         return (buckets @ self.relative_positions_embeddings.weight.float()).to(att.dtype)
 
     def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
-        return RelativeRows(self.key_table(q), self.relative_positions_embeddings.weight, self.k)
+        return RelativeRows(self.key_table(q), self.relative_positions_embeddings.weight, self.k, ctx)
 
 
 class RelativeRows(ScoreBias):
@@ -126,15 +120,34 @@ class RelativeRows(ScoreBias):
     directions are O(rows x N) passes (a gather; for the adjoint a few cumulative sums),
     never a scatter-add (a serial ~30x slower loop on CPU)."""
 
-    def __init__(self, table: Tensor, weight: Tensor, k: int):
+    def __init__(self, table: Tensor, weight: Tensor, k: int, ctx: HeadContext):
         self.heads = table.size(1)
         self.tensors, self.row_dims = (table,), (2,)
         self.value_table, self.k, self.n_keys = weight, k, table.size(2)
+        self.ctx = ctx
 
     def rows(self, block, tensors):
         (table,) = tensors                                           # (B', 1, c, 2k+1)
         bias = _Expand.apply(table.flatten(0, 1), block.rows.start, self.k, self.n_keys)
         return bias.view(*table.shape[:3], -1), None
+
+    def _index(self, like: Tensor) -> Tensor:
+        """(B, H, N, N) view of the (N, N) relative index, built once per batch and length."""
+        n = self.n_keys
+        index = self.ctx.constant(("relative_index", n, self.k), lambda: relative_index(n, self.k, like.device))
+        return index.expand(*like.shape[:2], n, n)
+
+    def whole(self, batch, n_queries, tensors):
+        """The fused path: one gather of the (B, H, N, 2k+1) table by the shared index (its
+        backward one scatter-add into 2k+1 columns per row)."""
+        (table,) = tensors
+        return table.gather(-1, self._index(table)), None
+
+    def collect(self, probs):
+        """The fused path's value-term buckets: one scatter-add of α by the shared index,
+        in float32 at least (CUDA adds in the tensor's dtype; see RelPos.value_term)."""
+        buckets = probs.new_zeros(*probs.shape[:3], 2 * self.k + 1)
+        return buckets.scatter_add(-1, self._index(probs), probs)
 
     def value_collect(self, p: Tensor, rows: slice) -> Tensor:
         return collect_relative(p, rows.start, self.k)

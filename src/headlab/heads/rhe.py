@@ -32,11 +32,13 @@ Choices:
 * hconf and Syn_attn average over the real (non-padding) queries of the sentence; A is the
   attention before dropout.
 
-Cost: ``RHEdea`` and ``RHElpea`` label the heads one at a time under ``no_grad`` (one
-(B, N, N) score matrix alive at a time), then compute the head's own and its SEA output
-with fused SDPA and pick per head and sentence (``fused``): no (B, count, N, N) tensor is
-kept for the backward pass. ``RHErel`` and ``RHEloc`` (whose baselines are explicit
-attention anyway) compute both distributions densely. ``attention()`` (export) is dense.
+Cost: a kind declares its choice (:meth:`RHE.choice`) and the executor
+(:mod:`headlab.heads.executor`) runs it. On the blocked path (CPU) the labels come from the
+scores the blocked forward computes anyway (one block of scores alive at a time, no head
+computes both attentions); on the fused path (GPU) from one dense no-grad pass over the
+heads' own scores, the chosen bias per head being one ``where`` and the attention one SDPA
+call (an explicit float32 softmax for ``RHErel``'s value term and ``RHEloc``'s Gaussian).
+``attention()`` (export) is dense.
 
 Logging: ``aux_terms()`` reports ``rhe_redundant`` (redundant heads per sentence, batch
 mean) and ``rhe_heads`` (RHE heads); both have weight 0 in the loss and appear on the
@@ -51,12 +53,12 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext
-from headlab.heads.chunked import biased_attention, blocks, scaled_scores, whole_sentences
+from headlab.heads.chunked import blocks, scaled_scores
+from headlab.heads.executor import Choice
 from headlab.heads.localness import Local
 from headlab.heads.relpos import RelPos, masked_softmax
 from headlab.heads.sea import DEA, LPEA, dep_related, read_side
@@ -101,23 +103,27 @@ def decide(peak: Tensor, syn: Tensor, pad_mask: Tensor, fgate: float) -> tuple[T
     return syn > gate, hconf, syn                                             # eq. 10
 
 
-class Labeller:
-    """:attr:`headlab.heads.chunked.ScoreBias.chooser` for RHE: eqs. 3, 9, 10 of the heads'
-    own attention over whole sentences, as the forward computes it; fills ``important``,
-    ``hconf`` and ``syn`` (B, count)."""
-
-    def __init__(self, related: Tensor, pad_mask: Tensor, fgate: float, count: int):
-        self.related, self.pad_mask, self.fgate = related, pad_mask, fgate
-        B = pad_mask.size(0)
-        self.important = torch.zeros(B, count, dtype=torch.bool, device=pad_mask.device)
-        self.hconf = torch.zeros(B, count, device=pad_mask.device)
-        self.syn = torch.zeros_like(self.hconf)
-
-    def __call__(self, batch: slice, h: int, own: Tensor) -> Tensor:
-        peak, syn = row_sums(own, self.related[batch], ~self.pad_mask[batch])
-        important, hconf, syn = decide(peak.unsqueeze(1), syn.unsqueeze(1), self.pad_mask[batch], self.fgate)
-        self.important[batch, h], self.hconf[batch, h], self.syn[batch, h] = important[:, 0], hconf[:, 0], syn[:, 0]
-        return important[:, 0]
+def block_labels(q: Tensor, k: Tensor, ctx: HeadContext, related: Tensor, fgate: float, scale: float
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`head_labels` of the heads' own attention (q, k: (B, H, N, d)), block by block
+    (no gradient; one block of scores of :func:`headlab.heads.chunked.blocks` alive at a
+    time): the blocked path's labels for sentences too long for one block, and ``-rhe_prune``."""
+    B, H, N, _ = q.shape
+    real = ~ctx.pad_mask
+    peak = torch.zeros(B, H, device=q.device, dtype=torch.promote_types(q.dtype, torch.float32))
+    syn = torch.zeros_like(peak)
+    with torch.no_grad():
+        for block in blocks(B, H, N, k.size(2), 1):
+            bs, rs = block.batch, block.rows
+            keys = ctx.key_mask[bs][:, 0]
+            keys = keys if keys.size(1) == 1 else keys[:, rs]
+            for h in range(H):
+                scores = scaled_scores(q[bs, h, rs], k[bs, h], scale)
+                att = scores.masked_fill_(~keys, torch.finfo(scores.dtype).min).softmax(-1)
+                p, s = row_sums(att, related[bs, rs], real[bs, rs])
+                peak[bs, h] += p
+                syn[bs, h] += s
+    return decide(peak, syn, ctx.pad_mask, fgate)
 
 
 class RHE:
@@ -153,8 +159,7 @@ class RHE:
         q, k = self._qk(x, keys)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
         own = masked_softmax(scores, ctx)
-        related = dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
-        important, hconf, syn = head_labels(own, related, ctx.pad_mask, self.fgate)
+        important, hconf, syn = head_labels(own, self.related(ctx), ctx.pad_mask, self.fgate)
         keep = important.view(*important.shape, 1, 1)
         if self.prune and not self.training:
             att = own * keep                                  # redundant heads: output 0
@@ -166,55 +171,27 @@ class RHE:
         return att.to(q.dtype), important
 
     def related(self, ctx: HeadContext) -> Tensor:
-        """(B, N, N) bool Dep_mask of eq. 9 (every RHE kind; DEA's D_ij = 0)."""
-        return dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+        """(B, N, N) bool Dep_mask of eq. 9 (every RHE kind; DEA's D_ij = 0), once per batch."""
+        side = self.side(ctx)
+        return ctx.constant("dep_related", lambda: dep_related(ctx.word_ids, side["dep_head"], ctx.pad_mask))
 
     def labels_of(self, q: Tensor, k: Tensor, ctx: HeadContext) -> tuple[Tensor, Tensor, Tensor]:
-        """:func:`head_labels` of the heads' own attention, block by block (no gradient; one
-        block of scores of :func:`headlab.heads.chunked.blocks` alive at a time)."""
-        related = self.related(ctx)
-        B, H, N, _ = q.shape
-        real = ~ctx.pad_mask
-        peak = torch.zeros(B, H, device=q.device, dtype=torch.promote_types(q.dtype, torch.float32))
-        syn = torch.zeros_like(peak)
-        with torch.no_grad():
-            for block in blocks(B, H, N, k.size(2), 1):
-                bs, rs = block.batch, block.rows
-                keys = ctx.key_mask[bs][:, 0]
-                keys = keys if keys.size(1) == 1 else keys[:, rs]
-                for h in range(H):
-                    scores = scaled_scores(q[bs, h, rs], k[bs, h], 1 / math.sqrt(self.d_head))
-                    att = scores.masked_fill_(~keys, torch.finfo(scores.dtype).min).softmax(-1)
-                    p, s = row_sums(att, related[bs, rs], real[bs, rs])
-                    peak[bs, h] += p
-                    syn[bs, h] += s
-        return decide(peak, syn, ctx.pad_mask, self.fgate)
+        """:func:`block_labels` of this group's heads."""
+        return block_labels(q, k, ctx, self.related(ctx), self.fgate, 1 / math.sqrt(self.d_head))
+
+    def choice(self, ctx: HeadContext) -> Choice:
+        """Each head, per sentence: its own attention (important) or the kind's bias
+        (redundant); translation with ``-rhe_prune`` zeroes redundant heads instead. The
+        executor labels the heads from the scores it computes (no head computes both
+        attentions on the blocked path; one dense no-grad pass on the fused one)."""
+        self._choice = Choice(self.related(ctx), self.fgate, prune=self.prune and not self.training)
+        return self._choice
 
     def forward(self, x: Tensor, values: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
-        """One pass of :func:`headlab.heads.chunked.biased_attention` in which each head takes,
-        per sentence, its own attention (important) or the kind's bias (redundant): no head
-        computes both, no (B, count, N, N) tensor is kept. The labels come from the scores
-        that pass computes (:class:`Labeller`), or, for sentences too long for one block,
-        from a separate pass (:meth:`labels_of`)."""
-        q, k = self._qk(x, keys)
-        v = values.transpose(1, 2)
-        if self.prune and not self.training:                  # redundant heads: output 0
-            important, hconf, syn = self.labels_of(q, k, ctx)
-            self._labelled(important, hconf, syn)
-            own = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.key_mask)
-            return (own * important.view(*important.shape, 1, 1)).transpose(1, 2)
-        bias = self.score_rows(q, ctx)
-        labeller = None
-        if whole_sentences(q.size(2), k.size(2)):
-            labeller = bias.chooser = Labeller(self.related(ctx), ctx.pad_mask, self.fgate, self.count)
-            bias.plain = labeller.important
-        else:
-            bias.plain, hconf, syn = self.labels_of(q, k, ctx)
-        out = biased_attention(q, k, v, ctx.key_mask, bias, dropout_p=self.dropout_p if self.training else 0.0)
-        if labeller is not None:
-            hconf, syn = labeller.hconf, labeller.syn
-        self._labelled(bias.plain, hconf, syn)
-        return out.transpose(1, 2)
+        out = super().forward(x, values, ctx, keys)
+        choice = self._choice
+        self._labelled(choice.important, choice.hconf, choice.syn)
+        return out
 
     def attention(self, x: Tensor, ctx: HeadContext, keys: Tensor | None = None) -> Tensor:
         return self.enlivened(x, ctx, keys)[0].float()
@@ -249,4 +226,4 @@ class RHEloc(RHE, Local):
     """RHE with Yang et al.'s localness on the redundant heads (Table 2)."""
 
 
-__all__ = ["RHE", "RHEdea", "RHElpea", "RHEloc", "RHErel", "head_labels", "rhe_fgate"]
+__all__ = ["RHE", "RHEdea", "RHElpea", "RHEloc", "RHErel", "block_labels", "head_labels", "rhe_fgate"]

@@ -55,7 +55,7 @@ from torch import Tensor, nn
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext, no_autocast
-from headlab.heads.chunked import MaskRows, ScoreBias, biased_attention
+from headlab.heads.chunked import Block, MaskRows, ScoreBias
 from headlab.heads.kinds import LearnedHeads
 from headlab.heads.spec import register_head_kind
 
@@ -111,7 +111,8 @@ class DEA(SyntaxHeads):
     """Dependency-enhanced attention (paper C eqs. 4-5); see the module doc."""
 
     def related(self, ctx: HeadContext) -> Tensor:
-        return dep_related(ctx.word_ids, self.side(ctx)["dep_head"], ctx.pad_mask)
+        side = self.side(ctx)
+        return ctx.constant("dep_related", lambda: dep_related(ctx.word_ids, side["dep_head"], ctx.pad_mask))
 
     def score_bias(self, ctx: HeadContext) -> Tensor:
         """D of eq. 5 as (B, 1, N, N) float: 0 or -inf."""
@@ -126,7 +127,7 @@ class DEA(SyntaxHeads):
         return self.related(ctx).unsqueeze(1)
 
     def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
-        """D for :func:`headlab.heads.chunked.biased_attention` (RHE)."""
+        """D as a keep mask: torch's SDPA takes it on both paths; RHE cuts it per block."""
         return MaskRows(self.related(ctx))
 
 
@@ -211,15 +212,9 @@ class LPEA(SyntaxHeads):
         return self.phrase(self.phrase_index(ctx)).unsqueeze(1)
 
     def score_rows(self, q: Tensor, ctx: HeadContext) -> ScoreBias:
-        """P for :func:`headlab.heads.chunked.biased_attention`: :class:`PhraseRows`."""
+        """P as :class:`PhraseRows`: the blocked path builds it per block of query rows from
+        the parse columns (no (n, n) tensor), the fused path once per batch."""
         return PhraseRows(self, ctx)
-
-    def attend(self, q: Tensor, k: Tensor, values: Tensor, ctx: HeadContext) -> Tensor:
-        """Eq. 8 without an (n, n) tensor: :func:`headlab.heads.chunked.biased_attention`
-        with :class:`PhraseRows` (P for a block of query rows from the parse columns)."""
-        out = biased_attention(q, k, values.transpose(1, 2), ctx.key_mask, self.score_rows(q, ctx),
-                               dropout_p=self.dropout_p if self.training else 0.0)
-        return out.transpose(1, 2)
 
 
 class PhraseRows(ScoreBias):
@@ -236,6 +231,7 @@ class PhraseRows(ScoreBias):
         self.word_ids = ctx.word_ids.int()
         self.lo, self.hi, self.depth = (side[name].int() for name in ("lp_lo", "lp_hi", "word_depth"))
         self.pad = ctx.pad_mask
+        self.ctx = ctx
 
     def related(self, batch: slice, rows: slice) -> Tensor:
         """(B', c, N) bool: :func:`phrase_related` of the sentences ``batch``, query ``rows``."""
@@ -245,15 +241,27 @@ class PhraseRows(ScoreBias):
         inside |= (lo.unsqueeze(1) <= query_word) & (query_word <= hi.unsqueeze(1))     # Rule 2
         return inside | self.pad[batch, rows, None]
 
-    def rows(self, block, tensors):
-        (table,) = tensors
+    def index(self, block) -> tuple[Tensor, Tensor | None]:
+        """(index into the table (B', c, N), keep mask (B', c, N) or None) of ``block``."""
         related = self.related(block.batch, block.rows)
         depth = self.depth[block.batch]
         index = (depth.unsqueeze(1) - depth[:, block.rows, None]).clamp_(-self.k, self.k).add_(self.k)
         if self.mask:
-            return table[index].unsqueeze(1), related.unsqueeze(1)
-        index = torch.where(related, index, torch.full_like(index, 2 * self.k + 1))
-        return table[index].unsqueeze(1), None
+            return index, related
+        return torch.where(related, index, torch.full_like(index, 2 * self.k + 1)), None
+
+    def rows(self, block, tensors):
+        (table,) = tensors
+        index, keep = self.index(block)
+        return table[index].unsqueeze(1), None if keep is None else keep.unsqueeze(1)
+
+    def whole(self, batch, n_queries, tensors):
+        """The whole batch, its index and mask built once per batch (every layer's LPEA
+        heads share them through ``HeadContext.constant``)."""
+        (table,) = tensors
+        block = Block(slice(0, batch), slice(0, n_queries), None)
+        index, keep = self.ctx.constant(("lpea_index", self.k, self.mask), lambda: self.index(block))
+        return table[index].unsqueeze(1), None if keep is None else keep.unsqueeze(1)
 
 
 def lpea_options(options: dict) -> dict:
