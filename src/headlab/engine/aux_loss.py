@@ -24,7 +24,8 @@ A term without an entry in :data:`AUX_TERMS` has weight 0: a statistic, logged o
 C's ``rhe_redundant`` / ``rhe_heads`` from :mod:`headlab.heads.rhe`, with their ratio
 ``rhe_share``, the share of RHE heads labelled redundant: :data:`RATIOS`).
 
-Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
+The terms' statistics stay device tensors until a report reads them (one host sync per
+report, not one per term and sub-batch). Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
 early-stopping criterion, validation) stays pure cross-entropy; validation also drops label
 smoothing (OpenNMT-py 3.5.1 would keep it), so validation cross-entropy is the true NLL,
 comparable across models trained with different label smoothing. Each term is logged on its
@@ -93,11 +94,11 @@ class AuxLossCompute(LossCompute):
                                       n_words=words, n_correct=correct)
         return loss, stats
 
-    def share(self, batch) -> int:
-        """This sub-batch's part of the trainer's ``normalization`` (same count)."""
+    def share(self, batch) -> torch.Tensor | int:
+        """This sub-batch's part of the trainer's ``normalization`` (same count): a count of
+        sentences, or a device tensor of target tokens (never read back here: a host sync)."""
         if self.norm_method == "tokens":
-            tokens = batch["tgt"][:, 1:, 0].ne(self.padding_idx).sum().item()
-            return int(tokens - len(batch["tgt"]))
+            return batch["tgt"][:, 1:, 0].ne(self.padding_idx).sum() - len(batch["tgt"])
         return len(batch["tgt"])
 
     def forward(self, batch, output, attns, trunc_start=0, trunc_size=None):
@@ -113,7 +114,9 @@ class AuxLossCompute(LossCompute):
             weight = self.aux_weights.get(name, 0.0)
             if weight and self._model.training and loss is not None:
                 loss = loss + weight * value * share
-            stats.aux[name] = stats.aux.get(name, 0.0) + float(value.detach()) * share
+            # kept on the device until a report reads it (AuxStatistics.aux_means): a float()
+            # here would wait for the device on every sub-batch
+            stats.aux[name] = stats.aux.get(name, 0.0) + value.detach().float() * share
         stats.aux_share += share
         return loss, stats
 
@@ -133,7 +136,9 @@ class AuxStatistics(Statistics):
         self.aux_share += getattr(stat, "aux_share", 0)
 
     def aux_means(self) -> dict[str, float]:
-        means = {name: value / max(self.aux_share, 1) for name, value in self.aux.items()}
+        """Per-share means of the terms, read back from the device here, once per report."""
+        share = max(float(self.aux_share), 1.0)
+        means = {name: float(value) / share for name, value in self.aux.items()}
         for name, (num, den) in RATIOS.items():
             if means.get(den):
                 means[name] = means.get(num, 0.0) / means[den]

@@ -53,6 +53,17 @@ def side_inputs(src: Tensor, pad_mask: Tensor, names: tuple[str, ...]) -> dict[s
                           key="enc_heads")
     values = src[:, :, 1:] - SPECIALS
     real = ~pad_mask.unsqueeze(2)
+    if src.device.type != "cpu":
+        # on a GPU, reading the checks' verdict back would stall every batch (a host sync):
+        # the device asserts instead (a failure stops the process, naming this check); the
+        # CPU path below names the token. The data pipeline writes these columns
+        # (headlab_words, headlab featurize), so neither fires unless it was bypassed.
+        columns_ok = ~((values < 0) & real).any()
+        if WORD_COLUMN in names:
+            columns_ok &= ~((values[:, :, names.index(WORD_COLUMN)] > 1) & real[:, :, 0]).any()
+        torch._assert_async(columns_ok, f"headlab: a source feature column ({', '.join(names)}) holds an id that "
+                                        f"is not a value: check on the CPU (-gpu -1) to see which token")
+        return {name: values[:, :, k].masked_fill(pad_mask, 0) for k, name in enumerate(names)}
     if WORD_COLUMN in names:
         k = names.index(WORD_COLUMN)
         unfilled = ((values[:, :, k] < 0) | (values[:, :, k] > 1)) & real[:, :, 0]

@@ -124,6 +124,11 @@ def train_opts(parser) -> None:
              "lowest validation cross-entropy (paper B §4.3; validation every -valid_steps, "
              "checkpoints saved at the same steps, the best never deleted).",
     )
+    group.add(
+        "--adam_impl", "-adam_impl", type=str, default="fused", choices=["fused", "torch"],
+        help="-optim adam as torch's fused Adam (one kernel for every parameter tensor, on CPU "
+             "and CUDA; the same update) or torch's default implementation.",
+    )
 
 
 def translate_opts(parser) -> None:
