@@ -7,7 +7,9 @@
 ``runlock``       ``make run``'s guard rails: a dead run's lock cleared, failed jobs listed
 ``bundle``        ``headlab gpu-bundle``: one GPU sitting's folder, built from the shipped config
 ``gpu_runner``    the sitting itself (``run.py``, standard library only): deadline, status, packing
-``sitting``       its evaluation and publication (common step, sacreBLEU, provenance)
+``sitting``       its evaluation and publication (each model at its best validation checkpoint,
+                sacreBLEU, provenance; results/published/<slice>/<sitting>/)
+``gpu_plan``      config/gpu-plan.yaml: the queue of slices and the next one to bundle
 ``rehearsal``     ``make gpu-rehearsal``: the sitting on a CPU, in a venv of the GPU machine's packages
 
 Model naming (paths, grids, fine-tune segments) is :mod:`headlab.naming`, below every
