@@ -59,14 +59,15 @@ def _train_killed(config: Path, model_dir: Path) -> int:
     return proc.returncode
 
 
-def _config(folder: Path, name: str) -> Path:
+def _config(folder: Path, name: str, workers: int = 0) -> Path:
     options = train_config(
         preset="tiny", layers="1+1", heads="7Ftoken+1L", train_src=str(folder / "train.src"),
         train_tgt=str(folder / "train.tgt"), valid_src=str(folder / "train.src"),
         valid_tgt=str(folder / "train.tgt"), vocab=str(folder / "vocab.txt"), save_dir=str(folder / name),
         overrides=dict(hidden_size=32, word_vec_size=32, transformer_ff=64, train_steps=STEPS,
                        save_checkpoint_steps=EVERY, keep_checkpoint=-1, warmup_steps=20, batch_size=96,
-                       bucket_size=400, report_every=10, dropout=[0.3], attention_dropout=[0.2]))
+                       bucket_size=400, report_every=10, dropout=[0.3], attention_dropout=[0.2],
+                       num_workers=workers))
     write_yaml(options, folder / f"{name}.yaml")
     return folder / f"{name}.yaml"
 
@@ -123,14 +124,16 @@ def _assert_identical_trainings(straight: Path, resumed: Path, src: Path):
     assert straight_curve.equals(resumed_curve)
 
 
-def test_killed_training_resumes_into_the_same_model(corpus):
-    straight, resumed = _config(corpus, "straight"), _config(corpus, "resumed")
-    _train(straight)
-    assert _train_killed(resumed, corpus / "resumed") == -signal.SIGKILL
-    second = _train(resumed)
+@pytest.mark.parametrize("workers", [0, 1], ids=["in-process", "one-data-worker"])
+def test_killed_training_resumes_into_the_same_model(corpus, workers):
+    """In process (CPU trainings) and with a data-loading worker (GPU trainings)."""
+    straight, resumed = f"straight{workers}", f"resumed{workers}"
+    _train(_config(corpus, straight, workers))
+    assert _train_killed(_config(corpus, resumed, workers), corpus / resumed) == -signal.SIGKILL
+    second = _train(corpus / f"{resumed}.yaml")
     assert "headlab: resuming interrupted training from checkpoint" in second.stderr
     assert "will differ from an uninterrupted one" not in second.stderr
-    _assert_identical_trainings(corpus / "straight", corpus / "resumed", corpus / "train.src")
+    _assert_identical_trainings(corpus / straight, corpus / resumed, corpus / "train.src")
 
 
 def test_killed_finetune_resumes_into_the_same_model(corpus, tmp_path):

@@ -39,6 +39,8 @@ _STRUCTURAL = {"data", "transforms_configs"}
 #: values of the config key training.precision ("preset": the preset's own model_dtype)
 PRECISIONS = ("preset", "fp32", "fp16", "bf16")
 DEVICES = ("cpu", "gpu")
+#: data-loading worker processes of a GPU training (at least; ``num_workers`` in the overrides wins)
+GPU_DATA_WORKERS = 1
 
 
 @functools.lru_cache(maxsize=None)
@@ -256,6 +258,10 @@ def train_config(*, preset: str, layers: str, heads: str, train_src: str, train_
     overrides = dict(overrides or {})
     if device == "gpu":
         options["gpu_ranks"] = [0]
+        # the data pipeline (transforms, numericalisation, batching) in a worker process, off
+        # the thread that launches the GPU's kernels; exact resume holds with it
+        # (tests/test_exact_resume.py). On the CPU a worker only competes for the cores.
+        options["num_workers"] = max(int(options.get("num_workers") or 0), GPU_DATA_WORKERS)
     options.update(overrides)
     options["model_dtype"] = model_dtype(options, device, precision)
     # the head specs go in last: the encoder/decoder types are known only with the overrides
