@@ -275,7 +275,10 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     f2 = pd.read_csv(paper / "F2.csv")
     assert {"ci_low", "ci_high", "count"} <= set(f2.columns)
     tidy = pd.read_csv(paper / "T1.tidy.csv")          # the numbers behind T1, one row per run
-    assert len(tidy) == 2 * 1 * 4 and set(tidy["seed"]) == {1}
+    toy = tidy[tidy["scale"] == "toy"]
+    assert len(toy) == 2 * 1 * 4 and set(toy["seed"]) == {1}
+    # the GPU sittings published in the tracked tree (results/published/) join every run's T1
+    assert set(tidy["scale"]) - {"toy"} and (tidy["scale"] != "toy").sum() == len(tidy) - len(toy)
     f3 = (paper / "F3.csv").read_text().splitlines()
     assert f3[0].startswith("system,suite,category,by,bucket,correct,total,accuracy")
     # the finished study as a folder for git, with its provenance

@@ -450,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m headlab.studies.published", description=main.__doc__)
-    parser.add_argument("--root", default=ROOT)
-    parser.add_argument("--shared", default="../shared/gpu-sittings")
+    parser.add_argument("--root", default=ROOT, help="the published tree the first sittings are written into")
+    parser.add_argument("--shared", default="../shared/gpu-sittings",
+                        help="the folder of the sittings' returned tarballs")
     args = parser.parse_args(argv)
     for sitting, facts in FIRST_SITTINGS.items():
         dest = os.path.join(args.root, facts["slice"], sitting)

@@ -252,8 +252,9 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.gpu_plan", description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", default=str(PLAN))
-    parser.add_argument("--published", default=str(PUBLISHED))
+    parser.add_argument("--plan", default=str(PLAN), help="the GPU plan (a YAML queue of slices)")
+    parser.add_argument("--published", default=str(PUBLISHED),
+                        help="the published sittings the queue's state is read from")
     args = parser.parse_args(argv)
     plan = load(args.plan)
     for found in plan.slices:

@@ -86,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="the model's onmt.yaml")
     parser.add_argument("--name", required=True, help="the model's name in the sitting")
     parser.add_argument("--out", required=True, help="the JSON the results are merged into")
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--profile-steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=60, help="training steps of the probe alone on the GPU")
+    parser.add_argument("--profile-steps", type=int, default=20,
+                        help="steps traced by torch.profiler (top kernels, CPU and GPU time)")
     args = parser.parse_args(argv)
     probe(args.config, args.name, Path(args.out), args.steps, args.profile_steps)
     return 0

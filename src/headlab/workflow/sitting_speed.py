@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     """On the CPU side, after a sitting's tarball is unpacked: the figures it could not make
     and the accumulated throughput table."""
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_speed", description=main.__doc__)
-    parser.add_argument("--published", default="results/published")
+    parser.add_argument("--published", default="results/published",
+                        help="the published tree whose sittings' speed rows are gathered")
     args = parser.parse_args(argv)
     root = Path(args.published)
     for folder in sorted(path.parent for path in root.glob("*/*/rows.csv")):
