@@ -83,6 +83,11 @@ def line_of(path: str, key_path: list) -> int | None:
         node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
+    return node_line(node, key_path)
+
+
+def node_line(node, key_path: list) -> int | None:
+    """:func:`line_of` in a composed YAML node (``yaml.compose``)."""
     line = None
     for part in key_path:
         if isinstance(node, yaml.MappingNode):

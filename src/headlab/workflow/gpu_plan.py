@@ -104,23 +104,13 @@ class Plan:
 
 
 def _line_of(root_node, location) -> int | None:
-    """The 1-based line of the YAML node at ``location`` (keys and indices), or its nearest parent."""
-    import yaml
+    """The 1-based line of the YAML node at ``location`` (keys and indices), or its nearest
+    parent (the document's first line when none is written)."""
+    from headlab.workflow.configfile import node_line
 
-    node, line = root_node, root_node.start_mark.line + 1 if root_node is not None else None
-    for step in location:
-        if isinstance(node, yaml.MappingNode):
-            matches = [(key, value) for key, value in node.value if key.value == str(step)]
-            if not matches:
-                break
-            key_node, node = matches[0]
-            line = key_node.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
-            node = node.value[step]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
+    if root_node is None:
+        return None
+    return node_line(root_node, list(location)) or root_node.start_mark.line + 1
 
 
 def _error_key(error) -> tuple[list, str]:
