@@ -261,7 +261,27 @@ class PhraseRows(ScoreBias):
         (table,) = tensors
         block = Block(slice(0, batch), slice(0, n_queries), None)
         index, keep = self.ctx.constant(("lpea_index", self.k, self.mask), lambda: self.index(block))
-        return table[index].unsqueeze(1), None if keep is None else keep.unsqueeze(1)
+        return TableLookup.apply(table, index).unsqueeze(1), None if keep is None else keep.unsqueeze(1)
+
+
+class TableLookup(torch.autograd.Function):
+    """``table[index]`` for a table of a few values and an index of B x N x N entries, whose
+    backward is one histogram of the gradient by index (``bincount``: a shared-memory
+    histogram on CUDA) instead of indexing's ``index_put_(accumulate=True)``, which sorts
+    every entry of the index on CUDA to add them into 2k+2 rows."""
+
+    @staticmethod
+    def forward(ctx, table, index):
+        ctx.save_for_backward(index)
+        ctx.rows = table.size(0)
+        return table[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        weights = grad.flatten().double() if grad.dtype == torch.float64 else grad.flatten().float()
+        summed = torch.bincount(index.flatten(), weights=weights, minlength=ctx.rows)
+        return summed.to(grad.dtype), None
 
 
 def lpea_options(options: dict) -> dict:
