@@ -1,6 +1,9 @@
 # The head atlas (issue 23, src/headlab/atlas/): every head of every chosen model by every
 # criterion the papers use (config key `atlas`), one process per model, then the explorer
-# results/atlas/index.html and the agreement of the criteria.
+# results/atlas/index.html and the agreement of the criteria. The GPU sittings' published
+# head tables (results/published/*/*/atlas/*/heads.csv, from the workflow's directory like the
+# studies' GPU rows) join as models of their own: no checkpoint of theirs is here to read.
+import headlab.atlas.published
 import headlab.atlas.select
 
 ATLAS = headlab.atlas.select.settings(config)
@@ -87,7 +90,7 @@ def _atlas_index_inputs(w):
         _finished_stages(study)          # paper B's finals, paper D's pruned models
     return [headlab.naming.path("atlas_model", RESULTS, e["model"], part=name)
             for e in headlab.atlas.select.selected(config, RESULTS).values()
-            for name in ("heads.csv", "examples.json")]
+            for name in ("heads.csv", "examples.json")] + headlab.atlas.published.files()
 
 
 rule atlas_index:
@@ -109,9 +112,11 @@ rule atlas_index:
     params:
         # the whole config: the explorer lists every model of every study
         config=lambda w: json.dumps(config, sort_keys=True, separators=(",", ":")),
+        published=headlab.atlas.published.ROOT,
     log:
         f"{LOGS}/atlas/index.log",
     conda:
         "../envs/eval.yaml"
     shell:
-        "headlab atlas-index --results {RESULTS} --config-json {params.config:q} --out {ATLAS_DIR} > {log} 2>&1"
+        "headlab atlas-index --results {RESULTS} --config-json {params.config:q} --out {ATLAS_DIR} "
+        "--published {params.published} > {log} 2>&1"

@@ -344,3 +344,35 @@ def test_value_norm_is_what_the_head_adds_to_the_layer_output(tmp_path):
             norms += float(((full - seen["out"]).norm(dim=-1) * real).sum())
             tokens += int(b.src_len.sum())
     assert enc.loc[1, "value_norm"] == pytest.approx(norms / tokens, rel=1e-4)
+
+
+GPU_SITTING = "A-T1-deep/2026-11-27-h100-65e2124"
+
+
+def test_the_atlas_reads_the_published_gpu_heads_as_models_of_their_own(tmp_path):
+    """A sitting's ``atlas/<model>/heads.csv`` (written on the GPU machine by atlas-model;
+    no checkpoint comes back) is a model of the explorer and the agreement, named as GPU-scale;
+    a published table that lacks a column is one error naming its file."""
+    from headlab.atlas.model import characterise
+    from headlab.errors import DataError
+    from headlab.report.atlas import build
+
+    path, *_ = _checkpoint(tmp_path, heads=4, enc_heads="4L")      # 12 heads: enough for a rank agreement
+    src_path, tgt_path, _, _ = _data(tmp_path)
+    published = tmp_path / "published"
+    folder = published / GPU_SITTING / "atlas/8L"
+    characterise(str(path), src_path, tgt_path, str(folder), "named on the GPU machine", examples=1)
+    out = tmp_path / "atlas"
+    sizes = build({"studies": {}}, str(tmp_path / "results"), str(out), published=str(published))
+    label = "GPU A-T1-deep 2026-11-27-h100-65e2124 8L"
+    assert list(sizes) == [label]
+    page = (out / "index.html").read_text()
+    assert f'"label":"{label}"' in page and '"studies":["GPU sittings"]' in page
+    data = (out / "explorer/data/m0001.js").read_text()
+    assert f'"path":"{label}"' in data and "named on the GPU machine" not in data
+    assert "GPU sittings" in set(pd.read_csv(out / "agreement.csv")["group"])
+    broken = published / "A-T1-deep/2026-11-28-h200-bbbbbbb/atlas/8L"
+    broken.mkdir(parents=True)
+    pd.read_csv(folder / "heads.csv").drop(columns=["entropy", "confidence"]).to_csv(broken / "heads.csv", index=False)
+    with pytest.raises(DataError, match=r"2026-11-28-h200-bbbbbbb/atlas/8L/heads.csv: .*lacks column\(s\) confidence, entropy"):
+        build({"studies": {}}, str(tmp_path / "results"), str(out), published=str(published))

@@ -322,3 +322,66 @@ def test_the_cuda_suite_so_far_is_published_with_the_sitting(tmp_path):
     with open(out / "cuda-suite.csv", newline="") as handle:
         assert [(row["test"], row["outcome"]) for row in csv.DictReader(handle)] == \
             [("tests/gpu/a.py::t[cuda]", "passed"), ("tests/gpu/a.py::u[cuda]", "passed")]
+
+
+def _atlas_model(tmp_path: Path) -> tuple[dict, dict]:
+    """A tiny trained-model stand-in as the sitting sees it: its config (the validation data
+    it names) and the checkpoint the sitting evaluated."""
+    import torch
+    import yaml
+
+    from headlab.engine.model import build_model, model_opt, save_checkpoint, toy_vocabs
+
+    folder = tmp_path / "models/8L"
+    folder.mkdir(parents=True)
+    torch.manual_seed(0)
+    vocabs = toy_vocabs(24, share=True)
+    opt = model_opt(hidden_size=16, heads=2, enc_heads="2L", transformer_ff=32, enc_layers=1, dec_layers=1,
+                    dropout=0.0, attention_dropout=0.0)
+    save_checkpoint(build_model(opt, vocabs), opt, vocabs, folder / "model_step_2.pt")
+    words = [f"w{i}" for i in range(20)]
+    (folder / "val.src").write_text("".join(" ".join(words[i:i + 5]) + "\n" for i in range(8)))
+    (folder / "val.tgt").write_text("".join(" ".join(words[i + 2:i + 6]) + "\n" for i in range(8)))
+    (folder / "onmt.yaml").write_text(yaml.safe_dump(
+        {"data": {"valid": {"path_src": str(folder / "val.src"), "path_tgt": str(folder / "val.tgt")}}}))
+    model = {"name": "8L", "heads": "8L", "config": str(folder / "onmt.yaml"), "dir": str(folder)}
+    return model, {"path": str(folder / "model_step_2.pt"), "step": 2}
+
+
+def _publication(tmp_path: Path) -> sitting.Publication:
+    manifest = {"commit": "abcdef0", "slice": {"name": "A-T1-deep"}}
+    out = tmp_path / "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+    return sitting.Publication(out, manifest, {"sitting": out.name, "gpu": "cpu", "date": "2026-11-27"}, {})
+
+
+def test_the_sitting_writes_each_evaluated_models_head_table_for_the_atlas(tmp_path):
+    """After the scores, atlas-model on each evaluated checkpoint over the first validation
+    sentences (a few on the CPU): ``atlas/<model>/heads.csv`` and ``timing.json`` in the
+    sitting folder, which the returned tarball carries (no checkpoint comes back)."""
+    import time
+
+    import pandas as pd
+
+    model, evaluated = _atlas_model(tmp_path)
+    publication = _publication(tmp_path)
+    sitting.head_atlas(publication, [model], {"8L": evaluated}, "cpu", time.monotonic() + 300, tmp_path / "logs")
+    folder = publication.out / "atlas/8L"
+    heads = pd.read_csv(folder / "heads.csv")
+    assert len(heads) == 3 * 2 and heads["entropy"].notna().all()
+    assert json.loads((folder / "timing.json").read_text())["sentences"] == sitting.ATLAS_SENTENCES["cpu"]
+    assert publication.lacks == [] and publication.extra["atlas"]["models"]["8L"] == {"step": 2, "sentences": 2, "rc": 0}
+
+
+def test_a_sitting_short_of_time_skips_the_head_atlas_and_says_so(tmp_path):
+    import time
+
+    model, evaluated = _atlas_model(tmp_path)
+    publication = _publication(tmp_path)
+    no_checkpoint = {**model, "name": "8Ftoken"}
+    sitting.head_atlas(publication, [model, no_checkpoint], {"8L": evaluated, "8Ftoken": None}, "cpu",
+                       time.monotonic() + sitting.ATLAS_MIN_S["cpu"] - 5, tmp_path / "logs")
+    assert not (publication.out / "atlas").exists()
+    assert len(publication.lacks) == 1 and publication.lacks[0].startswith("head atlas of 8L: skipped")
+    publication.write()
+    provenance = json.loads((publication.out / "provenance.json").read_text())
+    assert provenance["lacks"] == publication.lacks and provenance["status"] == "partial"

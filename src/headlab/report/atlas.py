@@ -1,9 +1,11 @@
 """``headlab atlas-index``: the head atlas's explorer and its agreement table and figure.
 
-    headlab atlas-index --results DIR --config-json JSON --out DIR/atlas
+    headlab atlas-index --results DIR --config-json JSON --out DIR/atlas [--published results/published]
 
 Reads every characterised model's ``heads.csv`` and ``examples.json``
-(:mod:`headlab.atlas.model`) and writes under ``--out``:
+(:mod:`headlab.atlas.model`), and with ``--published`` every GPU sitting's
+(:mod:`headlab.atlas.published`: models of their own, ``GPU <slice> <sitting> <model>``,
+in the group "GPU sittings"), and writes under ``--out``:
 
 * ``explorer/``: ``index.html`` (the catalog of every model of the run by study, inline),
   ``explorer.js`` / ``explorer.css`` (written here, no library) and ``data/mNNNN.js``, one
@@ -275,8 +277,11 @@ def figure(agreement: pd.DataFrame, claims: pd.DataFrame, prefix: Path) -> None:
     save(fig, str(prefix))
 
 
-def build(config: dict, root: str, out: str) -> dict:
-    """Write everything of the module doc; returns {model path: bytes of its data file}."""
+def build(config: dict, root: str, out: str, published: str | None = None) -> dict:
+    """Write everything of the module doc; returns {model path: bytes of its data file}.
+    ``published``: the GPU sittings' tree, whose head tables join as models of their own
+    (:mod:`headlab.atlas.published`)."""
+    from headlab.atlas import published as gpu
     from headlab.atlas.agree import agreement, claims
     from headlab.atlas.model import COLUMNS
     from headlab.atlas.select import model_dir, run_models, selected
@@ -292,10 +297,17 @@ def build(config: dict, root: str, out: str) -> dict:
         data[path] = payload(path, entry["studies"], heads, examples)
         frames.append(heads)
     listing = [{"path": p, "studies": e["studies"]} for p, e in models.items()]
-    heads = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     studies = {p: e["studies"] for p, e in chosen.items()}
+    groups = list(config["studies"])
+    for name, entry in (gpu.read(published) if published else {}).items():
+        data[name] = payload(name, [gpu.STUDY], entry["heads"], entry["examples"])
+        frames.append(entry["heads"])
+        listing.append({"path": name, "studies": [gpu.STUDY]})
+        studies[name] = [gpu.STUDY]
+        groups += [gpu.STUDY] if gpu.STUDY not in groups else []
+    heads = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     agree, said = agreement(heads, studies), claims(heads)
-    sizes = write_explorer(out_dir, listing, data, list(config["studies"]), scales(heads), agree, said)
+    sizes = write_explorer(out_dir, listing, data, groups, scales(heads), agree, said)
     _tables(agree, said, out_dir)
     figure(agree, said, out_dir / "agreement")
     return sizes
@@ -308,8 +320,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--results", required=True, help="the workflow's results folder")
     parser.add_argument("--config-json", required=True, action="append", help="the workflow's config as JSON (repeatable: merged in order)")
     parser.add_argument("--out", required=True, help="the atlas folder to write (index.html, data)")
+    parser.add_argument("--published", default=None,
+                        help="the GPU sittings' tree whose atlas/<model>/heads.csv join the atlas (results/published)")
     args = parser.parse_args(argv)
-    sizes = build(merge_config(args.config_json), args.results, args.out)
+    sizes = build(merge_config(args.config_json), args.results, args.out, args.published)
     total = sum(sizes.values())
     print(f"{args.out}/index.html: {len(sizes)} characterised models, data {total / 1e6:.2f} MB "
           f"(largest {max(sizes.values(), default=0) / 1e3:.0f} kB)")

@@ -24,17 +24,10 @@ plan with nothing published. The study builders list :func:`inputs` among theirs
 sitting re-renders the tables and claims and nothing else. The claims on published runs
 are judged by each study's ``claims.py`` with the toy claims' tests, in the same family.
 
-**The atlas at GPU scale.** Checkpoints do not come back from a sitting (at most 16 MiB a
-returned file; a base model is ~200 MB), so the atlas cannot characterise the GPU models
-from their weights. What a sitting should export instead, computed on the GPU machine at
-the compared checkpoint of each model (``head_stats.<heads>.csv``, a few kB): one row per
-(layer, head) with the atlas's criteria on the first 500 test sentences: mean attention
-entropy, the share of attention on the previous / same / next token and on the
-end-of-sentence token, the mean attended distance, the confidence (mean maximum weight),
-the BLEU drop with the head disabled (the ``no-hK`` ablation, one translation per head of
-the first 200 sentences), and for gated models the gate's value. The atlas reads those
-files beside the CPU models' own statistics (``headlab.atlas``); the GPU side belongs to
-the sitting (``headlab.workflow.gpu_runner``).
+**The atlas at GPU scale.** Checkpoints do not come back from a sitting, so the sitting
+characterises its models' heads on the GPU machine and publishes
+``atlas/<model>/heads.csv`` (:func:`headlab.workflow.sitting.head_atlas`); the atlas reads
+those as models of their own (:mod:`headlab.atlas.published`).
 
 Importing the sittings made before this layout (``python -m headlab.studies.published``):
 :func:`migrate_folder` writes ``rows.csv`` for a sitting folder of the first layout

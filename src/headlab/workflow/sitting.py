@@ -17,12 +17,17 @@ speed rows. Then, within the deadline:
    translation still running at the deadline is stopped and the sentences every model
    translated in whole chunks are scored, the rest listed in ``lacks``;
 3. sacreBLEU BLEU and chrF with 95% bootstrap intervals, sacreBLEU's paired bootstrap of
-   each model against the first of its seed (``scores.json``).
+   each model against the first of its seed (``scores.json``);
+4. the head atlas of each evaluated checkpoint (:func:`head_atlas`: ``headlab atlas-model``
+   over the first validation sentences, on the GPU), written once the scores are
+   published and skipped, said in ``lacks``, when too little time is left.
 
 The folder (the contract with the table renderer, docs/gpu-cluster.md): ``rows.csv``
 (:data:`headlab.workflow.gpu_plan.ROW_COLUMNS`; ``step`` the last step trained,
 ``best_step`` the checkpoint evaluated), ``provenance.json``, ``learning_curve.<model>.csv``,
-``throughput.csv``, the hypotheses and ``scores.json``.
+``throughput.csv``, the hypotheses, ``scores.json`` and ``atlas/<model>/heads.csv`` (with
+``timing.json`` and ``examples.json``: what the CPU side's atlas reads, checkpoints never
+coming back).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +55,13 @@ SCORING_S = {"cuda": 25, "cpu": 10}
 #: the first chunk translated (sentences): what a deadline still leaves scored; the second
 #: chunk (the rest) costs one more start of each translation (~10 s on a GPU)
 FIRST_CHUNK = {"cuda": 250, "cpu": 4}
+#: the head atlas (:func:`head_atlas`): validation sentences characterised (a CPU rehearsal:
+#: a few, to keep its cost small), the seconds that must be left to start it (process
+#: start, base-model load, passes and per-layer ablations, the models at once) and those
+#: kept back for the last write
+ATLAS_SENTENCES = {"cuda": 100, "cpu": 2}
+ATLAS_MIN_S = {"cuda": 45, "cpu": 40}
+ATLAS_MARGIN_S = 3
 _TOKS = re.compile(r"Step\s+(\d+)/\s*\d+;.*?(\d+)/\s*(\d+) tok/s")
 EARLY_STOP = "Early Stop!"
 DIVERGED_NATS = 0.5
@@ -294,6 +307,8 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     publication.lacks = lacks
     if common == 0:
         publication.write()
+        _atlas_safely(publication, models, chosen, device, deadline, logs)
+        publication.write()
         return publication
     # 3. scores of the sentences every model translated
     post = postprocessor(test["pair"].split("-")[1])
@@ -319,7 +334,78 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
                              signatures={"bleu": scores[models[0]["name"]]["confidence_signature"],
                                          "chrf": scores[models[0]["name"]]["chrf_signature"]})
     publication.write()
+    # 4. the head atlas: after the scores are out, so that it never costs them
+    _atlas_safely(publication, models, chosen, device, deadline, logs)
+    publication.write()
     return publication
+
+
+def _atlas_safely(publication: Publication, *args) -> None:
+    """:func:`head_atlas`, whose failure is one more line of ``lacks``, never the sitting's."""
+    try:
+        head_atlas(publication, *args)
+    except Exception as err:             # the scores are published: the atlas is extra
+        publication.lacks.append(f"head atlas: {type(err).__name__}: {err}")
+
+
+def valid_pair(model: dict) -> tuple[str, str] | None:
+    """The validation source and target a model's training config names (None: none)."""
+    import yaml
+
+    try:
+        valid = yaml.safe_load(Path(model["config"]).read_text())["data"]["valid"]
+        return valid["path_src"], valid["path_tgt"]
+    except (KeyError, OSError, TypeError, yaml.YAMLError):
+        return None
+
+
+def atlas_command(checkpoint: str, valid: tuple[str, str], name: str, out: Path, device: str) -> list[str]:
+    command = [sys.executable, "-m", "headlab.cli", "atlas-model", "--model", checkpoint, "--src", valid[0],
+               "--tgt", valid[1], "--name", name, "--out", str(out),
+               "--valid-sentences", str(ATLAS_SENTENCES[device]), "--examples", "3"]
+    return command + (["--gpu", "0"] if device == "cuda" else [])
+
+
+def head_atlas(publication: Publication, models: list[dict], chosen: dict, device: str, deadline: float,
+               logs: Path) -> None:
+    """``atlas/<model>/`` of each evaluated model: ``headlab atlas-model`` on the checkpoint
+    the sitting scored, every model at once, stopped at ``deadline`` (monotonic). Skipped
+    when less than :data:`ATLAS_MIN_S` is left; a model that fails or is stopped leaves no
+    folder. What is missing goes to ``lacks``; each run's outcome to ``atlas`` in the
+    provenance. ΔBLEU stays empty: it needs one more translation per head index."""
+    todo = [m for m in models if chosen.get(m["name"])]
+    if not todo:
+        return
+    left = deadline - time.monotonic()
+    if left < ATLAS_MIN_S[device]:
+        publication.lacks.append(f"head atlas of {', '.join(m['name'] for m in todo)}: skipped, {left:.0f} s left "
+                                 f"of the {ATLAS_MIN_S[device]} s it needs")
+        return
+    runs, began = {}, time.monotonic()
+    logs.mkdir(parents=True, exist_ok=True)
+    for model in todo:
+        valid = valid_pair(model)
+        if valid is None:
+            publication.lacks.append(f"head atlas of {model['name']}: no validation data in {model.get('config')}")
+            continue
+        out = publication.out / "atlas" / model["name"]
+        name = f"{publication.manifest['slice']['name']}/{publication.ident['sitting']}/{model['name']}"
+        with open(logs / f"atlas.{model['name']}.log", "a") as log:
+            runs[model["name"]] = subprocess.Popen(atlas_command(chosen[model["name"]]["path"], valid, name, out, device),
+                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    while any(proc.poll() is None for proc in runs.values()) and time.monotonic() < deadline - ATLAS_MARGIN_S:
+        time.sleep(0.5)
+    record = {}
+    for name, proc in runs.items():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        record[name] = {"step": chosen[name]["step"], "sentences": ATLAS_SENTENCES[device], "rc": proc.returncode}
+        if proc.returncode != 0:
+            shutil.rmtree(publication.out / "atlas" / name, ignore_errors=True)   # no half-written folder
+            publication.lacks.append(f"head atlas of {name}: atlas-model ended with status {proc.returncode} "
+                                     f"(logs/atlas.{name}.log)")
+    publication.extra["atlas"] = {"models": record, "wall_s": round(time.monotonic() - began, 1)}
 
 
 def _figure(publication: Publication) -> None:
