@@ -82,7 +82,7 @@ def head_labels(att: Tensor, related: Tensor, pad_mask: Tensor, fgate: float = 0
     important: (B, H) bool; hconf, syn_attn: (B, H) float. No gradient."""
     with torch.no_grad():
         # float32 statistics (means over n rows, compared with the gate); the chunked
-        # kernel hands the Labeller float32 probabilities too
+        # kernel hands the executor's labeller float32 probabilities too
         peak, syn = row_sums(att.float(), related.unsqueeze(1), (~pad_mask).unsqueeze(1))
         return decide(peak, syn, pad_mask, fgate)
 
