@@ -82,6 +82,34 @@ def test_onmt_starts_without_the_packages_of_transforms_headlab_does_not_use():
                                  "(OpenNMT-py imports it for its transforms clean")
 
 
+SPAWN_PROBE = """
+import multiprocessing, sys
+import headlab.engine.plugin
+from onmt.inputters.dynamic_iterator import DynamicDatasetIter
+sys.path.insert(0, sys.argv[1])            # the worker's spaCy: a package that cannot import
+data = DynamicDatasetIter.__new__(DynamicDatasetIter)
+data.num_workers, data.batch_size = 1, 4096
+worker = multiprocessing.get_context("spawn").Process(target=print, args=(data.__dict__, data))
+worker.start()
+worker.join()
+print("worker exit", worker.exitcode)
+"""
+
+
+def test_a_spawned_data_worker_starts_without_spacy(tmp_path):
+    """A GPU training (num_workers 1) hands its data iterator to a spawned worker, a fresh
+    interpreter that unpickles it; on the GPU machine (no spaCy) the worker must not import
+    OpenNMT-py's transforms before headlab's deferral has run."""
+    (tmp_path / "spacy").mkdir()
+    (tmp_path / "spacy/__init__.py").write_text("raise ImportError('no spaCy on this machine')\n")
+    out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "no spaCy on this machine" not in out.stderr, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "worker exit 0", out.stderr[-2000:]
+    assert out.stdout.splitlines()[-2].startswith("{'num_workers': 1, 'batch_size': 4096} <onmt.inputters")
+
+
 # -- the patch itself: guarded, once, all or nothing, wrapping upstream's loader ------------
 
 def _python(code: str) -> subprocess.CompletedProcess:

@@ -109,6 +109,25 @@ def test_the_bundle_overlay_trains_the_slice_seeds_by_its_stop_rule():
     assert options["early_stopping"] == 3 and options["model_selection"] == "valid_loss"
 
 
+def test_the_sitting_takes_only_its_slice_seeds_not_an_earlier_bundles_configs(tmp_path, monkeypatch):
+    """The results folder outlives a bundle: seed 1's configs of the last one stay beside
+    seed 2's of this one, and only seed 2's (of the slice's heads) may train or travel."""
+    monkeypatch.setattr(bundle, "REPO", tmp_path)
+    grid = tmp_path / "results/gpu-sitting/models/multi30k/de-en/full/base/default/6+6"
+    for heads in ("8L", "7Ftoken+1L", "8DEA"):
+        for seed in ("seed1", "seed2"):
+            (grid / heads / seed).mkdir(parents=True)
+            (grid / heads / seed / "onmt.yaml").write_text(
+                f"save_model: {grid / heads / seed / 'model'}\nsave_checkpoint_steps: 200\n")
+    models = bundle.sitting_models("results/gpu-sitting", ["8L", "7Ftoken+1L"], [2])
+    assert [(m["heads"], m["seed"], m["name"]) for m in models] == [("8L", "seed2", "8L"),
+                                                                    ("7Ftoken+1L", "seed2", "7Ftoken+1L")]
+    (tmp_path / "results/gpu-sitting/data").mkdir()
+    assert bundle.data_archive(tmp_path / "data.tar.gz", "results/gpu-sitting", models) == 2
+    with tarfile.open(tmp_path / "data.tar.gz") as tar:
+        assert all("/seed2/" in name for name in tar.getnames())
+
+
 def test_a_sitting_never_overwrites_a_published_folder(tmp_path):
     first = gpu_runner.sitting_folder(tmp_path, "A-T1-deep", "h100", "65e2124", "2026-11-27")
     assert first == "results/published/A-T1-deep/2026-11-27-h100-65e2124"
@@ -182,6 +201,8 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     status = json.loads((out / "status.json").read_text())
     assert status["published"], first.stdout[-3000:] + first.stderr[-3000:]
     assert status["calls"][0]["phases"].keys() == {"install", "train", "evaluate"}
+    # slowness ends a training at the deadline; ending early with an error is a crash
+    assert not {name: rc for name, rc in (status.get("exited") or {}).items() if rc}, first.stdout[-3000:]
     published = status["publication"]
     assert published.startswith("results/published/A-T1-deep/") and published.endswith(f"-cpu-{manifest['commit']}")
     with tarfile.open(out / "headlab-sitting.tar.gz") as tar:

@@ -458,6 +458,30 @@ def _patch_fused_adam() -> None:
     _replace(optimizers, "build_torch_optimizer", build_fused_adam)
 
 
+def _rebuild_dataset_iter(cls):
+    """Unpickling target of :func:`_patch_spawned_data_workers` (module level: pickle finds
+    it by name, and importing this module is the point)."""
+    return cls.__new__(cls)
+
+
+def _patch_spawned_data_workers() -> None:
+    """With ``-num_workers`` >= 1 upstream's ``DataLoader`` starts its workers with
+    ``multiprocessing_context="spawn"``: a fresh interpreter that unpickles the
+    ``DynamicDatasetIter``, and so imports ``onmt`` (every transform module, spaCy's
+    ``terminology`` too) before anything of headlab's has run. Where spaCy is not installed
+    (the GPU machine: the bundle never carries it) the worker dies on ``import spacy`` and
+    the training with it ("DataLoader worker exited unexpectedly"). The iterator now pickles
+    through :func:`_rebuild_dataset_iter` here, so the worker imports
+    :mod:`headlab.engine` (its :func:`defer_optional_imports`) before the first OpenNMT-py
+    module the pickle names; the iterator's state is upstream's ``__dict__``, unchanged."""
+    from onmt.inputters.dynamic_iterator import DynamicDatasetIter
+
+    def reduce_ex(self, protocol):
+        return _rebuild_dataset_iter, (type(self),), self.__dict__
+
+    _replace(DynamicDatasetIter, "__reduce_ex__", reduce_ex)
+
+
 def _patch_optimizer_freezes_pruned_heads() -> None:
     """Pruned heads (``-enc_head_mask``) are frozen, but a zero gradient freezes nothing under
     weight decay (``adamw8bit``, the paged optimizers) or moments from earlier steps (Adam,
@@ -634,7 +658,8 @@ _REPLACED: list[tuple[object, str, object]] = []
 PATCHES = (_build_modules_directly, _patch_checkpoint_loading, _patch_average_models, _patch_with_score,
            _patch_options, _patch_fresh_init, _patch_test_model_loading, _patch_aux_loss,
            _patch_model_selection, _patch_optimizer_state_in_newest_checkpoint, _patch_feature_embeddings,
-           _patch_optimizer_from_opt, _patch_fused_adam, _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
+           _patch_optimizer_from_opt, _patch_fused_adam, _patch_spawned_data_workers,
+           _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
            _patch_corpus_logging_keeps_log_file, _patch_bf16_training)
 
 

@@ -330,18 +330,26 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
             "steps_in_window": choice.slice.steps_in_window}
 
 
-def sitting_models(results: str, heads_order=()) -> list[dict]:
-    """The models whose ``onmt.yaml`` the preparation wrote (heads, folder, config), in the
-    order of ``heads_order`` (the study's: its first is the baseline of the paired tests),
-    seed by seed; ``name``: the heads, with the seed where the sitting trains several."""
+def sitting_models(results: str, heads_order=(), seeds=None) -> list[dict]:
+    """The models of the sitting whose ``onmt.yaml`` the preparation wrote (heads, folder,
+    config), in the order of ``heads_order`` (the study's: its first is the baseline of the
+    paired tests), seed by seed; ``name``: the heads, with the seed where the sitting trains
+    several. Only the heads of ``heads_order`` at ``seeds`` (all seeds if None): the results
+    folder outlives a bundle, and an earlier bundle's configs (another slice, other seeds)
+    must not join this sitting."""
     import yaml
 
     from headlab.naming import MODEL_KEYS, heads_name
 
+    wanted_heads = {heads_name(spec) for spec in heads_order}
+    wanted_seeds = None if seeds is None else {f"seed{seed}" for seed in seeds}
     models = []
     for config in sorted((REPO / results / "models").rglob("onmt.yaml")):
         folder = config.parent.relative_to(REPO / results / "models")
         keys = dict(zip(MODEL_KEYS, folder.parts))
+        if (wanted_heads and keys["heads"] not in wanted_heads) or (
+                wanted_seeds is not None and keys["seed"] not in wanted_seeds):
+            continue
         options = yaml.safe_load(config.read_text())
         models.append({"heads": keys["heads"], "layers": keys["layers"], "seed": keys["seed"],
                        "corpus": keys["corpus"], "pair": keys["pair"], "size": keys["size"],
@@ -385,15 +393,15 @@ def test_split(configfiles, model: dict, results: str) -> dict:
     return found
 
 
-def data_archive(dest: Path, results: str) -> int:
-    """The prepared data (``RESULTS/data`` without the raw mirror copies) and the models'
-    configs as a tarball of paths relative to the checkout, mtimes kept (``headlab train``
+def data_archive(dest: Path, results: str, models: list[dict]) -> int:
+    """The prepared data (``RESULTS/data`` without the raw mirror copies) and the configs of
+    ``models`` (the sitting's) as a tarball of paths relative to the checkout, mtimes kept (``headlab train``
     resumes only from checkpoints newer than its config). Returns the number of files."""
     root = REPO / results
     paths = [p for p in sorted((root / "data").rglob("*")) if p.is_file()
              and ".snakemake" not in p.parts and not (p.relative_to(root / "data").parts[0] == "raw"
                                                      and p.name != ".verified")]
-    paths += sorted((root / "models").rglob("onmt.yaml"))
+    paths += [REPO / model["config"] for model in models]
     # the raw test references the sitting scores against
     paths += sorted(p for p in (root / "data").glob("*/*/*/raw/*.tgt"))
     with tarfile.open(dest, "w:gz") as tar:
@@ -436,9 +444,9 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
         pins.pop("opennmt-py", None)
         download_wheels(pins, work / "wheels", python_version)
         prepare(configfiles, target_paths, cores)
-        models = sitting_models(results, choice.slice.heads)
+        models = sitting_models(results, choice.slice.heads, choice.seeds)
         test = test_split(configfiles, models[0], results)
-        files = data_archive(work / "data.tar.gz", results)
+        files = data_archive(work / "data.tar.gz", results, models)
         shutil.copyfile(Path(__file__).with_name("gpu_runner.py"), work / "run.py")
         manifest = {
             "commit": commit, "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

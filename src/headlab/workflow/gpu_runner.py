@@ -16,7 +16,9 @@ command less the machine's start-up of the files and their return):
 2. the bundle's models train side by side on the one GPU (``headlab train -config``, the
    config the workflow wrote: mixed precision, a checkpoint every ``save_checkpoint_steps``);
    beside them the CUDA suite (``pytest -m gpu``, each result appended to a report as it
-   comes) and then a short attention bench (every kind, n = 512, fp32 and fp16);
+   comes) and then a short attention bench (every kind, n = 512, fp32 and fp16) once per
+   attention path (fused, blocked: ``HEADLAB_ATTENTION_PATH``); ``--mps on`` shares the GPU
+   through CUDA MPS where its daemon starts and a client connects (else without, recorded);
    Each training stops by its slice's stop rule (``-early_stopping``: no lower validation
    cross-entropy for ``patience`` validations) or at ``budget - eval reserve``;
 3. each model's best validation checkpoint is translated (beam 5, ``-precision fp16``),
@@ -25,7 +27,8 @@ command less the machine's start-up of the files and their return):
    ``results/published/<slice>/<sitting>/``, ``<sitting>`` = ``<UTC date>-<gpu>-<commit>``
    (a new folder: never one that exists). The folder is written, labelled, before anything
    slow, so the sitting never publishes nothing: a deadline leaves ``status`` partial or
-   deadline and ``lacks`` naming what is missing.
+   deadline and ``lacks`` naming what is missing. With time left after it, a probe: the
+   first model alone for a minute, 20 steps profiled (the speed rows gain its columns).
 
 OUT holds at most three files at any moment, rewritten every :data:`STATUS_EVERY_S`
 seconds, so a command killed at any point returns what was done: ``status.json`` (phase,
@@ -64,7 +67,10 @@ POLL_S = 2
 PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
 BENCH_S = 60
-PROBE_S = 90             # the later call's probe: one model alone, 20 steps profiled
+PROBE_S = 90             # the probe: one model alone, 20 steps profiled
+MPS_CHECK_S = 60         # a CUDA client of the MPS daemon must start within this
+MPS_SEARCH_PATH = "/usr/local/nvidia/bin:/usr/bin:/usr/local/cuda/bin"
+MPS_CLIENT_CHECK = "import torch; assert torch.ones(2, device='cuda').sum().item() == 2"
 ATTENTION_PATHS = ("fused", "blocked")
 RESULTS_TAR = "headlab-sitting.tar.gz"
 PUBLISHED = "results/published"
@@ -165,6 +171,7 @@ class Sitting:
         self.call = self.state["calls"][-1]
         self.procs: dict[str, subprocess.Popen] = {}
         self.last_status = 0.0
+        self.mps_control = "nvidia-cuda-mps-control"
 
     # -- time and status -----------------------------------------------------------------
     def elapsed(self) -> float:
@@ -425,13 +432,19 @@ class Sitting:
                 break
             yield
         self.call["gpu_tests_rc"] = self.procs["gpu-tests"].returncode
-        if self.elapsed() < stop_at - 15:
-            self.start("bench", self.bench_args("bench-shared"), self.logs / "bench.log")
-            self.call["bench_started_s"] = round(self.elapsed(), 1)
-            while self.procs["bench"].poll() is None and self.elapsed() < stop_at:
+        # the attention bench once per attention path (HEADLAB_ATTENTION_PATH), beside the
+        # trainings (a shared GPU: the columns compare paths within one run, not to an idle GPU)
+        for path in ATTENTION_PATHS:
+            if self.elapsed() >= stop_at - 15:
+                break
+            name = f"bench-{path}"
+            self.start(name, self.bench_args(f"bench-shared-{path}"), self.logs / f"{name}.log",
+                       {"HEADLAB_ATTENTION_PATH": path})
+            self.call[f"bench_{path}_started_s"] = round(self.elapsed(), 1)
+            while self.procs[name].poll() is None and self.elapsed() < stop_at:
                 yield
-            self.stop("bench")
-            self.call["bench_rc"] = self.procs["bench"].returncode
+            self.stop(name)
+            self.call[f"bench_{path}_rc"] = self.procs[name].returncode
         while True:
             yield
 
@@ -493,21 +506,37 @@ class Sitting:
         (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
 
     def start_mps(self) -> None:
-        """CUDA MPS for the side-by-side trainings, if asked for and it starts; optional: a
-        failure is recorded and the trainings run without it."""
+        """CUDA MPS for the side-by-side trainings, if asked for and it works; optional: a
+        failure is recorded and the trainings run without it. Without MPS the processes'
+        kernels take turns on the GPU (time slices); with it, the small kernels of several
+        trainings run at once. A daemon that starts is not enough: a CUDA client must
+        connect within MPS_CHECK_S, else the daemon is stopped and its variables removed
+        (a client of a broken server can wait, not fail)."""
         mode = "off"
         if self.args.mps == "on" and self.args.device == "cuda":
-            control = shutil.which("nvidia-cuda-mps-control")
+            control = shutil.which("nvidia-cuda-mps-control") or shutil.which(
+                "nvidia-cuda-mps-control", path=MPS_SEARCH_PATH)
             mode = "unavailable"
             if control:
+                self.mps_control = control
                 pipes = self.work / "mps"
                 pipes.mkdir(exist_ok=True)
-                os.environ.update(CUDA_MPS_PIPE_DIRECTORY=str(pipes), CUDA_MPS_LOG_DIRECTORY=str(pipes))
+                variables = {"CUDA_MPS_PIPE_DIRECTORY": str(pipes), "CUDA_MPS_LOG_DIRECTORY": str(pipes)}
+                os.environ.update(variables)
                 try:
                     started = subprocess.run([control, "-d"], capture_output=True, text=True, timeout=20)
                     mode = "on" if started.returncode == 0 else f"failed: {started.stderr.strip()[:80]}"
+                    if mode == "on":
+                        client = subprocess.run([sys.executable, "-c", MPS_CLIENT_CHECK], capture_output=True,
+                                                text=True, timeout=MPS_CHECK_S)
+                        if client.returncode != 0:
+                            mode = f"failed: client check: {client.stderr.strip().splitlines()[-1:]}"[:120]
                 except (OSError, subprocess.TimeoutExpired) as err:
-                    mode = f"failed: {err}"
+                    mode = f"failed: {err}"[:120]
+                if mode != "on":
+                    subprocess.run([control], input="quit\n", text=True, capture_output=True, timeout=20)
+                    for name in variables:
+                        os.environ.pop(name, None)
         self.call["mps"] = mode
         extra = self.logs / "speed-extra.json"
         found = json.loads(extra.read_text()) if extra.is_file() else {}
@@ -515,7 +544,9 @@ class Sitting:
 
     def stop_mps(self) -> None:
         if self.call.get("mps") == "on":
-            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, capture_output=True, timeout=20)
+            subprocess.run([self.mps_control], input="quit\n", text=True, capture_output=True, timeout=20)
+            for name in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+                os.environ.pop(name, None)
 
     def sample_gpu(self) -> None:
         """nvidia-smi every SMI_EVERY_S s into logs/nvidia-smi.csv, while the runner lives
@@ -548,24 +579,32 @@ class Sitting:
                 share = self.left() / 2 if path == ATTENTION_PATHS[0] else self.left()
                 self.call[f"bench_{path}_rc"] = self.run(f"bench-idle-{path}", self.bench_args(f"bench-idle-{path}"),
                                                          min(share, BENCH_S), {"HEADLAB_ATTENTION_PATH": path})
-        self.speed_probe()
-        if self.published() and (self.src / self.published() / "rows.csv").is_file() and self.left() > 5:
-            # the sitting's speed rows and CUDA suite again, with what this call added
-            self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True), self.left())
+        self.speed_probe_and_rows(rows_anyway=True)
         self.end_phase("remainder")
 
-    def speed_probe(self) -> None:
+    def speed_probe_and_rows(self, rows_anyway: bool = False) -> None:
+        """The probe, then the sitting's speed rows and CUDA suite again with what it added
+        (the later call's: ``rows_anyway``, for the tests and bench it ran too); in the
+        first call after the publication when it has the time (one call on a lease too
+        short for two)."""
+        probed = self.speed_probe()
+        if (probed or rows_anyway) and self.published() and (self.src / self.published() / "rows.csv").is_file() \
+                and self.left() > 5:
+            self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True), self.left())
+
+    def speed_probe(self) -> bool:
         """The first model alone on the idle GPU, its last 20 steps profiled
         (:mod:`headlab.workflow.sitting_probe`; the speed rows are rewritten with it after).
         Only on a GPU, only with time left, and never at the publication's cost: it runs
         after the publication and only adds to its speed rows."""
         if self.args.device != "cuda" or self.left() < PROBE_S or not self.published():
-            return
+            return False
         model = self.manifest["models"][0]
         extra = self.logs / "speed-extra.json"
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
                                                    model["config"], "--name", model["name"], "--out", str(extra)],
                                          min(self.left() - 15, PROBE_S))
+        return True
 
 
 def main(argv=None) -> int:
@@ -597,6 +636,7 @@ def main(argv=None) -> int:
             sitting.train()
             sitting.evaluate()
             code = 0 if sitting.state.get("published") else 1
+            sitting.speed_probe_and_rows()
         else:
             sitting.remainder()
         published = (f"published {sitting.published()} ({sitting.state.get('publication_status')})"

@@ -98,7 +98,11 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         rows = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines())) \
             if f"{published}/rows.csv" in names else []
     scored = [row for row in rows if row["bleu"]]
+    # a training that ended by itself before the deadline with an error (a crash) is not
+    # slowness: on the GPU it would have thrown the sitting away
+    crashed = sorted(name for name, rc in (status.get("exited") or {}).items() if rc not in (0, None))
     return [
+        (f"no training ended in an error ({', '.join(crashed) or 'none'}; train-logs/*.console.log)", not crashed),
         (f"published {published} ({provenance['status']}), one row per model", status.get("published") is True
          and len(rows) == models),
         (f"labelled: lacks {len(provenance['lacks'])} thing(s) exactly when partial",
