@@ -110,6 +110,28 @@ def test_a_spawned_data_worker_starts_without_spacy(tmp_path):
     assert out.stdout.splitlines()[-2].startswith("{'num_workers': 1, 'batch_size': 4096} <onmt.inputters")
 
 
+CLI_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])            # a spaCy that cannot import, as on the GPU machine
+import headlab.cli
+headlab.cli.COMMANDS["onmt-probe"] = ("onmt.inputters", "")
+try:
+    headlab.cli.main(["onmt-probe"])
+except AttributeError:                     # onmt.inputters has no main: it imported
+    print("imported")
+"""
+
+
+def test_every_headlab_command_defers_spacy_before_a_lazy_onmt_import(tmp_path):
+    """Subcommands import OpenNMT-py inside functions (the head atlas, forced scoring), not
+    always after headlab.engine: the command itself defers spaCy & co. first."""
+    (tmp_path / "spacy").mkdir()
+    (tmp_path / "spacy/__init__.py").write_text("raise ImportError('no spaCy on this machine')\n")
+    out = subprocess.run([sys.executable, "-c", CLI_PROBE, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["imported"], out.stderr[-2000:]
+
+
 # -- the patch itself: guarded, once, all or nothing, wrapping upstream's loader ------------
 
 def _python(code: str) -> subprocess.CompletedProcess:

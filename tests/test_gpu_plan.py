@@ -4,6 +4,7 @@ trees (each sitting a folder ``<slice>/<sitting>/`` with the contract's ``rows.c
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,9 @@ def test_an_unknown_plan_key_is_one_line_naming_it_and_its_line(tmp_path):
 
 
 def test_a_cost_that_disagrees_with_the_measured_throughput_is_refused(tmp_path):
-    path = _bad_plan(tmp_path, "    cost_gpu_s: 825\n", "    cost_gpu_s: 300\n")
+    # the first slice's (A-T1-deep) cost, whatever the shipped value
+    shipped = re.search(r"\n    cost_gpu_s: \d+\n", gpu_plan.PLAN.read_text())[0]
+    path = _bad_plan(tmp_path, shipped, "\n    cost_gpu_s: 300\n")
     with pytest.raises(ConfigError, match=r"\[cost_gpu_s\] slice A-T1-deep: cost_gpu_s 300 disagrees"):
         gpu_plan.load(path)
 

@@ -65,14 +65,20 @@ def test_the_shipped_sittings_render_in_paper_As_T1_with_a_scale_column(tmp_path
     values = table.values
     assert values.columns[0] == "scale" and values.loc["DE-EN 8L", "scale"] == "toy"
     gpu = "DE-EN 8L (GPU A-T1-deep)"
-    assert round(values.loc[gpu, "6+6 ours"], 2) == 34.26 and table.runs(gpu, "6+6 ours")[1] == 1
+    # every shipped sitting of the slice that did not diverge, one seed each: their mean
+    shipped = [row for path in sorted(SHIPPED.glob("A-T1-deep/*/rows.csv"))
+               for row in csv.DictReader(path.open()) if row["heads"] == "8L" and row["status"] != "diverged"]
+    assert len(shipped) >= 2 and {row["seed"] for row in shipped} >= {"1", "2"}
+    mean = sum(float(row["bleu"]) for row in shipped) / len(shipped)
+    assert values.loc[gpu, "6+6 ours"] == pytest.approx(mean) and table.runs(gpu, "6+6 ours")[1] == len(shipped)
+    assert round(mean, 2) == 35.17 or len(shipped) > 2           # seeds 1 and 2: 34.26 and 36.09
     assert "A-T1-deep" in values.loc[gpu, "scale"] and "deadline" in values.loc[gpu, "scale"]
-    assert "[32.82, 35.64]" in values.loc[gpu, "scale"]
+    assert "95% t interval of the mean" in values.loc[gpu, "scale"]
     diverged = [row for row in values.index if row.startswith("DE-EN 8L (GPU A-T1-deep, diverged")]
     assert len(diverged) == 1 and round(values.loc[diverged[0], "6+6 ours"], 2) == 18.34
     assert values.loc["DE-EN 8L", "6+6 paper"] == 30.99
     markdown = to_markdown(table)
-    assert "| DE-EN 7Ftoken+1L (GPU A-T1-deep) | GPU base" in markdown and "38.15" in markdown
+    assert "| DE-EN 7Ftoken+1L (GPU A-T1-deep) | GPU base" in markdown and "seeds 1, 2" in markdown
     assert set(ours["scale"]) >= {"toy"} and (ours["scale"] != "toy").sum() >= 3
 
 

@@ -66,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"headlab: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     from headlab.errors import HeadlabError
+    # before any subcommand imports OpenNMT-py (some do lazily, inside a function): its
+    # transforms import spaCy & co. at start-up, which the GPU machine lacks
+    from headlab.engine.compat import defer_optional_imports
 
+    defer_optional_imports()
     try:
         # inside: a module may apply the engine's patches on import (an OpenNMT-py other than
         # the one they fit is one line too)

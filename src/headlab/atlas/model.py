@@ -188,11 +188,12 @@ def characterise(model_path: str, src: str, tgt: str, out_dir: str, name: str, *
                  bleu: dict[str, str] | None = None, gpu: int = -1) -> pd.DataFrame:
     """Write the files of the module doc; returns the head table."""
     import torch
-    from onmt.constants import DefaultTokens
 
-    from headlab.atlas.probe import ablation_losses, batches, forward_pass, site_modules
+    # headlab.engine first: its deferral of spaCy & co. must precede OpenNMT-py's imports
     from headlab.engine.export import load_model, plain_tokens
+    from headlab.atlas.probe import ablation_losses, batches, forward_pass, site_modules
     from headlab.heads.gates import gate_rows
+    from onmt.constants import DefaultTokens
 
     if bool(treebank) != bool(treebank_src):
         raise ConfigError("give the treebank (-treebank) and its preprocessed text (-treebank_src) together",

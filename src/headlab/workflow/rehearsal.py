@@ -101,8 +101,11 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
     # a training that ended by itself before the deadline with an error (a crash) is not
     # slowness: on the GPU it would have thrown the sitting away
     crashed = sorted(name for name, rc in (status.get("exited") or {}).items() if rc not in (0, None))
+    # likewise a step of the evaluation that failed (the head atlas), as against one skipped for time
+    failed = [lack for lack in provenance["lacks"] if "ended with status" in lack]
     return [
         (f"no training ended in an error ({', '.join(crashed) or 'none'}; train-logs/*.console.log)", not crashed),
+        (f"no evaluation step ended in an error ({'; '.join(failed) or 'none'})", not failed),
         (f"published {published} ({provenance['status']}), one row per model", status.get("published") is True
          and len(rows) == models),
         (f"labelled: lacks {len(provenance['lacks'])} thing(s) exactly when partial",

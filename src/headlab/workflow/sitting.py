@@ -398,14 +398,16 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
         time.sleep(0.5)
     record = {}
     for name, proc in runs.items():
-        if proc.poll() is None:
+        late = proc.poll() is None
+        if late:
             proc.kill()
             proc.wait()
         record[name] = {"step": chosen[name]["step"], "sentences": ATLAS_SENTENCES[device], "rc": proc.returncode}
         if proc.returncode != 0:
             shutil.rmtree(publication.out / "atlas" / name, ignore_errors=True)   # no half-written folder
-            publication.lacks.append(f"head atlas of {name}: atlas-model ended with status {proc.returncode} "
-                                     f"(logs/atlas.{name}.log)")
+            # time and failure apart: the rehearsal fails a failure, never a deadline
+            publication.lacks.append(f"head atlas of {name}: " + ("stopped at the deadline" if late else
+                                     f"atlas-model ended with status {proc.returncode}") + f" (logs/atlas.{name}.log)")
     publication.extra["atlas"] = {"models": record, "wall_s": round(time.monotonic() - began, 1)}
 
 
