@@ -136,8 +136,20 @@ def _scale_text(runs) -> str:
     statuses = ", ".join(f"{status} ×{count}" if count > 1 else status
                          for status, count in runs["status"].value_counts(sort=False).items())
     what = "95% interval" if len(runs) == 1 else "95% t interval of the mean"
-    return (f"{GPU}: {runs['slice'].iloc[0]}, seed{'s' if len(runs) > 1 else ''} {seeds}, {statuses} "
+    # the step each seed was evaluated at (its best validation, else its last checkpoint):
+    # seeds stopped at different points are averaged only where the reader can see it
+    steps = [_step(best, last) for best, last in zip(runs["best_step"], runs["step"])] \
+        if {"best_step", "step"} <= set(runs.columns) else []
+    at = f" at step{'s' if len(steps) > 1 else ''} {', '.join(steps)}" if steps and all(steps) else ""
+    return (f"{GPU}: {runs['slice'].iloc[0]}, seed{'s' if len(runs) > 1 else ''} {seeds}, {statuses}{at} "
             f"({', '.join(dict.fromkeys(runs['sitting']))}); {what} [{low:.2f}, {high:.2f}]")
+
+
+def _step(best, last) -> str:
+    for value in (best, last):
+        if value is not None and str(value).strip() not in ("", "nan"):
+            return f"{int(float(value)):,}"
+    return ""
 
 
 def _short(reason: str) -> str:
