@@ -128,6 +128,26 @@ def test_the_sitting_takes_only_its_slice_seeds_not_an_earlier_bundles_configs(t
         assert all("/seed2/" in name for name in tar.getnames())
 
 
+@pytest.mark.parametrize("budget, refused", [(215, True), (570, False)])
+def test_a_first_call_too_short_for_the_slices_min_steps_trains_nothing(budget, refused, tmp_path):
+    """A call meant for the remainder that finds a fresh machine (the warm one given back)
+    has no state: with 215 s it would train ~250 steps and publish rows worth nothing."""
+    fake = _fake_bundle(tmp_path / "bundle", "innocent-1.0-py3-none-any.whl")
+    manifest = json.loads((fake / "manifest.json").read_text())
+    manifest["slice"] = {"name": "A-T1-deep", "min_steps": 1000, "seconds_per_step": 0.135, "startup_s": 55}
+    (fake / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(fake / "run.py"), "--out", str(out), "--work", str(tmp_path / "work"),
+                             "--budget", str(budget)], capture_output=True, text=True, timeout=60)
+    status = json.loads((out / "status.json").read_text())
+    if refused:      # 215 - 15 - 110 - 55 = 35 s: ~259 steps of the 1,000
+        assert result.returncode == 1
+        assert "leaves ~259 training steps, under the slice's min_steps 1000" in status["error"]
+        assert "fresh machine" in result.stdout and not (tmp_path / "work/headlab").exists()
+    else:            # the window is enough: on to the install (this fake bundle has no source to unpack)
+        assert "min_steps" not in status.get("error", "") and "phases" in status["calls"][0]
+
+
 def test_a_sitting_never_overwrites_a_published_folder(tmp_path):
     first = gpu_runner.sitting_folder(tmp_path, "A-T1-deep", "h100", "65e2124", "2026-11-27")
     assert first == "results/published/A-T1-deep/2026-11-27-h100-65e2124"

@@ -327,7 +327,9 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
     return {"name": choice.slice.name, "study": entry["study"], "table": entry["table"], "seeds": list(choice.seeds),
             "rows": {heads_name(m["heads"]): m["row"] for m in entry["models"]}, "stop": entry["stop"],
             "expected_steps": entry["expected_steps"], "cost_gpu_s": entry["cost_gpu_s"],
-            "steps_in_window": choice.slice.steps_in_window}
+            "steps_in_window": choice.slice.steps_in_window, "min_steps": entry["min_steps"],
+            "seconds_per_step": choice.slice.seconds_per_step,
+            "startup_s": choice.slice.plan.throughput["startup_s"]}
 
 
 def sitting_models(results: str, heads_order=(), seeds=None) -> list[dict]:
@@ -492,7 +494,11 @@ headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['
 from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{folder}/`:
 
     {START.format(bundle=folder)}                  # one command, --budget 570 s
-    {START.format(bundle=folder)} --budget 150     # again on the same machine: what is left
+    {START.format(bundle=folder)} --budget 150     # again on the same, still warm machine: what is left
+
+Or both in one device command (`...; {START.format(bundle=folder)} --budget 150`): a machine given
+back between two calls (idle for its warm time, 30 s) takes the first call's state with it, and
+a second call there refuses to train anew on a window short of the slice's min_steps.
 
 Slice {plan['name']} of the GPU plan ({plan['study']} {plan['table']}), seeds {plan['seeds']}.
 The first call installs (seconds; refuses any wheel that would replace the machine's

@@ -389,12 +389,30 @@ class Sitting:
                     "-batch_size", str(CPU_SETTINGS["batch_size"]), "-report_every", "1"]
         return cmd
 
+    def training_window_s(self) -> float:
+        reserve = EVAL_RESERVE_S[self.args.device] if self.args.eval_reserve is None else self.args.eval_reserve
+        return self.args.budget - PACK_S - reserve
+
+    def check_window(self) -> None:
+        """Before anything, on a GPU: a first call whose training window cannot reach the
+        slice's ``min_steps`` at the plan's throughput would publish rows worth nothing, and
+        most often means a call meant for the remainder found a fresh machine (the warm one
+        was given back): its state is gone, so it would train from scratch."""
+        plan = self.manifest.get("slice") or {}
+        if self.args.device != "cuda" or self.state.get("trained") or not plan.get("min_steps"):
+            return
+        steps = (self.training_window_s() - plan["startup_s"]) / plan["seconds_per_step"]
+        if steps < plan["min_steps"]:
+            raise SystemExit(f"run.py: --budget {self.args.budget:g} leaves ~{max(steps, 0):.0f} training steps, under the "
+                             f"slice's min_steps {plan['min_steps']} at the plan's {plan['seconds_per_step']:g} s a step; "
+                             f"no state in {self.work} (a fresh machine?): a later call finds the first one's state "
+                             f"only on the same machine, with the same --work; nothing trained")
+
     def train(self) -> None:
         if self.state.get("trained"):
             return
         self.phase("train")
-        reserve = EVAL_RESERVE_S[self.args.device] if self.args.eval_reserve is None else self.args.eval_reserve
-        stop_at = self.args.budget - PACK_S - reserve
+        stop_at = self.training_window_s()
         threads = str(max(1, (os.cpu_count() or 4) // (len(self.manifest["models"]) + 1)))
         self.sample_gpu()
         self.start_mps()
@@ -633,6 +651,7 @@ def main(argv=None) -> int:
     code = 0
     try:
         first = not sitting.state.get("trained")
+        sitting.check_window()
         sitting.install()
         if first:
             sitting.train()
