@@ -73,12 +73,30 @@ def test_the_next_slice_follows_the_published_tree(tmp_path):
     # seed 2 ended at its deadline: seed 3 (never run) before seed 2 again
     _publish(tmp_path, "A-T1-deep", "2026-11-29-h100-bbbbbbb", {2: "deadline"}, a_heads)
     assert gpu_plan.choose(plan, tmp_path).seeds == [3]
+    # A's seeds all run, seed 2 short of convergence: every other slice's new seeds come
+    # before its rerun (a paper's first row adds more than a deadline row made converged)
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-ccccccc", {3: "converged"}, a_heads)
-    assert gpu_plan.choose(plan, tmp_path).seeds == [2]
-    # all of A converged: C
-    _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-ddddddd", {2: "converged"}, a_heads)
     choice = gpu_plan.choose(plan, tmp_path)
-    assert (choice.slice.name, choice.seeds) == ("C-core-base", [1]) and choice.skipped == ["A-T1-deep: done"]
+    assert (choice.slice.name, choice.seeds) == ("C-core-base", [1])
+    assert choice.skipped == ["A-T1-deep: seeds [2] published short of convergence, rerun after every "
+                              "slice's new seeds"]
+    for name, seeds in (("C-core-base", [1, 2, 3]), ("B-base-dhicm", [1, 2, 3]), ("A-lowres", [1, 2, 3])):
+        _publish(tmp_path, name, "2026-12-01-h100-ddddddd", dict.fromkeys(seeds, "converged"),
+                 plan.slice(name).heads)
+    choice = gpu_plan.choose(plan, tmp_path)
+    assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [2])
+    assert "A-T1-deep" not in " ".join(choice.skipped) and "C-core-base: done" in choice.skipped
+    # all of A converged too: nothing runnable is left but D (not ready)
+    _publish(tmp_path, "A-T1-deep", "2026-12-02-h100-eeeeeee", {2: "converged"}, a_heads)
+    with pytest.raises(ConfigError, match="every slice of the plan is done"):
+        gpu_plan.choose(plan, tmp_path)
+
+
+def test_the_shipped_queue_puts_a_new_seed_before_a_rerun():
+    """What results/published/ holds now: A-T1-deep seeds 1 and 2 at their deadlines, so
+    the next sitting is seed 3, never seed 1 again."""
+    choice = gpu_plan.choose(gpu_plan.load())
+    assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [3])
 
 
 def test_a_seed_converges_only_when_every_model_of_it_did(tmp_path):

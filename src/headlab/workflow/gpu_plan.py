@@ -8,8 +8,10 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
   the measured throughput (so a cost is never a guess written once and left);
 - :func:`published_seeds`: per slice, the status of each seed over its sitting folders
   (``results/published/<slice>/<sitting>/rows.csv``);
-- :func:`choose`: the first ready slice not done that fits one sitting, and the seeds the
-  sitting trains: never-published seeds first, then those published short of convergence.
+- :func:`choose`: the first ready slice that fits one sitting and has a seed never
+  published; only when no slice has one, the first with a seed published short of
+  convergence (its rerun). A slice whose models cannot converge in one sitting never holds
+  the queue.
 """
 from __future__ import annotations
 
@@ -197,10 +199,15 @@ def published_seeds(found: Slice, published: Path | str = PUBLISHED) -> dict[int
 
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
     """The slice's seeds not yet converged: never published first, then published short of it."""
-    done = published_seeds(found, published)
-    fresh = [seed for seed in found.entry["seeds"] if seed not in done]
-    again = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
+    fresh, again = split_pending(found, published)
     return fresh + again
+
+
+def split_pending(found: Slice, published: Path | str = PUBLISHED) -> tuple[list[int], list[int]]:
+    """(never published, published short of convergence) seeds of the slice."""
+    done = published_seeds(found, published)
+    return ([seed for seed in found.entry["seeds"] if seed not in done],
+            [seed for seed in found.entry["seeds"] if done.get(seed) == "published"])
 
 
 @dataclass(frozen=True)
@@ -224,18 +231,30 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
             raise ConfigError(f"slice {name} is not ready for a sitting: {found.entry.get('pending', '')}".strip(),
                               path=str(plan.path), key="ready")
         return Choice(found, pending[:found.entry["seeds_per_sitting"]], [])
-    skipped = []
+    # Two passes: seeds never published, slice by slice in the plan's order, then the reruns
+    # of seeds published short of convergence. A rerun only turns a labelled deadline row
+    # into a converged one, and a slice whose models cannot converge in one sitting would
+    # otherwise hold the queue for ever; a new seed or a paper's first row adds more.
+    skipped, runnable = [], []
     for found in plan.slices:
-        pending = pending_seeds(found, published)
-        if not pending:
+        fresh, again = split_pending(found, published)
+        if not fresh and not again:
             skipped.append(f"{found.name}: done")
         elif not found.entry["ready"]:
             skipped.append(f"{found.name}: not ready ({found.entry.get('pending', 'see the plan')})")
         elif not found.fits:
             skipped.append(f"{found.name}: {found.steps_in_window} steps in a sitting, under its "
                            f"min_steps {found.entry['min_steps']}")
+        elif fresh:
+            return Choice(found, (fresh + again)[:found.entry["seeds_per_sitting"]], skipped)
         else:
-            return Choice(found, pending[:found.entry["seeds_per_sitting"]], skipped)
+            runnable.append((found, again))
+            skipped.append(f"{found.name}: seeds {again} published short of convergence, rerun after every "
+                           f"slice's new seeds")
+    if runnable:
+        found, again = runnable[0]
+        return Choice(found, again[:found.entry["seeds_per_sitting"]],
+                      [line for line in skipped if not line.startswith(f"{found.name}: seeds")])
     raise ConfigError("every slice of the plan is done or cannot run in one sitting: " + "; ".join(skipped),
                       path=str(plan.path), key="slices")
 
