@@ -138,9 +138,8 @@ def _scale_text(runs) -> str:
     what = "95% interval" if len(runs) == 1 else "95% t interval of the mean"
     # the step each seed was evaluated at (its best validation, else its last checkpoint):
     # seeds stopped at different points are averaged only where the reader can see it
-    steps = [_step(best, last) for best, last in zip(runs["best_step"], runs["step"])] \
-        if {"best_step", "step"} <= set(runs.columns) else []
-    at = f" at step{'s' if len(steps) > 1 else ''} {', '.join(steps)}" if steps and all(steps) else ""
+    steps = [_step(best, last) for best, last in zip(runs["best_step"], runs["step"])]
+    at = f" at step{'s' if len(steps) > 1 else ''} {', '.join(steps)}" if all(steps) else ""
     return (f"{GPU}: {runs['slice'].iloc[0]}, seed{'s' if len(runs) > 1 else ''} {seeds}, {statuses}{at} "
             f"({', '.join(dict.fromkeys(runs['sitting']))}); {what} [{low:.2f}, {high:.2f}]")
 
