@@ -166,17 +166,32 @@ def study_models(name):
     return headlab.studies.study_models(config, name, RESULTS)
 
 
+#: stage state of every study -> {model's wildcard values: {study: its overrides}}. The DAG
+#: asks for a model's overrides once per job of the model (thousands for config/paper.yaml);
+#: walking every study's grid each time was most of the time a dry run took.
+_TRAINED_BY: dict = {}
+
+
+def trained_by(w) -> dict:
+    """{study: OpenNMT-py overrides} of the studies that train the model of wildcards ``w``;
+    rebuilt when a search stage's choice appears or changes (a checkpoint finished)."""
+    state = tuple(headlab.studies.stage_state(config, name, RESULTS) for name in config["studies"])
+    if state not in _TRAINED_BY:
+        _TRAINED_BY.clear()
+        index = _TRAINED_BY[state] = {}
+        for name in config["studies"]:
+            for m, extra in study_models(name):
+                m = headlab.naming.with_variant(m, extra)
+                index.setdefault(tuple(str(m.get(k, "")) for k in MODEL_KEYS), {})[name] = extra
+    return _TRAINED_BY[state].get(tuple(str(w[k]) for k in MODEL_KEYS), {})
+
+
 def study_overrides(w):
     """OpenNMT-py overrides for a model: config[training][overrides], then those of the
     studies that train it (the path's variant names them, so studies sharing a model
     agree by construction; the check guards a study whose variant name hides a difference)."""
     overrides = dict(config.get("training", {}).get("overrides", {}))
-    found = {}
-    for name in config["studies"]:
-        for m, extra in study_models(name):
-            m = headlab.naming.with_variant(m, extra)
-            if all(str(m.get(k, "")) == str(w[k]) for k in MODEL_KEYS):
-                found[name] = extra
+    found = trained_by(w)
     if len({json.dumps(o, sort_keys=True) for o in found.values()}) > 1:
         raise ValueError(f"studies {sorted(found)} train {model_dir(w)} with different overrides")
     for extra in found.values():

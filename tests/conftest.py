@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,19 @@ SLOW_FIRST = ("test_slurm.py", "test_workflow.py", "test_paper_B.py", "test_gpu_
 def pytest_collection_modifyitems(config, items):
     rank = {name: index for index, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+#: written by the SLURM fixture (tests/test_slurm.py) when it started the daemons: they are
+#: stopped when the whole session ends, not when its module does. With SLURM's client
+#: installed and its controller down, every later `snakemake` start waits 9 s: the SLURM
+#: executor plugin asks `scontrol show config` for MinJobAge when it is imported, whichever
+#: executor runs, and scontrol retries the controller until its MessageTimeout.
+SLURM_STARTED_BY_TESTS = Path("/var/lib/headlab-slurm/started-by-tests")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller ends the session after all of them
+    if SLURM_STARTED_BY_TESTS.exists():
+        subprocess.run(["bash", str(ROOT / "tests/slurm/down.sh")], capture_output=True, timeout=120)
+        SLURM_STARTED_BY_TESTS.unlink(missing_ok=True)

@@ -203,3 +203,27 @@ def test_a_search_stage_reads_no_evaluation_setting():
     rules = (root / "rules" / "tables.smk").read_text()
     stage_rule = rules[rules.index("checkpoint study_stage:"):rules.index("rule study_table:")]
     assert "**STAGE_SLICES" in stage_rule and 'cfg_settings=_slice("stage_settings")' in rules
+
+
+def test_stage_state_changes_when_a_search_stage_is_written_or_rewritten(tmp_path):
+    """The DAG's index of which study trains which model (rules/common.smk: trained_by) is
+    kept while this state stays the same: a stage's choice must change it."""
+    import os
+
+    import yaml
+
+    import headlab.studies
+    from headlab.studies.common import stage_file
+
+    config = yaml.safe_load(Path("config/config.yaml").read_text())
+    root = str(tmp_path)
+    assert headlab.studies.stage_state(config, "paper_B", root) == ()
+    assert headlab.studies.stage_keys(config, "paper_C") == [] and headlab.studies.stage_state(config, "paper_C", root) == ()
+    [first, *_] = headlab.studies.stage_keys(config, "paper_B")
+    file = Path(stage_file(root, "paper_B", first["corpus"], first["pair"], first["stage"]))
+    file.parent.mkdir(parents=True)
+    file.write_text("{}")
+    written = headlab.studies.stage_state(config, "paper_B", root)
+    assert [name for name, _ in written] == [str(file)]
+    os.utime(file, ns=(0, 0))
+    assert headlab.studies.stage_state(config, "paper_B", root) not in ((), written)

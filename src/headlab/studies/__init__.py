@@ -57,6 +57,23 @@ def study_models(config, study: str, root: str | None = None) -> list[tuple[dict
     return list(STUDIES[study].models(config["studies"][study], root))
 
 
+def stage_state(config, study: str, root: str) -> tuple[tuple[str, int], ...]:
+    """(file, mtime) of each search-stage choice of the study that exists: all that
+    ``models(study, root)`` reads beyond the config, so a list of its models stays valid
+    while this stays the same (a study without stages: always)."""
+    from headlab.studies.common import stage_file
+
+    outdir = STUDIES[study].outdir
+    state = []
+    for key in stage_keys(config, study):
+        file = stage_file(root, outdir, key["corpus"], key["pair"], key["stage"])
+        try:
+            state.append((file, os.stat(file).st_mtime_ns))
+        except FileNotFoundError:
+            pass
+    return tuple(state)
+
+
 def sentence_splits(config) -> dict[str, tuple[str, str]]:
     """Extra test splits of one sentence each that studies declare (``sentences(study)``:
     split -> (source, reference), e.g. paper C Figure 5's sentence); the generic
