@@ -60,6 +60,11 @@ def pytest_collection_modifyitems(config, items):
 SLURM_STARTED_BY_TESTS = Path("/var/lib/headlab-slurm/started-by-tests")
 
 
+@pytest.fixture(scope="session")
+def slurm_started_by_tests() -> Path:
+    return SLURM_STARTED_BY_TESTS
+
+
 def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workerinput"):
         return  # a pytest-xdist worker: the controller ends the session after all of them

@@ -21,7 +21,6 @@ import yaml
 
 import headlab.naming
 import headlab.workflow.hints
-from conftest import SLURM_STARTED_BY_TESTS
 from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
 
 SLURM = ROOT / "tests/slurm"
@@ -153,7 +152,7 @@ def test_gpu_requests_reach_sbatch_as_gpus(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(slurm_started_by_tests):
     if os.geteuid() != 0:
         pytest.skip("a real SLURM needs root: tests/slurm/up.sh installs slurm-wlm with apt and starts its daemons")
     if not shutil.which("sbatch") and not shutil.which("apt-get"):
@@ -164,7 +163,7 @@ def slurm():
                         text=True, timeout=1200)
     assert up.returncode == 0, up.stdout + up.stderr
     if not was_up:  # stopped at the end of the session (conftest.py says why)
-        SLURM_STARTED_BY_TESTS.touch()
+        slurm_started_by_tests.touch()
 
 
 @pytest.fixture(scope="module")
