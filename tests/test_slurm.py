@@ -24,11 +24,14 @@ import headlab.workflow.hints
 from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
 
 SLURM = ROOT / "tests/slurm"
-# the run's one fr-en model, trained long enough (about 30 s) to be cancelled between two
-# checkpoints; its study's overrides are its variant (the path names them).
+# the run's one low-resource model, trained long enough (about 30 s) to be cancelled between
+# two checkpoints; its study's overrides are its variant (the path names them). On de-en, the
+# baseline's pair: the data jobs of a second pair would add 18 SLURM jobs of a few seconds,
+# each one waiting a ~14 s round of the executor's polling, and test nothing more.
 LONG = {"train_steps": 1500}
-LONG_TRAINING = {"studies.paper_A.lowres.overrides": LONG, "training.overrides.save_checkpoint_steps": 100}
-CANCELLED = f"multi30k/fr-en/300/tiny_lowres/{headlab.naming.variant_name(LONG)}/1+1/8L/seed1"
+LONG_TRAINING = {"studies.paper_A.lowres.overrides": LONG, "studies.paper_A.lowres.data": {"multi30k": ["de-en"]},
+                 "studies.paper_A.eight_fixed_lowres": ["de-en"], "training.overrides.save_checkpoint_steps": 100}
+CANCELLED = f"multi30k/de-en/300/tiny_lowres/{headlab.naming.variant_name(LONG)}/1+1/8L/seed1"
 SACCT_FIELDS = ["JobIDRaw", "Comment", "State", "Partition", "AllocCPUS", "ReqMem"]
 
 
@@ -191,7 +194,7 @@ def slurm_run(slurm, tmp_path_factory, mirror):
                     queue = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True,
                                            text=True, check=True).stdout.splitlines()
                     for job_id, comment in (line.split("|", 1) for line in queue):
-                        if comment.startswith("rule_train_wildcards_multi30k_fr-en_"):
+                        if comment.startswith("rule_train_wildcards_multi30k_de-en_300_tiny_lowres_"):
                             subprocess.run(["scancel", job_id], check=True)
                             cancelled = job_id
                 time.sleep(0.5)
