@@ -60,8 +60,10 @@ run: setup
 	start=$$(date +%s); $(SNAKE) --cores $(CORES) || $(BIN)/python -m headlab.workflow.runlock failures --since $$start
 
 # Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
-# module's fixtures are built once); the slowest tests are listed at the end.
-TEST_WORKERS ?= 2
+# module's fixtures are built once); the slowest tests are listed at the end. Three on two
+# cores: the SLURM run's worker mostly waits for the executor's polls (~14 s a job), and with
+# two the CPU stood idle meanwhile (the README's timing table has the runs).
+TEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 # the atlas browser test's Chromium (Debian's, with its driver): installed when missing and
