@@ -61,8 +61,8 @@ run: setup
 
 # Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
 # module's fixtures are built once); the slowest tests are listed at the end. Three on two
-# cores: the SLURM run's worker mostly waits for the executor's polls (~14 s a job), and with
-# two the CPU stood idle meanwhile (the README's timing table has the runs).
+# cores: the SLURM run's worker mostly waits for the executor's polls (~14 s a job); whether
+# this beats two is within this VM's run-to-run spread (the README's timing table has the runs).
 TEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
