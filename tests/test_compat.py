@@ -222,3 +222,51 @@ def test_checkpoints_load_as_upstream_loads_them(tmp_path, monkeypatch, old_form
     assert vars(ours["opt"]) == vars(reference["opt"])
     assert ours["opt"].num_kv == 0 and ours["opt"].add_ffnbias is True       # upstream's fix-ups
     assert ours["opt"].parallel_mode == "data_parallel"
+
+
+# -- building a model: no meta-device machinery, the same initial weights --------------------
+
+BUILD_PROBE = """
+import sys, torch
+from headlab.engine.model import model_opt, toy_vocabs
+from onmt.model_builder import build_model
+from onmt.modules.position_ffn import PositionwiseFeedForward
+opt = model_opt(enc_heads="7Ftoken+1L", enc_layers=1, dec_layers=1, hidden_size=16, transformer_ff=32)
+opt.gpu_ranks, opt.world_size, opt.train_from, opt.update_vocab, opt.gpu = [], 1, None, False, -1
+torch.manual_seed(7)
+before = torch.get_rng_state()
+PositionwiseFeedForward(16, 32)               # upstream: skip_init, which draws nothing
+unchanged = torch.equal(before, torch.get_rng_state())
+model = build_model(opt, opt, toy_vocabs(12), None, 0)
+print(unchanged, [name for name in ("sympy", "torch.fx.experimental.symbolic_shapes", "torch._dynamo")
+                  if name in sys.modules])
+"""
+
+
+def test_a_model_is_built_without_the_meta_device_machinery_and_the_same_random_draws():
+    """``skip_init``'s ``to_empty`` imported sympy and torch's symbolic shapes (0.75 CPU-s in
+    every training, translation and scoring job); the modules it built are now constructed
+    directly, the CPU random state restored as ``skip_init`` left it."""
+    out = _python(BUILD_PROBE)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == "True []"
+
+
+def test_a_checkpoint_is_counted_without_torch_dynamo(tmp_path):
+    """``headlab params --model`` built the model under ``torch.device("meta")``, whose first
+    use imports torch._dynamo (1.0 CPU-s a job); it builds on the CPU, and counts the same."""
+    code = f"""
+import sys, torch
+from headlab.engine.model import build_model, count_parameters, model_opt, save_checkpoint, toy_vocabs
+from headlab.engine.params import count_checkpoint
+opt = model_opt(enc_heads="8L", enc_layers=1, dec_layers=1, hidden_size=16, transformer_ff=32,
+                share_embeddings=True)
+vocabs = toy_vocabs(12, share=True)
+model = build_model(opt, vocabs)
+save_checkpoint(model, opt, vocabs, {str(tmp_path / "model.pt")!r})
+print(count_checkpoint({str(tmp_path / "model.pt")!r}), count_parameters(model), "torch._dynamo" in sys.modules)
+"""
+    out = _python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    counted, built, dynamo = out.stdout.split()
+    assert counted == built and dynamo == "False"

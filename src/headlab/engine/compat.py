@@ -83,20 +83,34 @@ def defer_optional_imports(find_spec=importlib.util.find_spec) -> None:
 
 
 def _build_modules_directly() -> None:
-    """OpenNMT-py builds embeddings and attention projections with ``torch.nn.utils.skip_init``
-    (allocate on the meta device, then ``to_empty``) to save the throw-away random init.
-    The first ``skip_init`` call imports torch's meta-tensor machinery, 1.8 s of every
-    process here, far more than the init it saves. We construct the modules normally;
+    """OpenNMT-py builds embeddings, attention projections, feed-forward layers and the
+    generator with ``torch.nn.utils.skip_init`` (allocate on the meta device, then
+    ``to_empty``) to save the throw-away random init. ``to_empty`` runs torch's Python
+    reference of ``empty_like``, whose first call imports sympy and the symbolic-shape
+    machinery: 0.75 CPU-s of every process that builds a model (each training, translation,
+    scoring job), far more than the init it saves. We construct the modules normally;
     their values are overwritten either way (``param_init``/Glorot for a new model, the
-    checkpoint otherwise)."""
+    checkpoint otherwise). Embeddings and attention projections have been built this way
+    since the start; the feed-forward layers and the generator are built with the CPU
+    random state restored afterwards, as ``skip_init`` left it, so that a seed gives the
+    same initial model as before."""
+    import onmt.model_builder
     import onmt.modules.embeddings
     import onmt.modules.multi_headed_attn
+    import onmt.modules.position_ffn
+    import torch
 
     def build(module_cls, *args, **kwargs):
         return module_cls(*args, **kwargs)
 
+    def build_leaving_the_random_state(module_cls, *args, **kwargs):
+        with torch.random.fork_rng(devices=[]):
+            return module_cls(*args, **kwargs)
+
     for module in (onmt.modules.embeddings, onmt.modules.multi_headed_attn):
         _replace(module, "skip_init", build)
+    for module in (onmt.modules.position_ffn, onmt.model_builder):
+        _replace(module, "skip_init", build_leaving_the_random_state)
 
 
 def _patch_checkpoint_loading() -> None:
