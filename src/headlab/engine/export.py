@@ -27,9 +27,9 @@ Read it back with :func:`load_attention` / :func:`load_importance` / :func:`load
 """
 from __future__ import annotations
 
-
+# torch is imported where a model runs: the readers below (load_attention & co.) serve the
+# study tables and figures, which would otherwise pay 1 CPU-s a job for an unused import
 import numpy as np
-import torch
 
 from headlab.errors import ConfigError
 from headlab.io import atomic_write, read_lines
@@ -98,7 +98,9 @@ def _rhe_arrays(rhe, att: np.ndarray, b: int) -> dict[str, np.ndarray]:
 
 
 def _ids(vocab, sentences, device):
+    import torch
     from onmt.constants import DefaultTokens
+
     lengths = torch.tensor([len(s) for s in sentences], device=device)
     ids = torch.full((len(sentences), int(lengths.max()), 1), vocab[DefaultTokens.PAD], dtype=torch.long,
                      device=device)
@@ -139,6 +141,7 @@ def site_attention(model, vocabs, src: list[list[str]], tgt: list[list[str]] | N
     """Yield (query tokens, attention (layers, heads, nq, nk), DHICM importance or None),
     and with ``extras`` a fourth item: {"rhe": RHE labels (layers, heads), "raw": attention
     before enlivening} (paper C), or {} for a model without RHE heads."""
+    import torch
     from onmt.constants import DefaultTokens
 
     if site == "enc":
@@ -196,6 +199,8 @@ def export_attention(model_path: str, src_path: str, out_path: str, max_sents: i
                      batch_size: int = 32, gpu: int = -1, disable_heads=(), site: str = "enc",
                      tgt_path: str | None = None, rhe_prune: bool = False) -> int:
     """Write the npz described in the module doc; returns the number of sentences."""
+    import torch
+
     if site not in ("enc", "dec", "cross"):
         raise ConfigError(f"unknown attention site {site!r}; known: enc, dec, cross", key="site")
     if site != "enc" and not tgt_path:

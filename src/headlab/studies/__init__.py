@@ -9,8 +9,10 @@ files), :mod:`.tables` (tables), :mod:`.effects` (claims and verdicts), :mod:`.c
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -249,12 +251,16 @@ def provenance(config) -> dict:
     except (OSError, subprocess.CalledProcessError):
         # not a git checkout: the GPU bundle's runner names the commit it was built from
         commit = os.environ.get("HEADLAB_COMMIT", "unknown")
-    import torch  # the README names the build and the accelerator the numbers came from
+    # the README names the build and the accelerator the numbers came from; torch is imported
+    # (1 CPU-s) only where a GPU driver is installed, since only there can it name a GPU
+    gpu = "none"
+    if shutil.which("nvidia-smi"):
+        import torch
 
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+        gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return {"headlab commit": commit, "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "host": f"{os.uname().nodename} ({os.cpu_count()} CPUs, GPU: {gpu})",
-            "torch": torch.__version__}
+            "torch": importlib.metadata.version("torch")}
 
 
 def main_study_stage(argv: list[str]) -> int:
