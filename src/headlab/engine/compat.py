@@ -104,6 +104,9 @@ def _build_modules_directly() -> None:
         return module_cls(*args, **kwargs)
 
     def build_leaving_the_random_state(module_cls, *args, **kwargs):
+        # on the CPU unless told otherwise, as skip_init, whatever ``torch.device`` context
+        # is active (a meta-device build keeps a real generator: the loss modules move it)
+        kwargs.setdefault("device", "cpu")
         with torch.random.fork_rng(devices=[]):
             return module_cls(*args, **kwargs)
 
