@@ -5,6 +5,7 @@ import headlab.data.registry
 import headlab.engine.malloc
 import headlab.studies
 import headlab.naming
+import headlab.workflow.runlock
 from headlab.studies import STUDIES
 import os
 import sys
@@ -13,6 +14,10 @@ from pathlib import Path
 # `make run` calls .venv/bin/snakemake without activating the venv: put its bin first so
 # that shell rules find `headlab` (conda envs, --sdm conda, bring their own).
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+# .snakemake/incomplete kept when empty: snakemake removes it with the last record of a
+# finished job, under another snakemake working here (headlab.workflow.runlock)
+headlab.workflow.runlock.keep_incomplete_folder(Path.cwd())
 
 # glibc's allocator as every job runs it (headlab.engine.malloc: -18% wall time on CPU);
 # a user's own MALLOC_* settings win.

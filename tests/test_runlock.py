@@ -104,3 +104,36 @@ def test_failed_jobs_of_a_snakemake_log(tmp_path, capsys):
     # a log older than this run is not this run's
     assert runlock.main(["failures", "--directory", str(tmp_path), "--since", str(time.time() + 60)]) == 1
     assert "before writing its log" in capsys.readouterr().err
+
+
+def _delete_a_finished_jobs_record(workdir: Path) -> Path:
+    """What snakemake does to ``.snakemake/incomplete`` when a job of a long output path
+    ends: its own ``FilePersistence`` writes the record, then deletes it."""
+    from snakemake.persistence.file import FilePersistence
+
+    persistence = FilePersistence.__new__(FilePersistence)       # only the record methods are used
+    persistence._max_len, persistence._incomplete_cache = None, None
+    folder = workdir / ".snakemake" / "incomplete"
+    folder.mkdir(parents=True, exist_ok=True)
+    output = "results/models/multi30k/en-de/full/base/default/6+6/" + "8L," * 80 + "8L/seed1/model.pt"
+    persistence._io_write(str(folder), {"external_jobid": None}, output)
+    persistence._io_delete(str(folder), output)
+    return folder
+
+
+def test_the_incomplete_folder_outlives_the_last_record_of_a_finished_job(tmp_path):
+    """Snakemake removes the record with ``os.removedirs``, which took ``incomplete`` along:
+    another snakemake in the same folder then failed building its DAG (``FileNotFoundError``
+    of ``.snakemake/incomplete``: seen in make test, two workers' runs in the checkout)."""
+    assert not _delete_a_finished_jobs_record(tmp_path / "upstream").exists()
+    runlock.keep_incomplete_folder(tmp_path / "kept")
+    assert _delete_a_finished_jobs_record(tmp_path / "kept").is_dir()
+
+
+def test_the_workflow_keeps_the_incomplete_folder_of_its_working_directory(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory",
+                          str(tmp_path), "--list-rules", "--configfile", str(root / "tests/configs/smoke.yaml")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / ".snakemake/incomplete" / runlock.KEEP_INCOMPLETE).is_file()

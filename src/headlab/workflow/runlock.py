@@ -34,6 +34,26 @@ ERROR_BLOCK = re.compile(r"^Error in rule (?P<rule>\S+):\n(?P<body>(?:[ \t]+.*\n
 LOG_HINT = " (check log file(s) for error details)"
 
 
+#: a file in ``.snakemake/incomplete`` that no record can be named (records are urlsafe
+#: base64, which has no ".")
+KEEP_INCOMPLETE = ".keep"
+
+
+def keep_incomplete_folder(directory: Path) -> Path:
+    """``DIR/.snakemake/incomplete`` made to outlive its last record. Snakemake (9.27,
+    ``FilePersistence._io_delete``) removes a finished job's record, of a long output path a
+    file in subfolders, with ``os.removedirs``, which goes on removing every parent left
+    empty, ``incomplete`` itself included. Another snakemake working in the same folder (a
+    second run with other targets; the test suite's workers) that found it at its start
+    then fails while building its DAG (``FileNotFoundError`` from ``os.pathconf`` of that
+    folder, its outputs named nowhere), and a later run that finds ``metadata`` without it
+    migrates every record as if from an older snakemake's layout. A file in it keeps it."""
+    folder = Path(directory) / ".snakemake" / "incomplete"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / KEEP_INCOMPLETE).touch()
+    return folder
+
+
 def lock_files(directory: Path) -> list[Path]:
     return sorted((directory / ".snakemake" / "locks").glob("*.lock"))
 
