@@ -116,6 +116,70 @@ def _build_modules_directly() -> None:
         _replace(module, "skip_init", build_leaving_the_random_state)
 
 
+def _optimizers_without_importing_dynamo() -> None:
+    """torch imports torch._dynamo (1.5-2 CPU-s, more than torch itself) in every process
+    that trains, for guards that only matter while torch.compile traces the optimizer:
+    ``Adam.step`` (each optimizer's ``step``) is wrapped by ``_use_grad_for_differentiable``,
+    which imports it at every call to mark graph breaks around the update, and the
+    optimizers' bookkeeping (``add_param_group``, ``zero_grad``, ``state_dict``,
+    ``load_state_dict``) by ``torch._disable_dynamo``, which imports it at the first call to
+    build a ``torch._dynamo.disable`` of the method, cached on it as ``__dynamo_disable``.
+    Nothing can be traced before torch._dynamo is imported, so while it is not loaded a
+    ``step`` runs its update under the same grad mode without the graph breaks, and each
+    bookkeeping method gets a stand-in cache that calls it directly; once torch._dynamo is
+    loaded (by anything: torch.compile, a profiler), both are upstream's, the disable then
+    built and cached as upstream does."""
+    import torch
+    import torch.optim
+
+    optimizer_module = importlib.import_module("torch.optim.optimizer")    # not an attribute of torch.optim
+
+    def stand_in(method, recursive: bool):
+        def call(*args, **kwargs):
+            if "torch._dynamo" not in sys.modules:
+                return method(*args, **kwargs)
+            import torch._dynamo
+            disabled = torch._dynamo.disable(method, recursive, wrapping=False)
+            setattr(method, DYNAMO_CACHE, disabled)
+            return disabled(*args, **kwargs)
+        return call
+
+    def step_without_graph_breaks(upstream_step):
+        update = upstream_step.__wrapped__
+
+        @functools.wraps(update)
+        def step(self, *args, **kwargs):
+            if "torch._dynamo" in sys.modules:
+                return upstream_step(self, *args, **kwargs)
+            previous = torch.is_grad_enabled()
+            try:
+                torch.set_grad_enabled(self.defaults["differentiable"])
+                return update(self, *args, **kwargs)
+            finally:
+                torch.set_grad_enabled(previous)
+        return step
+
+    # the wrappers carry their methods' names (functools.wraps): they are known by their code
+    disable_code = torch._disable_dynamo(lambda: None).__code__
+    grad_mode_code = optimizer_module._use_grad_for_differentiable(lambda: None).__code__
+    classes = {torch.optim.Optimizer, *(value for value in vars(torch.optim).values()
+                                        if isinstance(value, type) and issubclass(value, torch.optim.Optimizer))}
+    for cls in sorted(classes, key=lambda cls: cls.__name__):
+        for name, wrapper in list(vars(cls).items()):
+            code = getattr(wrapper, "__code__", None)
+            if code is grad_mode_code and name == "step":
+                _replace(cls, name, step_without_graph_breaks(wrapper))
+            elif code is disable_code:
+                cells = dict(zip(code.co_freevars, (cell.cell_contents for cell in wrapper.__closure__)))
+                method = cells["fn"]
+                if getattr(method, DYNAMO_CACHE, None) is None:
+                    _replace(method, DYNAMO_CACHE, stand_in(method, cells["recursive"]))
+
+
+#: the attribute ``torch._disable_dynamo`` caches its ``torch._dynamo.disable`` of a method in
+DYNAMO_CACHE = "__dynamo_disable"
+
+
 def _patch_checkpoint_loading() -> None:
     """torch>=2.6 defaults ``torch.load(weights_only=True)``, which refuses the
     ``argparse.Namespace`` every OpenNMT-py checkpoint holds (``opt``): upstream's
@@ -668,11 +732,14 @@ def _deterministic_gpu() -> None:
 #: the OpenNMT-py these patches were written against (private names, line numbers)
 ONMT_VERSION = "3.5.1"
 
+#: upstream's value of an attribute a patch added (removed again by :func:`_undo`)
+_ABSENT = object()
+
 #: what :func:`apply` replaced: (owner, attribute, upstream's value), in order
 _REPLACED: list[tuple[object, str, object]] = []
 
 #: the patches, in the order :func:`apply` runs them
-PATCHES = (_build_modules_directly, _patch_checkpoint_loading, _patch_average_models, _patch_with_score,
+PATCHES = (_build_modules_directly, _optimizers_without_importing_dynamo, _patch_checkpoint_loading, _patch_average_models, _patch_with_score,
            _patch_options, _patch_fresh_init, _patch_test_model_loading, _patch_aux_loss,
            _patch_model_selection, _patch_optimizer_state_in_newest_checkpoint, _patch_feature_embeddings,
            _patch_optimizer_from_opt, _patch_fused_adam, _patch_spawned_data_workers,
@@ -685,14 +752,17 @@ def _replace(owner, name: str, value) -> None:
     bug (two wrappers in an order nobody chose)."""
     if any(done is owner and done_name == name for done, done_name, _ in _REPLACED):
         raise RuntimeError(f"headlab.engine.compat: {getattr(owner, '__name__', owner)}.{name} patched twice")
-    _REPLACED.append((owner, name, owner.__dict__.get(name, getattr(owner, name))))
+    _REPLACED.append((owner, name, owner.__dict__.get(name, getattr(owner, name, _ABSENT))))
     setattr(owner, name, value)
 
 
 def _undo() -> None:
     while _REPLACED:
         owner, name, original = _REPLACED.pop()
-        setattr(owner, name, original)
+        if original is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
 
 
 def check_version(version: str | None = None) -> None:
