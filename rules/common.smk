@@ -15,9 +15,9 @@ from pathlib import Path
 # that shell rules find `headlab` (conda envs, --sdm conda, bring their own).
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
-# .snakemake/incomplete kept when empty: snakemake removes it with the last record of a
-# finished job, under another snakemake working here (headlab.workflow.runlock)
-headlab.workflow.runlock.keep_incomplete_folder(Path.cwd())
+# other snakemake runs working here keep their .snakemake/incomplete and their locks
+# (upstream removes both with its own: headlab.workflow.runlock.share_the_folder)
+headlab.workflow.runlock.share_the_folder(Path.cwd())
 
 # glibc's allocator as every job runs it (headlab.engine.malloc: -18% wall time on CPU);
 # a user's own MALLOC_* settings win.

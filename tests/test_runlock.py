@@ -3,6 +3,7 @@ and the failed jobs of a snakemake log listed."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -137,3 +138,32 @@ def test_the_workflow_keeps_the_incomplete_folder_of_its_working_directory(tmp_p
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / ".snakemake/incomplete" / runlock.KEEP_INCOMPLETE).is_file()
+
+
+def _bare_persistence(workdir: Path):
+    from snakemake.persistence.file import FilePersistence
+
+    persistence = FilePersistence.__new__(FilePersistence)       # only the lock methods are used
+    persistence._lockdir, persistence._lockfile = str(workdir / ".snakemake/locks"), {}
+    return persistence
+
+
+def test_a_run_that_ends_removes_its_own_locks_and_no_others(tmp_path):
+    """Upstream removed the whole locks folder at the end of a run: another run's locks
+    went with it, and its next lock file had no folder (``FileNotFoundError``)."""
+    runlock.locks_of_this_run_only()
+    first, second, third = (_bare_persistence(tmp_path) for _ in range(3))
+    first._write_locks("output", ["results/a.txt"])
+    second._write_locks("output", ["results/b.txt"])
+    second._delete_locks()
+    assert [path.name for path in runlock.lock_files(tmp_path)] == ["0.output.lock"]
+    assert (tmp_path / ".snakemake/locks/0.output.lock").read_text() == "results/a.txt\n"
+    shutil.rmtree(tmp_path / ".snakemake/locks")                  # removed by a snakemake outside headlab
+    third._write_locks("input", ["data/x.txt"])
+    assert [path.name for path in runlock.lock_files(tmp_path)] == ["0.input.lock"]
+    first._delete_locks()
+    third._delete_locks()
+    assert not (tmp_path / ".snakemake/locks").exists()
+    first._write_locks("input", ["data/x.txt"])
+    _bare_persistence(tmp_path).cleanup_locks()                   # snakemake --unlock: every run's
+    assert not (tmp_path / ".snakemake/locks").exists()

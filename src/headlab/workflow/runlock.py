@@ -54,6 +54,66 @@ def keep_incomplete_folder(directory: Path) -> Path:
     return folder
 
 
+def locks_of_this_run_only() -> None:
+    """Snakemake's (9.27) locks as several runs in one folder need them. Upstream
+    (``FilePersistence``) writes a run's lock files as ``locks/<first free n>.input.lock``
+    (tested, then opened: two runs starting together can write the same file) and, at
+    the end of a run, removes the whole ``locks`` folder: the locks of every other run
+    still working there, whose next lock file then has no folder to go to (a run still
+    building its DAG fails with ``FileNotFoundError``). Here a run creates its lock files
+    exclusively, in a folder made if missing, and removes its own, then the folder only if
+    empty. ``snakemake --unlock`` and ``runlock unlock`` still clear them all. Applied in
+    the workflow's own process (``rules/common.smk``); once per process."""
+    from snakemake.persistence.file import FilePersistence
+
+    if getattr(FilePersistence, "headlab_own_locks", False):
+        return
+
+    def write_locks(self, lock_type: str, keys) -> None:
+        keys = list(keys)
+        if not keys:
+            return
+        os.makedirs(self._lockdir, exist_ok=True)
+        number = 0
+        while True:
+            lockfile = os.path.join(self._lockdir, f"{number}.{lock_type}.lock")
+            try:
+                with open(lockfile, "x") as lock:
+                    print(*keys, sep="\n", file=lock)
+            except FileExistsError:
+                number += 1
+                continue
+            self._lockfile[lock_type] = lockfile
+            return
+
+    def delete_locks(self) -> None:
+        for lockfile in self._lockfile.values():
+            try:
+                os.remove(lockfile)
+            except FileNotFoundError:
+                pass
+        self._lockfile.clear()
+        try:
+            os.rmdir(self._lockdir)
+        except OSError:                 # another run's locks, or already gone
+            pass
+
+    def clear_all_locks(self) -> None:          # snakemake --unlock: every run's, as upstream
+        self._lockfile.clear()
+        shutil.rmtree(self._lockdir, ignore_errors=True)
+
+    FilePersistence._write_locks, FilePersistence._delete_locks = write_locks, delete_locks
+    FilePersistence.cleanup_locks = clear_all_locks
+    FilePersistence.headlab_own_locks = True
+
+
+def share_the_folder(directory: Path) -> None:
+    """What several snakemake runs in ``directory`` need (two runs with other targets, the
+    test suite's workers): :func:`keep_incomplete_folder`, :func:`locks_of_this_run_only`."""
+    keep_incomplete_folder(directory)
+    locks_of_this_run_only()
+
+
 def lock_files(directory: Path) -> list[Path]:
     return sorted((directory / ".snakemake" / "locks").glob("*.lock"))
 
