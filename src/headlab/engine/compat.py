@@ -739,8 +739,9 @@ _ABSENT = object()
 _REPLACED: list[tuple[object, str, object]] = []
 
 #: the patches, in the order :func:`apply` runs them
-PATCHES = (_build_modules_directly, _optimizers_without_importing_dynamo, _patch_checkpoint_loading, _patch_average_models, _patch_with_score,
-           _patch_options, _patch_fresh_init, _patch_test_model_loading, _patch_aux_loss,
+PATCHES = (_build_modules_directly, _optimizers_without_importing_dynamo, _patch_checkpoint_loading,
+           _patch_average_models, _patch_with_score, _patch_options, _patch_fresh_init, _patch_test_model_loading,
+           _patch_aux_loss,
            _patch_model_selection, _patch_optimizer_state_in_newest_checkpoint, _patch_feature_embeddings,
            _patch_optimizer_from_opt, _patch_fused_adam, _patch_spawned_data_workers,
            _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
