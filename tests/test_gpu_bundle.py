@@ -119,9 +119,13 @@ def test_the_sitting_takes_only_its_slice_seeds_not_an_earlier_bundles_configs(t
             (grid / heads / seed).mkdir(parents=True)
             (grid / heads / seed / "onmt.yaml").write_text(
                 f"save_model: {grid / heads / seed / 'model'}\nsave_checkpoint_steps: 200\n")
-    models = bundle.sitting_models("results/gpu-sitting", ["8L", "7Ftoken+1L"], [2])
-    assert [(m["heads"], m["seed"], m["name"]) for m in models] == [("8L", "seed2", "8L"),
-                                                                    ("7Ftoken+1L", "seed2", "7Ftoken+1L")]
+    # another slice's 8L of another pair (paper A's de-en beside paper D's en-de)
+    other = tmp_path / "results/gpu-sitting/models/multi30k/en-de/full/base/default/6+6/8L/seed2"
+    other.mkdir(parents=True)
+    (other / "onmt.yaml").write_text(f"save_model: {other / 'model'}\nsave_checkpoint_steps: 200\n")
+    models = bundle.sitting_models("results/gpu-sitting", ["8L", "7Ftoken+1L"], [2], "de-en")
+    assert [(m["heads"], m["seed"], m["pair"], m["name"]) for m in models] == [
+        ("8L", "seed2", "de-en", "8L"), ("7Ftoken+1L", "seed2", "de-en", "7Ftoken+1L")]
     (tmp_path / "results/gpu-sitting/data").mkdir()
     assert bundle.data_archive(tmp_path / "data.tar.gz", "results/gpu-sitting", models) == 2
     with tarfile.open(tmp_path / "data.tar.gz") as tar:
@@ -146,6 +150,25 @@ def test_a_first_call_too_short_for_the_slices_min_steps_trains_nothing(budget, 
         assert "fresh machine" in result.stdout and not (tmp_path / "work/headlab").exists()
     else:            # the window is enough: on to the install (this fake bundle has no source to unpack)
         assert "min_steps" not in status.get("error", "") and "phases" in status["calls"][0]
+
+
+@pytest.mark.parametrize("budget, refused", [(420, True), (570, False)])
+def test_a_chain_s_stages_count_against_the_first_call_s_window(budget, refused, tmp_path):
+    """D-gates-8L: the parent trains in what its chain's stages leave (218 of the plan's 445
+    s); 420 s would leave it (420 - 125) x 227/445 - 55 = 95.5 s, ~955 steps of its 1,000
+    (the whole window less one start-up would be 2,400)."""
+    fake = _fake_bundle(tmp_path / "bundle", "innocent-1.0-py3-none-any.whl")
+    manifest = json.loads((fake / "manifest.json").read_text())
+    manifest["slice"] = {"name": "D-gates-8L", "min_steps": 1000, "seconds_per_step": 0.10, "startup_s": 55,
+                         "train_window_s": 445, "chain_stage_s": {"1": 105, "2": 113}}
+    (fake / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(fake / "run.py"), "--out", str(out), "--work", str(tmp_path / "work"),
+                             "--budget", str(budget)], capture_output=True, text=True, timeout=60)
+    status = json.loads((out / "status.json").read_text())
+    assert ("leaves ~955 training steps, under the slice's min_steps 1000" in status.get("error", "")) is refused
+    assert (result.returncode == 1 and not (tmp_path / "work/headlab").exists()) if refused else \
+        "phases" in status["calls"][0]
 
 
 def test_a_sitting_never_overwrites_a_published_folder(tmp_path):
@@ -347,8 +370,18 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, la
     second = tmp_path / "out2"
     second.mkdir()
     (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}}}]}))
-    results = dict(rehearsal.checks(out, second, 300, (120, 20), 2))
+    results = dict(rehearsal.checks(out, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))
     assert all(results.values()) is passes
+
+
+def test_the_rehearsal_expects_a_row_per_trained_model_and_initial_checkpoint():
+    from headlab.workflow import rehearsal
+
+    models = [{"name": "8L"}, {"name": "gated", "chain": {}}, {"name": "pruned", "chain": {"initial_row": "Non-inverted (initial)"}},
+              {"name": "control", "chain": {}}]
+    assert rehearsal.expected_rows(models, []) == 5
+    assert rehearsal.expected_rows(models, ["pruned: not trained (a fine-tune of the chain never started: ...)"]) == 3
+    assert rehearsal.expected_rows(models, ["gated: not trained (...)", "control: not trained (...)"]) == 3
 
 
 def test_the_cuda_suite_so_far_is_published_with_the_sitting(tmp_path):

@@ -49,21 +49,22 @@ def test_a_cost_that_disagrees_with_the_measured_throughput_is_refused(tmp_path)
         gpu_plan.load(path)
 
 
-def _publish(root: Path, slice_name: str, sitting: str, seeds_status: dict[int, str], heads) -> None:
+def _publish(root: Path, slice_name: str, sitting: str, seeds_status: dict[int, str], rows) -> None:
+    """rows.csv of one sitting: ``rows`` (row, heads) for each seed."""
     folder = root / slice_name / sitting
     folder.mkdir(parents=True)
     with open(folder / "rows.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, gpu_plan.ROW_COLUMNS)
         writer.writeheader()
         for seed, status in seeds_status.items():
-            for name in heads:
-                writer.writerow({"slice": slice_name, "sitting": sitting, "heads": name, "seed": seed,
+            for row, name in sorted(rows):
+                writer.writerow({"slice": slice_name, "sitting": sitting, "row": row, "heads": name, "seed": seed,
                                  "test": "test_2016_flickr", "status": status})
 
 
 def test_the_next_slice_follows_the_published_tree(tmp_path):
     plan = gpu_plan.load()
-    a_heads = plan.slice("A-T1-deep").heads
+    a_heads = plan.slice("A-T1-deep").rows
     # nothing published: A's first seed
     choice = gpu_plan.choose(plan, tmp_path)
     assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [1])
@@ -82,11 +83,15 @@ def test_the_next_slice_follows_the_published_tree(tmp_path):
                               "slice's new seeds"]
     for name, seeds in (("C-core-base", [1, 2, 3]), ("B-base-dhicm", [1, 2, 3]), ("A-lowres", [1, 2, 3])):
         _publish(tmp_path, name, "2026-12-01-h100-ddddddd", dict.fromkeys(seeds, "converged"),
-                 plan.slice(name).heads)
+                 plan.slice(name).rows)
+    choice = gpu_plan.choose(plan, tmp_path)
+    assert (choice.slice.name, choice.seeds) == ("D-gates-8L", [1])
+    _publish(tmp_path, "D-gates-8L", "2026-12-01-h100-ddddddd", dict.fromkeys([1, 2, 3], "converged"),
+             plan.slice("D-gates-8L").rows)
     choice = gpu_plan.choose(plan, tmp_path)
     assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [2])
     assert "A-T1-deep" not in " ".join(choice.skipped) and "C-core-base: done" in choice.skipped
-    # all of A converged too: nothing runnable is left but D (not ready)
+    # all of A converged too: nothing is left
     _publish(tmp_path, "A-T1-deep", "2026-12-02-h100-eeeeeee", {2: "converged"}, a_heads)
     with pytest.raises(ConfigError, match="every slice of the plan is done"):
         gpu_plan.choose(plan, tmp_path)
@@ -101,18 +106,61 @@ def test_the_shipped_queue_puts_a_new_seed_before_a_rerun():
 
 def test_a_seed_converges_only_when_every_model_of_it_did(tmp_path):
     plan = gpu_plan.load()
-    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "converged"}, ["8L", "7Ftoken+1L"])
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "converged"},
+             [("T1 deep", "8L"), ("T1 deep", "7Ftoken+1L")])
     assert gpu_plan.published_seeds(plan.slice("A-T1-deep"), tmp_path) == {1: "published"}
+    # paper D: its parent and its chain's fine-tunes share heads 8L; each row counts
+    rows = plan.slice("D-gates-8L").rows
+    assert rows == {("Baseline (converged)", "8L"), ("Pruned (converged)", "8L"), ("Non-inverted (fine-tuned)", "8L"),
+                    ("Non-inverted (initial)", "8L"), ("Baseline (fine-tuned, no pruning)", "8L")}
+    _publish(tmp_path, "D-gates-8L", "2026-11-28-h100-aaaaaaa", {1: "converged"},
+             rows - {("Pruned (converged)", "8L")})
+    assert gpu_plan.published_seeds(plan.slice("D-gates-8L"), tmp_path) == {1: "published"}
 
 
 def test_a_named_slice_is_chosen_and_a_done_or_unready_one_refused(tmp_path):
     plan = gpu_plan.load()
     assert gpu_plan.choose(plan, tmp_path, "B-base-dhicm").seeds == [1, 2]
-    with pytest.raises(ConfigError, match="not ready"):
-        gpu_plan.choose(plan, tmp_path, "D-gates-8L")
+    unready = gpu_plan.load(_bad_plan(tmp_path, "    cost_gpu_s: 683\n    ready: true\n",
+                                      "    cost_gpu_s: 683\n    ready: false\n    pending: its parts\n"))
+    with pytest.raises(ConfigError, match="not ready for a sitting: its parts"):
+        gpu_plan.choose(unready, tmp_path, "D-gates-8L")
     with pytest.raises(ConfigError, match="no slice 'Z'"):
         gpu_plan.choose(plan, tmp_path, "Z")
     _publish(tmp_path, "A-lowres", "2026-11-28-h100-aaaaaaa", {1: "converged", 2: "converged", 3: "converged"},
-             plan.slice("A-lowres").heads)
+             plan.slice("A-lowres").rows)
     with pytest.raises(ConfigError, match="slice A-lowres is done"):
         gpu_plan.choose(plan, tmp_path, "A-lowres")
+
+
+def test_the_chain_costs_its_stages_hand_computed():
+    """D-gates-8L: stage 1 (the gated fine-tune alone), stage 2 (pruned and control side by
+    side), each start-up + preparation + 400 steps at the throughput of its trainings; the
+    parent gets the window less both."""
+    plan = gpu_plan.load()
+    found = plan.slice("D-gates-8L")
+    speed = plan.throughput["seconds_per_step"]
+    startup, prepare = plan.throughput["startup_s"], plan.throughput["prepare_s"]
+    assert (startup, prepare, speed["1"], speed["2"]) == (55, 10, 0.10, 0.12)
+    assert found.chain_stage_s == {1: 55 + 10 + 400 * 0.10, 2: 55 + 10 + 400 * 0.12} == {1: 105, 2: 113}
+    window = 570 - 15 - 110
+    assert found.steps_in_window == int((window - 55 - 105 - 113) / 0.10) == 1720
+    assert found.computed_cost_s == 55 + 3000 * 0.10 + 105 + 113 + 110 == 683
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("        parent: 8L\n        row: Pruned", "        parent: 8Ftoken\n        row: Pruned",
+     r"\[parent\] slice D-gates-8L: chain link gated's parent '8Ftoken' is not one of the slice's models"),
+    ("        mask_from: gated\n", "        mask_from: control\n",
+     r"\[mask_from\] slice D-gates-8L: chain link pruned's mask_from 'control' is not a link of an earlier stage"),
+    ("      - name: control\n", "      - name: gated\n", r"\[chain\] slice D-gates-8L: chain link 'gated' is named twice"),
+    ("        stage: 2\n        parent: 8L\n        row: Non", "        stage: 1\n        parent: 8L\n        row: Non",
+     r"\[mask_from\] .*pruned's mask_from 'gated' is not a link of an earlier stage"),
+    ("options: {gate: enc, lambda_l0: 0.1, train_steps: 400", "options: {gate: enc, lambda_l0: 0.1, train_step: 400",
+     r"\[train_steps\] missing key 'train_steps'"),
+])
+def test_a_bad_chain_is_one_line_naming_its_key_and_line(tmp_path, old, new, message):
+    path = _bad_plan(tmp_path, old, new)
+    with pytest.raises(ConfigError, match=message) as caught:
+        gpu_plan.load(path)
+    assert "\n" not in str(caught.value) and re.search(r"gpu-plan.yaml:\d+:", str(caught.value))

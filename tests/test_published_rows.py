@@ -273,3 +273,30 @@ def test_a_published_row_of_paper_Bs_table_3_lands_in_its_table_and_tidy_rows(tm
     assert list(tidy["scale"].str[:3]) == ["toy", "toy", "GPU", "GPU"] and set(tidy["column"]) == {"T-base", "DHICM"}
     assert "| multi30k de-en (GPU B-base-dhicm) | GPU base: B-base-dhicm, seed 1, converged" in to_markdown(table)
     assert "B-base-dhicm: 2026-12-03-h100-abc1234 (converged)" in published.summary(published.read(str(root)), "paper_B")
+
+
+def test_paper_Ds_chain_rows_share_their_parents_heads_and_each_keeps_its_row(tmp_path):
+    """D-gates-8L publishes the parent 8L and its three fine-tunes, all of heads 8L: each
+    is a row of paper D's Table 3 of its own, never one seed of another."""
+    import pandas as pd
+
+    from headlab.studies import published
+    from headlab.studies.paper_D.outputs import T3_ROWS
+    from headlab.studies.tables import beside, pivot
+
+    root = tmp_path / "published"
+    rows = {"Baseline (converged)": 30.0, "Pruned (converged)": 29.0, "Non-inverted (fine-tuned)": 29.5,
+            "Baseline (fine-tuned, no pruning)": 30.5}
+    _sitting(root, "2026-12-04-h100-abc1234", [dict(heads="8L", seed=1, status="deadline", bleu=bleu,
+                                                     bleu_ci_low=bleu - 1, bleu_ci_high=bleu + 1, study="paper_D",
+                                                     table="T3", row=row, pair="en-de")
+                                                for row, bleu in rows.items()], slice_="D-gates-8L")
+    ours = pd.DataFrame({"row": list(T3_ROWS), "column": ["BLEU"] * len(T3_ROWS), "seed": ["1"] * len(T3_ROWS),
+                         "bleu": [20.0] * len(T3_ROWS)})
+    toy = beside(pivot(ours, index="row", columns="column", values="bleu"),
+                 pivot(ours, index="row", columns="column", values="bleu"))
+    table, gpu = published.extend(toy, published.read(str(root)), "paper_D", "T3", label=lambda run: run["row"],
+                                  column=lambda run: "BLEU")
+    for row, bleu in rows.items():
+        assert table.values.loc[f"{row} (GPU D-gates-8L)", "BLEU ours"] == bleu
+    assert len(gpu) == 4 and "D-gates-8L (GPU)" not in table.values.index

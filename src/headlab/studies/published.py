@@ -114,7 +114,8 @@ def seeds_of(frame):
     kept = frame[frame["status"].isin(AVERAGED)]
     rank = kept["status"].map({"converged": 0, "deadline": 1})
     kept = kept.assign(_rank=rank).sort_values(["_rank", "date"], ascending=[True, False], kind="stable")
-    keys = ["slice", "table", "heads", "layers", "pair", "test", "seed"]
+    # row too: a slice's fine-tunes (paper D's chain) share their parent's heads
+    keys = ["slice", "table", "row", "heads", "layers", "pair", "test", "seed"]
     return kept.drop_duplicates(keys).drop(columns="_rank").sort_values(["slice", "heads", "seed"], kind="stable")
 
 
@@ -165,7 +166,7 @@ def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
     mine = frame[(frame["study"] == study) & (frame["table"] == table)]
     out = []
     averaged = seeds_of(mine)
-    for _, runs in averaged.groupby(["slice", "heads", "layers", "pair", "test"], sort=False):
+    for _, runs in averaged.groupby(["slice", "row", "heads", "layers", "pair", "test"], sort=False):
         text = _scale_text(runs)
         out += [dict(run, label=f"{label(run)} (GPU {run['slice']})", column=column(run), scale=text)
                 for _, run in runs.iterrows()]

@@ -329,16 +329,45 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
             "expected_steps": entry["expected_steps"], "cost_gpu_s": entry["cost_gpu_s"],
             "steps_in_window": choice.slice.steps_in_window, "min_steps": entry["min_steps"],
             "seconds_per_step": choice.slice.seconds_per_step,
-            "startup_s": choice.slice.plan.throughput["startup_s"]}
+            "startup_s": choice.slice.plan.throughput["startup_s"],
+            # the runner's stage deadlines: the time the plan keeps for each chain stage, out
+            # of its training window (scaled with the window of a rehearsal)
+            "train_window_s": choice.slice.plan.train_window_s,
+            "chain_stage_s": {str(stage): seconds for stage, seconds in choice.slice.chain_stage_s.items()}}
 
 
-def sitting_models(results: str, heads_order=(), seeds=None) -> list[dict]:
+def chain_models(choice: gpu_plan.Choice, models: list[dict]) -> list[dict]:
+    """The manifest entries of the slice's chain (:mod:`headlab.workflow.sitting_chain`), one
+    per link and seed: the parent's identity (heads, layers, seed, ...), the link's row and
+    its ``chain`` (parent and ``mask_from`` as the sitting's model names); no folder or
+    config yet: the GPU machine writes them once the parent has trained."""
+    from headlab.naming import heads_name
+
+    several = len({m["seed"] for m in models}) > 1
+    linked = []
+    for seed in dict.fromkeys(m["seed"] for m in models):
+        named = lambda name: f"{name}.{seed}" if several else name
+        by_heads = {m["heads"]: m for m in models if m["seed"] == seed}
+        for link in choice.slice.chain:
+            parent = by_heads[heads_name(link["parent"])]
+            chain = {"stage": link["stage"], "parent": parent["name"], "options": dict(link["options"])}
+            if link.get("mask_from"):
+                chain.update(mask_from=named(link["mask_from"]), mask=link.get("mask", "mask"))
+            if link.get("initial_row"):
+                chain["initial_row"] = link["initial_row"]
+            linked.append({key: parent[key] for key in ("heads", "layers", "seed", "corpus", "pair", "size")}
+                          | {"name": named(link["name"]), "row": link["row"], "chain": chain})
+    return linked
+
+
+def sitting_models(results: str, heads_order=(), seeds=None, pair: str | None = None) -> list[dict]:
     """The models of the sitting whose ``onmt.yaml`` the preparation wrote (heads, folder,
     config), in the order of ``heads_order`` (the study's: its first is the baseline of the
     paired tests), seed by seed; ``name``: the heads, with the seed where the sitting trains
-    several. Only the heads of ``heads_order`` at ``seeds`` (all seeds if None): the results
-    folder outlives a bundle, and an earlier bundle's configs (another slice, other seeds)
-    must not join this sitting."""
+    several. Only the heads of ``heads_order`` at ``seeds`` (all seeds if None) and of ``pair``
+    (all if None): the results folder outlives a bundle, and an earlier bundle's configs
+    (another slice: paper A's 8L de-en beside paper D's en-de, other seeds) must not join
+    this sitting."""
     import yaml
 
     from headlab.naming import MODEL_KEYS, heads_name
@@ -350,7 +379,7 @@ def sitting_models(results: str, heads_order=(), seeds=None) -> list[dict]:
         folder = config.parent.relative_to(REPO / results / "models")
         keys = dict(zip(MODEL_KEYS, folder.parts))
         if (wanted_heads and keys["heads"] not in wanted_heads) or (
-                wanted_seeds is not None and keys["seed"] not in wanted_seeds):
+                wanted_seeds is not None and keys["seed"] not in wanted_seeds) or (pair and keys["pair"] != pair):
             continue
         options = yaml.safe_load(config.read_text())
         models.append({"heads": keys["heads"], "layers": keys["layers"], "seed": keys["seed"],
@@ -403,7 +432,7 @@ def data_archive(dest: Path, results: str, models: list[dict]) -> int:
     paths = [p for p in sorted((root / "data").rglob("*")) if p.is_file()
              and ".snakemake" not in p.parts and not (p.relative_to(root / "data").parts[0] == "raw"
                                                      and p.name != ".verified")]
-    paths += [REPO / model["config"] for model in models]
+    paths += [REPO / model["config"] for model in models if "config" in model]   # the chain's: written there
     # the raw test references the sitting scores against
     paths += sorted(p for p in (root / "data").glob("*/*/*/raw/*.tgt"))
     with tarfile.open(dest, "w:gz") as tar:
@@ -446,7 +475,8 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
         pins.pop("opennmt-py", None)
         download_wheels(pins, work / "wheels", python_version)
         prepare(configfiles, target_paths, cores)
-        models = sitting_models(results, choice.slice.heads, choice.seeds)
+        models = sitting_models(results, choice.slice.heads, choice.seeds, choice.slice.entry["pair"])
+        models += chain_models(choice, models)
         test = test_split(configfiles, models[0], results)
         files = data_archive(work / "data.tar.gz", results, models)
         shutil.copyfile(Path(__file__).with_name("gpu_runner.py"), work / "run.py")
@@ -479,14 +509,20 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
     print(f"headlab gpu-bundle: {out}: slice {choice.slice.name}, seeds {choice.seeds} "
           f"({manifest['size_mib']} MiB, {len(manifest['wheels'])} wheels, "
           f"{files} data files, {time.time() - started:.0f} s); models: "
-          + ", ".join(m["heads"] for m in manifest["models"]), file=sys.stderr)
+          + ", ".join(m["name"] for m in manifest["models"]), file=sys.stderr)
     print(f"start the sitting from the checkout that holds {out.name}/ (the device's run, carry [\"{out.name}\"]):")
     print(f"  {START.format(bundle=out.name)}")
     return manifest
 
 
 def _readme(manifest: dict, folder: str) -> str:
-    models = ", ".join(f"{m['layers']} {m['name']}" for m in manifest["models"])
+    models = ", ".join(f"{m['layers']} {m['name']}" for m in manifest["models"] if "chain" not in m)
+    chained = [m for m in manifest["models"] if "chain" in m]
+    if chained:
+        models += (" (then, stage by stage, the fine-tunes of its chain from their parents' best checkpoints: "
+                   + "; ".join(f"stage {m['chain']['stage']}: {m['name']} from {m['chain']['parent']}"
+                               + (f" masked by {m['chain']['mask_from']}'s gates" if m["chain"].get("mask_from") else "")
+                               for m in chained) + ")")
     plan = manifest["slice"]
     return f"""# headlab GPU sitting (generated by `headlab gpu-bundle`; do not edit)
 

@@ -46,28 +46,58 @@ class Slice:
         return [model["heads"] for model in self.entry["models"]]
 
     @property
+    def chain(self) -> list[dict]:
+        """Fine-tunes trained after the models in the same sitting (paper D), stage by stage."""
+        return list(self.entry.get("chain") or [])
+
+    @property
+    def rows(self) -> set[tuple[str, str]]:
+        """(row, heads) of every model the slice publishes, its chain's (parent's heads) too."""
+        from headlab.naming import heads_name
+
+        return ({(model["row"], heads_name(model["heads"])) for model in self.entry["models"]}
+                | {(link["row"], heads_name(link["parent"])) for link in self.chain}
+                | {(link["initial_row"], heads_name(link["parent"])) for link in self.chain if link.get("initial_row")})
+
+    def _step_s(self, side_by_side: int) -> float:
+        table = self.plan.throughput["seconds_per_step"]
+        counts = sorted(int(n) for n in table)
+        # more trainings than measured: the largest measured, scaled linearly (GPU-bound)
+        if side_by_side > counts[-1]:
+            return table[str(counts[-1])] * side_by_side / counts[-1]
+        return table[str(min(n for n in counts if n >= side_by_side))]
+
+    @property
+    def chain_stage_s(self) -> dict[int, float]:
+        """stage -> its seconds in a sitting: a training's start-up, the preparation (the
+        parents' checkpoints read, the fine-tunes' written), and its longest fine-tune at
+        the throughput of the stage's trainings side by side."""
+        stages: dict[int, list[dict]] = {}
+        for link in self.chain:
+            stages.setdefault(link["stage"], []).append(link)
+        seeds = self.entry["seeds_per_sitting"]
+        return {stage: self.plan.throughput["startup_s"] + self.plan.throughput.get("prepare_s", 0)
+                + max(link["options"]["train_steps"] for link in links) * self._step_s(len(links) * seeds)
+                for stage, links in sorted(stages.items())}
+
+    @property
     def side_by_side(self) -> int:
         """Trainings sharing the GPU in one sitting: its models times its seeds."""
         return len(self.entry["models"]) * self.entry["seeds_per_sitting"]
 
     @property
     def seconds_per_step(self) -> float:
-        table = self.plan.throughput["seconds_per_step"]
-        counts = sorted(int(n) for n in table)
-        # more trainings than measured: the largest measured, scaled linearly (GPU-bound)
-        if self.side_by_side > counts[-1]:
-            return table[str(counts[-1])] * self.side_by_side / counts[-1]
-        return table[str(min(n for n in counts if n >= self.side_by_side))]
+        return self._step_s(self.side_by_side)
 
     @property
     def computed_cost_s(self) -> float:
         return (self.plan.throughput["startup_s"] + self.entry["expected_steps"] * self.seconds_per_step
-                + self.plan.sitting["eval_reserve_s"])
+                + sum(self.chain_stage_s.values()) + self.plan.sitting["eval_reserve_s"])
 
     @property
     def steps_in_window(self) -> int:
-        """Steps each model reaches in one sitting's training window."""
-        window = self.plan.train_window_s - self.plan.throughput["startup_s"]
+        """Steps each model reaches in one sitting's training window (less its chain's stages)."""
+        window = self.plan.train_window_s - self.plan.throughput["startup_s"] - sum(self.chain_stage_s.values())
         return int(window / self.seconds_per_step)
 
     @property
@@ -166,13 +196,42 @@ def load(path: Path | str = PLAN, schema_path: Path | str = SCHEMA) -> Plan:
         where = {"path": str(path), "line": _line_of(root_node, ["slices", index, "cost_gpu_s"])}
         if names.count(found.name) > 1:
             raise ConfigError(f"slice {found.name!r} is named twice", key="name", **where)
+        _check_chain(found, path, root_node, index)
         written, computed = found.entry["cost_gpu_s"], found.computed_cost_s
         if abs(written - computed) > COST_TOLERANCE * computed:
             raise ConfigError(f"slice {found.name}: cost_gpu_s {written:g} disagrees with the measured throughput "
                               f"({computed:.0f} s: startup + {found.entry['expected_steps']} steps x "
-                              f"{found.seconds_per_step:g} s with {found.side_by_side} side by side + evaluation)",
+                              f"{found.seconds_per_step:g} s with {found.side_by_side} side by side"
+                              + (f" + the chain's stages {sum(found.chain_stage_s.values()):.0f} s" if found.chain else "")
+                              + " + evaluation)",
                               key="cost_gpu_s", **where)
     return plan
+
+
+def _check_chain(found: Slice, path: Path, root_node, index: int) -> None:
+    """A chain's links name a model of the slice as parent, an earlier stage's link as
+    ``mask_from``, and each other once."""
+    heads = set(found.heads)
+    earlier: dict[str, int] = {}
+    names = [link["name"] for link in found.chain]
+    for number, link in enumerate(found.chain):
+        where = {"path": str(path), "line": _line_of(root_node, ["slices", index, "chain", number])}
+        if names.count(link["name"]) > 1:
+            raise ConfigError(f"slice {found.name}: chain link {link['name']!r} is named twice", key="chain", **where)
+        if link["name"] in heads:
+            raise ConfigError(f"slice {found.name}: chain link {link['name']!r} has the name of a model's heads",
+                              key="chain", **where)
+        if link["parent"] not in heads:
+            raise ConfigError(f"slice {found.name}: chain link {link['name']}'s parent {link['parent']!r} is not "
+                              f"one of the slice's models ({', '.join(found.heads)})", key="parent", **where)
+        source = link.get("mask_from")
+        if source is not None and not (source in earlier and earlier[source] < link["stage"]):
+            raise ConfigError(f"slice {found.name}: chain link {link['name']}'s mask_from {source!r} is not a link "
+                              f"of an earlier stage", key="mask_from", **where)
+        if source is not None and "enc_head_mask" in link["options"]:
+            raise ConfigError(f"slice {found.name}: chain link {link['name']} has both mask_from and "
+                              f"options.enc_head_mask", key="enc_head_mask", **where)
+        earlier[link["name"]] = link["stage"]
 
 
 def _seed(text: str) -> int:
@@ -189,10 +248,11 @@ def published_seeds(found: Slice, published: Path | str = PUBLISHED) -> dict[int
             for row in csv.DictReader(handle):
                 if not row.get("seed"):
                     continue
-                statuses.setdefault(_seed(row["seed"]), {}).setdefault(row["heads"], set()).add(row["status"])
+                statuses.setdefault(_seed(row["seed"]), {}).setdefault((row["row"], row["heads"]), set()).add(
+                    row["status"])
     result = {}
     for seed, per_model in statuses.items():
-        converged = all("converged" in per_model.get(heads, set()) for heads in found.heads)
+        converged = all("converged" in per_model.get(key, set()) for key in found.rows)
         result[seed] = "converged" if converged else "published"
     return result
 

@@ -20,7 +20,10 @@ command less the machine's start-up of the files and their return):
    attention path (fused, blocked: ``HEADLAB_ATTENTION_PATH``); ``--mps on`` shares the GPU
    through CUDA MPS where its daemon starts and a client connects (else without, recorded);
    Each training stops by its slice's stop rule (``-early_stopping``: no lower validation
-   cross-entropy for ``patience`` validations) or at ``budget - eval reserve``;
+   cross-entropy for ``patience`` validations) or at ``budget - eval reserve``. A slice with
+   a chain (paper D: fine-tunes of a model trained in this sitting) trains stage by stage,
+   each chained stage prepared from the stage before (:mod:`headlab.workflow.sitting_chain`)
+   and ended early enough to leave the later stages the time the plan keeps for them;
 3. each model's best validation checkpoint is translated (beam 5, ``-precision fp16``),
    scored with sacreBLEU (95% bootstrap interval; paired bootstrap against the first model
    of its seed) and published with its provenance (:mod:`headlab.workflow.sitting`) into
@@ -82,6 +85,29 @@ MAX_FILE_BYTES = 4 * 2**20
 #: its first batch, a minute of two shared cores, which once left no checkpoint at all)
 CPU_SETTINGS = {"save_every": 2, "valid_steps": 10**6, "sentences": 16, "batch_size": 256, "max_length": 40,
                 "bucket_size": 2048}
+
+
+def chain_stages(models: list[dict]) -> list[list[str]]:
+    """The names of the manifest's models stage by stage: first those trained from scratch,
+    then each ``chain`` stage in order (a fine-tune of a model trained earlier in the
+    sitting: it starts when the stage before it has ended)."""
+    stages: dict[int, list[str]] = {}
+    for model in models:
+        stages.setdefault(int((model.get("chain") or {}).get("stage", 0)), []).append(model["name"])
+    return [stages[index] for index in sorted(stages)]
+
+
+def stage_deadlines(now_s: float, stop_at_s: float, reserved_s: list[float], plan_window_s: float | None) -> list[float]:
+    """Each stage's end (seconds since the start): the last at ``stop_at_s``, each earlier one
+    before the time the plan reserves for the stages after it (``reserved_s[k]``: stage k's
+    start-up, preparation and training at the plan's throughput). A window other than the
+    plan's (a CPU rehearsal, a shorter --budget) scales every reservation with it."""
+    window = stop_at_s - now_s
+    scale = window / plan_window_s if plan_window_s else 1.0
+    ends = []
+    for index in range(len(reserved_s)):
+        ends.append(stop_at_s - scale * sum(reserved_s[index + 1:]))
+    return ends
 
 
 def gpu_short_name(name: str | None) -> str:
@@ -160,6 +186,11 @@ class Sitting:
         self.logs = self.work / "logs"
         self.out = Path(args.out).resolve()
         self.manifest = json.loads((BUNDLE / "manifest.json").read_text())
+        # the manifest with the chain's fine-tunes completed as they are prepared (their
+        # folders and configs exist only once their parent has trained)
+        self.resolved = self.work / "manifest.json"
+        if self.resolved.is_file() and (self.work / "state.json").is_file():
+            self.manifest = json.loads(self.resolved.read_text())
         self.state_path = self.work / "state.json"
         previous = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
         if not previous and args.after:      # a fresh machine after a sitting on another one
@@ -234,7 +265,7 @@ class Sitting:
             for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
                 if path.is_file() and path.suffix in keep and path.stat().st_size <= MAX_FILE_BYTES:
                     members.append((path, f"{prefix}/{path.relative_to(folder)}"))
-        for model in self.manifest["models"]:
+        for model in self.prepared():
             for log, name in (("train.log", f"{model['name']}.log"), ("console.log", f"{model['name']}.console.log")):
                 if (self.src / model["dir"] / log).is_file():
                     members.append((self.src / model["dir"] / log, f"train-logs/{name}"))
@@ -248,9 +279,13 @@ class Sitting:
         os.replace(tmp, self.out / RESULTS_TAR)
 
     # -- progress ------------------------------------------------------------------------
+    def prepared(self) -> list[dict]:
+        """The models with a config: all but the chain's fine-tunes not yet prepared."""
+        return [model for model in self.manifest["models"] if "config" in model]
+
     def model_progress(self) -> dict:
         progress = {}
-        for model in self.manifest["models"]:
+        for model in self.prepared():
             folder = self.src / model["dir"]
             steps = sorted(int(m[1]) for p in folder.glob("*_step_*.pt") if (m := re.search(r"_step_(\d+)\.pt$", p.name)))
             log = folder / "train.log"
@@ -401,7 +436,11 @@ class Sitting:
         plan = self.manifest.get("slice") or {}
         if self.args.device != "cuda" or self.state.get("trained") or not plan.get("min_steps"):
             return
-        steps = (self.training_window_s() - plan["startup_s"]) / plan["seconds_per_step"]
+        window = self.training_window_s()
+        if plan.get("chain_stage_s") and plan.get("train_window_s"):
+            # the first stage's share: the chain's stages keep theirs (stage_deadlines)
+            window *= 1 - sum(plan["chain_stage_s"].values()) / plan["train_window_s"]
+        steps = (window - plan["startup_s"]) / plan["seconds_per_step"]
         if steps < plan["min_steps"]:
             raise SystemExit(f"run.py: --budget {self.args.budget:g} leaves ~{max(steps, 0):.0f} training steps, under the "
                              f"slice's min_steps {plan['min_steps']} at the plan's {plan['seconds_per_step']:g} s a step; "
@@ -409,26 +448,38 @@ class Sitting:
                              f"only on the same machine, with the same --work; nothing trained")
 
     def train(self) -> None:
+        """The models side by side, stage by stage (:func:`chain_stages`): a slice without a
+        chain is one stage; a chained stage first prepares its fine-tunes from the models
+        trained before it (:mod:`headlab.workflow.sitting_chain`), then trains them. Each
+        stage ends when its models stop by the stop rule or at its deadline
+        (:func:`stage_deadlines`); the CUDA suite and the bench run beside all of them."""
         if self.state.get("trained"):
             return
         self.phase("train")
         stop_at = self.training_window_s()
-        threads = str(max(1, (os.cpu_count() or 4) // (len(self.manifest["models"]) + 1)))
+        stages = chain_stages(self.manifest["models"])
+        plan = self.manifest.get("slice") or {}
+        reserved = [0.0] + [float(plan.get("chain_stage_s", {}).get(str(index), 0)) for index in range(1, len(stages))]
+        ends = stage_deadlines(self.elapsed(), stop_at, reserved, plan.get("train_window_s"))
+        self.call["stage_ends_s"] = [round(end, 1) for end in ends]
+        self.write_resolved()
         self.sample_gpu()
         self.start_mps()
-        for model in self.manifest["models"]:
-            # train.log is headlab train's own (its logger); the console (warnings, a
-            # traceback) goes beside it
-            self.start(model["name"], self.train_args(model), self.src / model["dir"] / "console.log",
-                       {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
         side = self.side_track(stop_at)
-        while self.elapsed() < stop_at and any(self.procs[m["name"]].poll() is None for m in self.manifest["models"]):
-            next(side)
-            time.sleep(POLL_S)
-            self.status()
-        # who ended by itself (its stop rule, or a crash) before the deadline stops the rest
-        self.state["exited"] = {m["name"]: self.procs[m["name"]].poll() for m in self.manifest["models"]
-                                if self.procs[m["name"]].poll() is not None}
+        exited = {}
+        for index, (names, end) in enumerate(zip(stages, ends)):
+            # each stage's times: what the plan's prepare_s and start-up estimate
+            record = {"models": names, "start_s": round(self.elapsed(), 1), "end_by_s": round(end, 1)}
+            self.call.setdefault("stages", []).append(record)
+            print(f"run.py: {self.elapsed():6.1f} s  stage {index}: {', '.join(names)} (until {end:.0f} s)", flush=True)
+            if index:
+                names = self.prepare_stage(names, end)
+                record.update(prepared=names, prepared_s=round(self.elapsed(), 1))
+            self.call["stage"] = index
+            exited.update(self.train_stage(names, end, side))
+            record["ended_s"] = round(self.elapsed(), 1)
+        # who ended by itself (its stop rule, or a crash) before the deadline
+        self.state["exited"] = exited
         for name in list(self.procs):
             if name != "nvidia-smi":
                 self.stop(name)
@@ -436,6 +487,60 @@ class Sitting:
         self.state["trained"] = True
         self.end_phase("train", stopped_at_s=round(self.elapsed(), 1), models=self.model_progress())
         self.status(force=True)
+
+    def train_stage(self, names: list[str], end: float, side) -> dict:
+        """Train ``names`` side by side until they all stop or ``end``; who exited by itself."""
+        models = [model for model in self.prepared() if model["name"] in names]
+        threads = str(max(1, (os.cpu_count() or 4) // (len(models) + 1)))
+        for model in models:
+            # train.log is headlab train's own (its logger); the console (warnings, a
+            # traceback) goes beside it
+            self.start(model["name"], self.train_args(model), self.src / model["dir"] / "console.log",
+                       {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+        while models and self.elapsed() < end and any(self.procs[m["name"]].poll() is None for m in models):
+            next(side)
+            time.sleep(POLL_S)
+            self.status()
+        exited = {m["name"]: self.procs[m["name"]].poll() for m in models if self.procs[m["name"]].poll() is not None}
+        for model in models:
+            self.stop(model["name"])
+        return exited
+
+    def prepare_stage(self, names: list[str], end: float) -> list[str]:
+        """The fine-tunes of one chain stage prepared at once (their parents' best
+        checkpoints, a mask from a gated model's gates); the names of those prepared. A
+        failure (a parent without a checkpoint) is kept in ``chain_errors`` and published
+        in ``lacks``; the others go on."""
+        chain_dir = self.work / "chain"
+        chain_dir.mkdir(exist_ok=True)
+        for name in names:
+            self.start(f"prepare-{name}", [sys.executable, "-m", "headlab.workflow.sitting_chain", "--manifest",
+                                           str(self.resolved), "--model", name, "--out", str(chain_dir / f"{name}.json")],
+                       self.logs / f"prepare-{name}.log")
+        while self.elapsed() < end and any(self.procs[f"prepare-{n}"].poll() is None for n in names):
+            time.sleep(min(POLL_S, 0.5))
+            self.status()
+        prepared = []
+        for name in names:
+            self.stop(f"prepare-{name}")
+            done = chain_dir / f"{name}.json"
+            if self.procs[f"prepare-{name}"].returncode == 0 and done.is_file():
+                # the model, and its initial checkpoint's entry (evaluated, never trained)
+                entries = json.loads(done.read_text())
+                self.manifest["models"] = [entry for m in self.manifest["models"]
+                                           for entry in (entries if m["name"] == name else [m])]
+                prepared.append(name)
+            else:
+                log = (self.logs / f"prepare-{name}.log").read_text(errors="replace").strip().splitlines()
+                self.state.setdefault("chain_errors", {})[name] = (log[-1] if log else "stopped at its stage's end")[:300]
+        self.write_resolved()
+        return prepared
+
+    def write_resolved(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        tmp = self.resolved.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.manifest, indent=1))
+        os.replace(tmp, self.resolved)
 
     def side_track(self, stop_at: float):
         """The CUDA suite, then the bench, each started when the one before ends; a
@@ -501,7 +606,8 @@ class Sitting:
             self.state["error"] = f"evaluation ended with status {rc}: see logs/evaluate.log"
 
     def sitting_args(self, speed_only: bool = False) -> list[str]:
-        cmd = [sys.executable, "-m", "headlab.workflow.sitting", "--manifest", str(BUNDLE / "manifest.json"),
+        manifest = self.resolved if self.resolved.is_file() else BUNDLE / "manifest.json"
+        cmd = [sys.executable, "-m", "headlab.workflow.sitting", "--manifest", str(manifest),
                "--out", self.published(), "--device", self.args.device, "--state", str(self.state_path),
                "--sitting", self.state["sitting"], "--gpu", self.state["gpu"],
                "--deadline-s", str(max(self.left() - 10, 1)), "--logs", str(self.logs)]

@@ -208,6 +208,19 @@ def paired(systems: dict[str, list[str]], refs: list[str]) -> dict[str, dict]:
             for name, result in zip(scores["System"][1:], scores["BLEU"][1:])}
 
 
+def row_label(manifest: dict, model: dict) -> str:
+    """The paper's table row a model fills: its own (a chained fine-tune: its parent's heads,
+    another row) or its heads' in the slice."""
+    return model.get("row") or manifest["slice"]["rows"].get(model["heads"], "")
+
+
+def split_untrained(manifest: dict) -> tuple[dict, list[str]]:
+    """(the manifest with the models that have a config, the names of those that have none:
+    chained fine-tunes the sitting never prepared, for want of time or of their parent)."""
+    untrained = [m["name"] for m in manifest["models"] if "config" not in m]
+    return {**manifest, "models": [m for m in manifest["models"] if "config" in m]}, untrained
+
+
 class Publication:
     """The sitting folder, rewritten whole at each :meth:`write` (files replaced one by one)."""
 
@@ -222,7 +235,7 @@ class Publication:
         plan = self.manifest["slice"]
         return self.rows.setdefault(model["name"], {
             "slice": plan["name"], "sitting": self.ident["sitting"], "study": plan["study"], "table": plan["table"],
-            "row": plan["rows"].get(model["heads"], ""), "heads": model["heads"], "layers": model["layers"],
+            "row": row_label(self.manifest, model), "heads": model["heads"], "layers": model["layers"],
             "pair": model["pair"], "seed": int(str(model["seed"]).removeprefix("seed")),
             "test": self.manifest["test"]["split"], "gpu": self.ident["gpu"], "commit": self.manifest["commit"],
             "date": self.ident["date"]})
@@ -247,7 +260,7 @@ class Publication:
 
 
 def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, deadline_s: float, logs: Path,
-             sentences: int | None = None, max_length: int = 250) -> Publication:
+             sentences: int | None = None, max_length: int = 250, untrained=()) -> Publication:
     from headlab.data.preprocess import postprocessor
     from headlab.eval.bleu import corpus_scores
 
@@ -266,12 +279,28 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
         sitting_speed.write_rows(out / f"learning_curve.{model['name']}.csv", rows,
                                  ("step", "split", "xent", "ppl", "acc", "lr"))
         status, reason = stop_of(model, rows, state.get("exited", {}).get(model["name"]), plan["stop"]["patience"])
+        if model.get("evaluate_only"):
+            # an initial checkpoint (the parent with a mask, untrained) is as far along as its parent
+            parent = model["chain"]["parent"]
+            status = publication.rows.get(parent, {}).get("status", "partial")
+            reason = (f"not trained: {parent} at step {model.get('parent_step')} with {model['chain']['initial_of']}'s "
+                      f"mask (the fine-tune's initial checkpoint)")
         speed = throughput(Path(model["dir"]) / "train.log")
         publication.row(model).update(step=speed["last_logged_step"], status=status, stop_reason=reason,
                                       src_tok_s=speed["src_tok_s"] or "", tgt_tok_s=speed["tgt_tok_s"] or "")
         publication.models[model["name"]] = {"dir": model["dir"], **speed,
-                                             "checkpoints": progress.get(model["name"], {}).get("checkpoints")}
-    publication.lacks = ["BLEU and chrF: not yet translated"]
+                                             "checkpoints": progress.get(model["name"], {}).get("checkpoints"),
+                                             # a fine-tune of the chain: where it started, its options, its mask
+                                             **{key: model[key] for key in ("chain", "tune", "parent_step", "mask")
+                                                if key in model}}
+    never = [f"{name}: not trained (a fine-tune of the chain never started: "
+             f"{(state.get('chain_errors') or {}).get(name, 'no time left for its stage')})" for name in untrained]
+    publication.lacks = never + ["BLEU and chrF: not yet translated"]
+    for model in manifest["models"]:
+        # the gate values a pruned model's mask was read from (paper D's Table 2)
+        gates = Path((model.get("mask") or {}).get("gates", ""))
+        if gates.is_file():
+            shutil.copyfile(gates, out / f"gates.{model['chain']['mask_from']}.csv")
     _speed(publication, manifest, logs, {})
     _suite(out, logs)
     publication.write()
@@ -280,7 +309,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     chosen = {m["name"]: eval_checkpoint(m) for m in manifest["models"]}
     params = {name: params_of(found["path"]) for name, found in chosen.items() if found}
     _speed(publication, manifest, logs, params)
-    lacks = [f"{name}: no checkpoint loads, not evaluated" for name, found in chosen.items() if found is None]
+    lacks = never + [f"{name}: no checkpoint loads, not evaluated" for name, found in chosen.items() if found is None]
     for model in manifest["models"]:
         found = chosen[model["name"]]
         publication.models[model["name"]].update(evaluated=found and {k: found[k] for k in
@@ -446,7 +475,7 @@ def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict) -> None:
     for model in manifest["models"]:
         seed = str(model["seed"]).removeprefix("seed")
         for row in published:
-            if row["heads"] == model["heads"] and row["seed"] == seed:
+            if (row["row"], row["heads"], row["seed"]) == (row_label(manifest, model), model["heads"], seed):
                 publication.rows[model["name"]] = row
     _speed(publication, manifest, logs, {name: entry.get("params") for name, entry in models.items()})
     _suite(out, logs)
@@ -488,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=250, help="translate's -max_length (a rehearsal: short)")
     parser.add_argument("--speed-only", action="store_true", help="rewrite the published sitting's throughput.csv")
     args = parser.parse_args(argv)
-    manifest = json.loads(Path(args.manifest).read_text())
+    manifest, untrained = split_untrained(json.loads(Path(args.manifest).read_text()))
     state = _read_json(Path(args.state))
     ident = {"sitting": args.sitting, "gpu": args.gpu, "date": args.sitting[:10]}
     if args.speed_only:
@@ -496,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         publication = evaluate(manifest, Path(args.out), args.device, state, ident, args.deadline_s,
-                               Path(args.logs), args.sentences, args.max_length)
+                               Path(args.logs), args.sentences, args.max_length, untrained)
     except HeadlabError as err:
         print(f"sitting: {err}", file=sys.stderr)
         return 1
