@@ -237,3 +237,15 @@ def test_the_publication_labels_the_initial_checkpoint_and_names_an_untrained_li
     assert lacks[0] == ("control: not trained (a fine-tune of the chain never started: sitting_chain: models/8L: "
                         "the parent 8L has no checkpoint that loads)")
     assert (out / "gates.gated.csv").read_text().startswith("site,layer,head,log_alpha")
+
+
+def test_with_two_seeds_each_link_chains_its_own_seed_s_models():
+    from headlab.workflow import bundle, gpu_plan
+
+    parents = [{"name": f"8L.seed{n}", "heads": "8L", "layers": "6+6", "seed": f"seed{n}", "corpus": "multi30k",
+                "pair": "en-de", "size": "full"} for n in (1, 2)]
+    links = bundle.chain_models(gpu_plan.Choice(gpu_plan.load().slice("D-gates-8L"), [1, 2], []), parents)
+    assert [link["name"] for link in links] == ["gated.seed1", "pruned.seed1", "control.seed1",
+                                                 "gated.seed2", "pruned.seed2", "control.seed2"]
+    pruned = links[4]
+    assert (pruned["seed"], pruned["chain"]["parent"], pruned["chain"]["mask_from"]) == ("seed2", "8L.seed2", "gated.seed2")

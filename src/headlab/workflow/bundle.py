@@ -344,19 +344,22 @@ def chain_models(choice: gpu_plan.Choice, models: list[dict]) -> list[dict]:
     from headlab.naming import heads_name
 
     several = len({m["seed"] for m in models}) > 1
+
+    def named(name: str, seed: str) -> str:
+        return f"{name}.{seed}" if several else name
+
     linked = []
     for seed in dict.fromkeys(m["seed"] for m in models):
-        named = lambda name: f"{name}.{seed}" if several else name
         by_heads = {m["heads"]: m for m in models if m["seed"] == seed}
         for link in choice.slice.chain:
             parent = by_heads[heads_name(link["parent"])]
             chain = {"stage": link["stage"], "parent": parent["name"], "options": dict(link["options"])}
             if link.get("mask_from"):
-                chain.update(mask_from=named(link["mask_from"]), mask=link.get("mask", "mask"))
+                chain.update(mask_from=named(link["mask_from"], seed), mask=link.get("mask", "mask"))
             if link.get("initial_row"):
                 chain["initial_row"] = link["initial_row"]
             linked.append({key: parent[key] for key in ("heads", "layers", "seed", "corpus", "pair", "size")}
-                          | {"name": named(link["name"]), "row": link["row"], "chain": chain})
+                          | {"name": named(link["name"], seed), "row": link["row"], "chain": chain})
     return linked
 
 
