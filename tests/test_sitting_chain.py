@@ -249,3 +249,14 @@ def test_with_two_seeds_each_link_chains_its_own_seed_s_models():
                                                  "gated.seed2", "pruned.seed2", "control.seed2"]
     pruned = links[4]
     assert (pruned["seed"], pruned["chain"]["parent"], pruned["chain"]["mask_from"]) == ("seed2", "8L.seed2", "gated.seed2")
+
+
+def test_a_link_still_preparing_at_its_stage_s_end_is_named_as_such(sitting, tmp_path, monkeypatch):
+    (tmp_path / "headlab").mkdir()
+    (tmp_path / "models").rename(tmp_path / "headlab/models")
+    manifest = {"commit": "abcdef0", "results": "results", "models": sitting["models"],
+                "slice": {"name": "D-gates-8L", "train_window_s": 445, "chain_stage_s": {"1": 105, "2": 113}}}
+    runner = _runner(tmp_path, monkeypatch, manifest)
+    runner.write_resolved()
+    assert runner.prepare_stage(["gated"], end=runner.elapsed() - 1) == []
+    assert runner.state["chain_errors"] == {"gated": "its preparation was stopped at its stage's end"}

@@ -522,6 +522,7 @@ class Sitting:
             self.status()
         prepared = []
         for name in names:
+            late = self.procs[f"prepare-{name}"].poll() is None     # still preparing at the stage's end
             self.stop(f"prepare-{name}")
             done = chain_dir / f"{name}.json"
             if self.procs[f"prepare-{name}"].returncode == 0 and done.is_file():
@@ -532,7 +533,8 @@ class Sitting:
                 prepared.append(name)
             else:
                 log = (self.logs / f"prepare-{name}.log").read_text(errors="replace").strip().splitlines()
-                self.state.setdefault("chain_errors", {})[name] = (log[-1] if log else "stopped at its stage's end")[:300]
+                why = "its preparation was stopped at its stage's end" if late or not log else log[-1]
+                self.state.setdefault("chain_errors", {})[name] = why[:300]
         self.write_resolved()
         return prepared
 
