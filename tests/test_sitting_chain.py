@@ -122,14 +122,20 @@ def test_a_link_whose_parent_has_no_checkpoint_is_one_line_naming_it(sitting, tm
     assert capsys.readouterr().err.strip() == "sitting_chain: the gated model gated was never trained: no mask for pruned"
 
 
-def _runner(tmp_path, monkeypatch, manifest):
-    """The runner's Sitting on ``manifest`` (its models under WORK/headlab, as installed), the
-    trainings replaced by a copy of each fine-tune's init.pt as its step-2 checkpoint, and no
-    CUDA suite or bench beside them: what is tested is the stages, not the training."""
+def _runner(tmp_path, monkeypatch, sitting):
+    """The runner's Sitting on the ``sitting`` fixture's models (moved under WORK/headlab, as
+    installed), the trainings replaced by a copy of each fine-tune's init.pt as its step-2
+    checkpoint, and no CUDA suite or bench beside them: what is tested is the stages, not
+    the training."""
     import argparse
     import sys
 
     from headlab.workflow import gpu_runner
+
+    (tmp_path / "headlab").mkdir()
+    (tmp_path / "models").rename(tmp_path / "headlab/models")
+    manifest = {"commit": "abcdef0", "results": "results", "models": sitting["models"],
+                "slice": {"name": "D-gates-8L", "train_window_s": 445, "chain_stage_s": {"1": 105, "2": 113}}}
 
     bundle = tmp_path / "bundle"
     bundle.mkdir()
@@ -151,11 +157,7 @@ def _runner(tmp_path, monkeypatch, manifest):
 
 
 def test_the_runner_trains_the_chain_stage_by_stage(sitting, tmp_path, monkeypatch):
-    (tmp_path / "headlab").mkdir()
-    (tmp_path / "models").rename(tmp_path / "headlab/models")
-    manifest = {"commit": "abcdef0", "results": "results", "models": sitting["models"],
-                "slice": {"name": "D-gates-8L", "train_window_s": 445, "chain_stage_s": {"1": 105, "2": 113}}}
-    runner = _runner(tmp_path, monkeypatch, manifest)
+    runner = _runner(tmp_path, monkeypatch, sitting)
     runner.train()
     call = runner.state["calls"][-1]
     assert [stage["models"] for stage in call["stages"]] == [["8L"], ["gated"], ["pruned", "control"]]
@@ -177,13 +179,9 @@ def test_the_runner_trains_the_chain_stage_by_stage(sitting, tmp_path, monkeypat
 def test_a_chain_whose_parent_left_no_checkpoint_publishes_its_lack(sitting, tmp_path, monkeypatch):
     from headlab.workflow.sitting import split_untrained
 
-    (tmp_path / "headlab").mkdir()
-    (tmp_path / "models").rename(tmp_path / "headlab/models")
-    for path in (tmp_path / "headlab/models/8L").glob("model_step_*.pt"):
+    for path in (tmp_path / "models/8L").glob("model_step_*.pt"):
         path.unlink()
-    manifest = {"commit": "abcdef0", "results": "results", "models": sitting["models"],
-                "slice": {"name": "D-gates-8L", "train_window_s": 445, "chain_stage_s": {"1": 105, "2": 113}}}
-    runner = _runner(tmp_path, monkeypatch, manifest)
+    runner = _runner(tmp_path, monkeypatch, sitting)
     runner.train()
     errors = runner.state["chain_errors"]
     assert set(errors) == {"gated", "pruned", "control"}
@@ -252,11 +250,7 @@ def test_with_two_seeds_each_link_chains_its_own_seed_s_models():
 
 
 def test_a_link_still_preparing_at_its_stage_s_end_is_named_as_such(sitting, tmp_path, monkeypatch):
-    (tmp_path / "headlab").mkdir()
-    (tmp_path / "models").rename(tmp_path / "headlab/models")
-    manifest = {"commit": "abcdef0", "results": "results", "models": sitting["models"],
-                "slice": {"name": "D-gates-8L", "train_window_s": 445, "chain_stage_s": {"1": 105, "2": 113}}}
-    runner = _runner(tmp_path, monkeypatch, manifest)
+    runner = _runner(tmp_path, monkeypatch, sitting)
     runner.write_resolved()
     assert runner.prepare_stage(["gated"], end=runner.elapsed() - 1) == []
     assert runner.state["chain_errors"] == {"gated": "its preparation was stopped at its stage's end"}
