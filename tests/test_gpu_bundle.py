@@ -261,6 +261,17 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
         # a model without BLEU is named in what the publication lacks
         assert row["bleu"] or any(row["heads"] in lack or "BLEU" in lack for lack in provenance["lacks"])
     assert f"{published}/learning_curve.8L.csv" in names and f"{published}/throughput.csv" in names
+    # every training timed from inside; the first model's profile side by side, if it reached it
+    with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
+        speed = {row["model"]: row for row in csv.DictReader(
+            tar.extractfile(f"{published}/throughput.csv").read().decode().splitlines())}
+        clocks = {name: json.load(tar.extractfile(f"logs/clock.{name}.json")) for name in speed
+                  if f"logs/clock.{name}.json" in names}
+    for name, clock in clocks.items():
+        assert float(speed[name]["step_ms"]) > 0 and speed[name]["profile_where"] == (
+            "side by side" if "profile" in clock else ""), (name, clock)
+    assert set(clocks) - {"8L"} == {name for name, clock in clocks.items() if "profile" not in clock} - {"8L"}
+    assert ("profile" in clocks.get("8L", {})) == (f"{published}/profile.8L.txt" in names)
     assert "logs/gpu-tests.log" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
     # a second call on the same machine: the remainder only, the models untouched
     second = subprocess.run(command + ["--budget", "40", "--out", str(tmp_path / "out2")],
@@ -325,17 +336,6 @@ def test_a_training_stop_is_read_from_its_log(tmp_path):
     assert sitting.stop_of(model, rows, 1, 3)[0] == "partial"
     rising = rows + [{"step": s, "split": "train", "xent": x} for s, x in ((400, 3.3), (500, 3.9), (600, 4.0))]
     assert sitting.stop_of(model, rising, -15, 3)[0] == "diverged"
-
-
-def test_the_profile_summary_names_the_top_kernels():
-    import torch
-
-    from headlab.workflow import sitting_probe
-
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
-        torch.ones(64, 64) @ torch.ones(64, 64)
-    summary = sitting_probe.profile_summary(profiler)
-    assert summary["profile_cpu_ms"] >= 0 and summary["profile_top_kernels"].count(" ms") >= 1
 
 
 def _rehearsal_out(folder: Path, status: dict, files: dict[str, str]) -> Path:
@@ -459,3 +459,18 @@ def test_a_sitting_short_of_time_skips_the_head_atlas_and_says_so(tmp_path):
     publication.write()
     provenance = json.loads((publication.out / "provenance.json").read_text())
     assert provenance["lacks"] == publication.lacks and provenance["status"] == "partial"
+
+
+def test_the_rehearsal_checks_every_training_was_timed_and_the_profile_did_not_fail():
+    from headlab.workflow import rehearsal
+
+    traced = {"8L": {"iterations": 30, "profile": {"profile_steps": 2}}, "8Ftoken": {"iterations": 28}}
+    text, passed = rehearsal.clock_check(traced, ["8L", "8Ftoken"])
+    assert passed and text == "every training timed from inside (2 clocks); 8L's profile window traced"
+    # a slow machine: the window not reached is said, and not a failure
+    assert rehearsal.clock_check({"8L": {"iterations": 2}, "8Ftoken": {}}, ["8L", "8Ftoken"]) == (
+        "every training timed from inside (2 clocks); 8L's profile window not reached in 2 iterations", True)
+    assert not rehearsal.clock_check({"8L": traced["8L"]}, ["8L", "8Ftoken"])[1]          # 8Ftoken's clock missing
+    failed = rehearsal.clock_check({"8L": {"iterations": 9, "profile_error": "RuntimeError: no CUPTI"}}, ["8L"])
+    assert failed == ("every training timed from inside (1 clocks); 8L's profile window failed: RuntimeError: "
+                      "no CUPTI", False)

@@ -254,3 +254,21 @@ def test_a_link_still_preparing_at_its_stage_s_end_is_named_as_such(sitting, tmp
     runner.write_resolved()
     assert runner.prepare_stage(["gated"], end=runner.elapsed() - 1) == []
     assert runner.state["chain_errors"] == {"gated": "its preparation was stopped at its stage's end"}
+
+
+def test_every_training_is_timed_and_the_first_model_profiled(sitting, tmp_path, monkeypatch):
+    from headlab.workflow import gpu_runner
+
+    runner = _runner(tmp_path, monkeypatch, sitting)
+    # the parent as bundled, a chained link as its stage prepares it (with its config)
+    models = [runner.manifest["models"][0], {"name": "gated", "config": "models/8L/ft/onmt.yaml"}]
+    commands = {model["name"]: gpu_runner.Sitting.train_args(runner, model) for model in models}
+    first, steps = gpu_runner.PROFILE_STEPS["cpu"]
+    for name, command in commands.items():
+        split = command.index("--")
+        assert command[1:5] == ["-m", "headlab.workflow.sitting_clock", "--out", str(runner.logs / f"clock.{name}.json")]
+        assert command[split + 1:split + 3] == ["-config", next(m["config"] for m in models if m["name"] == name)]
+        profiled = "--profile-from" in command[:split]
+        assert profiled == (name == "8L"), name
+    assert commands["8L"][commands["8L"].index("--profile-from"):][:4] == ["--profile-from", str(first),
+                                                                          "--profile-steps", str(steps)]

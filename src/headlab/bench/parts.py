@@ -2,7 +2,7 @@
 one ``headlab train`` of the embedded default's model goes (preset ``mini``, 2+2, 8L, on
 the workflow's Multi30k de-en data: 250 steps, validations at 125 and 250, 1 thread, the
 workflow's malloc settings), timed inside the process by wrapping OpenNMT-py's own
-functions (:func:`train_parts`):
+functions (:func:`train_parts`: :class:`headlab.engine.steptime.StepClock`, as in a GPU sitting):
 
 =================  ===========================================================================
 ``startup``        interpreter start and imports (torch, OpenNMT-py, headlab's plugin)
@@ -31,93 +31,49 @@ import time
 
 
 PART_COLUMNS = ["part", "cpu_s", "wall_s", "cpu_share", "calls"]
-PARTS = ["startup", "setup", "data", "steps", "validation", "checkpoints", "loop_other", "end"]
 
 
-class _Clock:
-    """Accumulates CPU and wall seconds per part; parts do not nest (inner time is taken
-    out of the outer part by the caller's choice of what to wrap)."""
-
-    def __init__(self):
-        self.cpu = dict.fromkeys(PARTS, 0.0)
-        self.wall = dict.fromkeys(PARTS, 0.0)
-        self.calls = dict.fromkeys(PARTS, 0)
-
-    def add(self, part, cpu, wall):
-        self.cpu[part] += cpu
-        self.wall[part] += wall
-        self.calls[part] += 1
-
-    def wrap(self, owner, name, part):
-        """Time every call of ``owner.name`` as ``part``."""
-        import functools
-        original = getattr(owner, name)
-
-        @functools.wraps(original)
-        def timed(*args, **kwargs):
-            cpu, wall = time.process_time(), time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.add(part, time.process_time() - cpu, time.perf_counter() - wall)
-
-        setattr(owner, name, timed)
+def _parts() -> list[str]:
+    from headlab.engine.steptime import PARTS as LOOP_PARTS
+    return ["startup", "setup", *LOOP_PARTS, "end"]
 
 
 def train_parts(config: str, start_wall: float) -> dict:
-    """Run ``headlab train -config CONFIG`` in this process with OpenNMT-py's loop
-    instrumented (see the module doc); ``start_wall``: ``time.time()`` when the parent
-    started this process. Returns {part: {"cpu_s", "wall_s", "calls"}}."""
+    """Run ``headlab train -config CONFIG`` in this process with OpenNMT-py's loop timed by
+    :class:`headlab.engine.steptime.StepClock` (the loop's parts) and the time before and
+    after the loop added (see the module doc); ``start_wall``: ``time.time()`` when the
+    parent started this process. Returns {part: {"cpu_s", "wall_s", "calls"}}."""
     import headlab.engine.plugin  # noqa: F401  (torch, OpenNMT-py, compat: the start-up)
-    import onmt.models.model_saver as saver
     import onmt.trainer
     from headlab.engine.run import train
+    from headlab.engine.steptime import StepClock
 
-    clock = _Clock()
-    clock.add("startup", time.process_time(), time.time() - start_wall)
-    trainer = onmt.trainer.Trainer
-    clock.wrap(trainer, "_gradient_accumulation", "steps")
-    clock.wrap(trainer, "validate", "validation")
-    clock.wrap(saver.ModelSaverBase, "save", "checkpoints")
-    accumulate = trainer._accum_batches
-
-    def timed_batches(self, iterator):          # time spent producing each batch
-        batches = accumulate(self, iterator)
-        while True:
-            cpu, wall = time.process_time(), time.perf_counter()
-            try:
-                item = next(batches)
-            except StopIteration:
-                return
-            finally:
-                clock.add("data", time.process_time() - cpu, time.perf_counter() - wall)
-            yield item
-
-    trainer._accum_batches = timed_batches
-    loop = trainer.train
+    startup = {"cpu_s": time.process_time(), "wall_s": time.time() - start_wall, "calls": 1}
+    clock = StepClock().install()
+    loop = onmt.trainer.Trainer.__dict__["train"]
     marks = {}
 
-    def timed_loop(self, *args, **kwargs):
+    def marked_loop(self, *args, **kwargs):
         marks["loop"] = (time.process_time(), time.perf_counter())
-        inner = {p: (clock.cpu[p], clock.wall[p]) for p in ("data", "steps", "validation", "checkpoints")}
         try:
             return loop(self, *args, **kwargs)
         finally:
-            cpu = time.process_time() - marks["loop"][0]
-            wall = time.perf_counter() - marks["loop"][1]
-            for p, (c, w) in inner.items():
-                cpu -= clock.cpu[p] - c
-                wall -= clock.wall[p] - w
-            clock.add("loop_other", cpu, wall)
             marks["end"] = (time.process_time(), time.perf_counter())
 
-    trainer.train = timed_loop
+    onmt.trainer.Trainer.train = marked_loop
     setup = (time.process_time(), time.perf_counter())
-    train(["-config", config])
-    clock.add("setup", marks["loop"][0] - setup[0], marks["loop"][1] - setup[1])
-    clock.add("end", time.process_time() - marks["end"][0], time.perf_counter() - marks["end"][1])
-    return {p: {"cpu_s": round(clock.cpu[p], 3), "wall_s": round(clock.wall[p], 3), "calls": clock.calls[p]}
-            for p in PARTS}
+    try:
+        train(["-config", config])
+    finally:
+        onmt.trainer.Trainer.train = loop
+        clock.undo()
+    parts = {"startup": startup,
+             "setup": {"cpu_s": marks["loop"][0] - setup[0], "wall_s": marks["loop"][1] - setup[1], "calls": 1}}
+    parts.update(clock.summary()["parts"])
+    parts["end"] = {"cpu_s": time.process_time() - marks["end"][0], "wall_s": time.perf_counter() - marks["end"][1],
+                    "calls": 1}
+    return {part: {"cpu_s": round(found["cpu_s"], 3), "wall_s": round(found["wall_s"], 3), "calls": found["calls"]}
+            for part, found in parts.items()}
 
 
 def bench_train_parts(out_dir: str, data_dir: str = "results/data/multi30k/de-en/full", runs: int = 1,
@@ -165,7 +121,7 @@ def bench_train_parts(out_dir: str, data_dir: str = "results/data/multi30k/de-en
         shutil.rmtree(work, ignore_errors=True)
     total = statistics.median(r["process"]["cpu_s"] for r in runs_parts)
     rows = []
-    for part in PARTS + ["process"]:
+    for part in _parts() + ["process"]:
         cpu = statistics.median(r[part]["cpu_s"] for r in runs_parts)
         rows.append({"part": part, "cpu_s": round(cpu, 2),
                      "wall_s": round(statistics.median(r[part]["wall_s"] for r in runs_parts), 2),
@@ -176,7 +132,7 @@ def bench_train_parts(out_dir: str, data_dir: str = "results/data/multi30k/de-en
         writer = csv.DictWriter(handle, fieldnames=PART_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    width = max(map(len, PARTS))
+    width = max(map(len, _parts()))
     print(f"{'part':<{width}}  cpu_s  wall_s  share")
     for row in rows:
         print(f"{row['part']:<{width}}  {row['cpu_s']:5.1f}  {row['wall_s']:6.1f}  {row['cpu_share']}")

@@ -71,6 +71,9 @@ PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
 BENCH_S = 60
 PROBE_S = 90             # the probe: one model alone, 20 steps profiled
+#: the first model's profile window side by side: (first iteration, iterations); on a GPU
+#: past the allocator's and MPS's warm-up and clear of the validation and checkpoint at 200
+PROFILE_STEPS = {"cuda": (151, 20), "cpu": (3, 2)}
 MPS_CHECK_S = 60         # a CUDA client of the MPS daemon must start within this
 MPS_SEARCH_PATH = "/usr/local/nvidia/bin:/usr/bin:/usr/local/cuda/bin"
 MPS_CLIENT_CHECK = "import torch; assert torch.ones(2, device='cuda').sum().item() == 2"
@@ -414,7 +417,15 @@ class Sitting:
 
     # -- 2: train, with the suite and the bench beside -----------------------------------
     def train_args(self, model: dict) -> list[str]:
-        cmd = [sys.executable, "-m", "headlab.cli", "train", "-config", model["config"]]
+        """``headlab train`` of one model, timed from inside (:mod:`headlab.workflow.sitting_clock`:
+        ``logs/clock.<name>.json``); the slice's first model also profiles
+        :data:`PROFILE_STEPS` whole iterations side by side with the others."""
+        cmd = [sys.executable, "-m", "headlab.workflow.sitting_clock", "--out",
+               str(self.logs / f"clock.{model['name']}.json"), "--name", model["name"]]
+        if model["name"] == self.manifest["models"][0]["name"]:
+            first, steps = PROFILE_STEPS[self.args.device]
+            cmd += ["--profile-from", str(first), "--profile-steps", str(steps)]
+        cmd += ["--", "-config", model["config"]]
         if self.args.device == "cpu":
             # no validation on two cores (a base model over 1,014 sentences): the stop rule is
             # the GPU's; the rehearsal evaluates its newest checkpoint and says so

@@ -91,6 +91,17 @@ def expected_rows(models: list[dict], untrained: list[str]) -> int:
     return len(trained) + sum(1 for m in trained if (m.get("chain") or {}).get("initial_row"))
 
 
+def clock_check(clocks: dict[str, dict], trained: list[str]) -> tuple[str, bool]:
+    """Every model trained from the bundle timed from inside (``logs/clock.<model>.json``),
+    and the first one's profile traced, or not reached (said), never failed."""
+    first = trained[0] if trained else ""
+    clock = clocks.get(first, {})
+    window = "traced" if clock.get("profile") else (f"failed: {clock['profile_error']}" if clock.get("profile_error")
+                                                    else f"not reached in {clock.get('iterations', 0)} iterations")
+    return (f"every training timed from inside ({len(clocks)} clocks); {first}'s profile window {window}",
+            set(trained) <= set(clocks) and not clock.get("profile_error"))
+
+
 def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float], models: list[dict]) -> list[tuple[str, bool]]:
     """What holds at any machine speed: a labelled publication, not a deadline met."""
     import csv
@@ -105,6 +116,8 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         provenance = json.load(tar.extractfile(f"{published}/provenance.json"))
         rows = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines())) \
             if f"{published}/rows.csv" in names else []
+        clocks = {name.split(".", 1)[1].removesuffix(".json"): json.load(tar.extractfile(name))
+                  for name in names if name.startswith("logs/clock.") and name.endswith(".json")}
     scored = [row for row in rows if row["bleu"]]
     # a training that ended by itself before the deadline with an error (a crash) is not
     # slowness: on the GPU it would have thrown the sitting away
@@ -126,6 +139,7 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         ("torch and numpy are the venv's, not the bundle's",
          "site" not in Path(provenance["machine"]["torch_file"]).parts[-4:-2]),
         (f"first call within its budget ({seconds[0]:.0f} of {budget:.0f} s)", seconds[0] <= budget + 5),
+        clock_check(clocks, [model["name"] for model in models if "config" in model]),
         ("at most 3 files in OUT", len(list(out.iterdir())) <= 3 and len(list(second.iterdir())) <= 3),
         ("the second call trained nothing",
          later["calls"][-1].get("phases", {}).keys() == {"remainder"}

@@ -457,8 +457,15 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -
     extra = _read_json(logs / "speed-extra.json")
     ident = {**publication.ident, "slice": manifest["slice"]["name"], "commit": manifest["commit"],
              "mps": extra.get("mps", "")}
+    # each training's own clock (headlab.workflow.sitting_clock): where its steps' time went,
+    # and the first model's profile side by side; its trace's tables published beside
+    clocks = {m["name"]: _read_json(logs / f"clock.{m['name']}.json") for m in manifest["models"]}
+    for name, clock in clocks.items():
+        if clock.get("profile_tables"):
+            (publication.out / f"profile.{name}.txt").write_text(clock["profile_tables"])
     rows = sitting_speed.speed_rows(models, ident, sitting_speed.smi_summary(logs / "nvidia-smi.csv"),
-                                    {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}))
+                                    {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}),
+                                    clocks)
     sitting_speed.write_rows(publication.out / "throughput.csv", rows)
 
 

@@ -19,26 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-TOP_KERNELS = 5
-
-
 def _merge(out: Path, section: str, name: str, value) -> None:
     found = json.loads(out.read_text()) if out.is_file() else {}
     found.setdefault(section, {})[name] = value
     out.write_text(json.dumps(found, indent=1))
-
-
-def profile_summary(profiler) -> dict:
-    """Top kernels by device time and the trace's CPU and device totals (ms)."""
-    events = profiler.key_averages()
-
-    def device_total(event) -> float:
-        return getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0))
-
-    top = sorted(events, key=device_total, reverse=True)[:TOP_KERNELS]
-    return {"profile_top_kernels": "; ".join(f"{e.key[:60]} {device_total(e) / 1000:.1f} ms" for e in top),
-            "profile_cpu_ms": round(sum(e.self_cpu_time_total for e in events) / 1000, 1),
-            "profile_cuda_ms": round(sum(device_total(e) for e in events) / 1000, 1)}
 
 
 def probe(config: str, name: str, out: Path, steps: int, profile_steps: int) -> None:
@@ -46,6 +30,7 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int) -> 
     from onmt import trainer
 
     from headlab.engine.run import train
+    from headlab.engine.steptime import profile_summary
     from headlab.workflow.sitting import throughput
 
     scratch = Path(tempfile.mkdtemp(prefix="headlab-probe."))
@@ -66,7 +51,7 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int) -> 
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             state["profiler"].__exit__(None, None, None)
-            _merge(out, "profile", name, profile_summary(state["profiler"]))
+            _merge(out, "profile", name, profile_summary(state["profiler"], profile_steps))
         return result
 
     trainer.Trainer._gradient_accumulation = wrapped

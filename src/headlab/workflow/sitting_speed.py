@@ -29,7 +29,14 @@ SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params",
                  "tgt_tok_s_side_by_side", "models_side_by_side", "src_tok_s_alone", "tgt_tok_s_alone",
                  "matrix_share_side_by_side", "matrix_share_alone", "peak_tflops", "power_w_mean", "power_w_max",
                  "memory_mib_mean", "memory_mib_max", "mps", "profile_top_kernels", "profile_cpu_ms",
-                 "profile_cuda_ms")
+                 "profile_cuda_ms",
+                 # the training's own clock side by side (headlab.engine.steptime): ms a step, each
+                 # part's share of the loop's wall time, process CPU s per wall s
+                 "step_ms", "data_share", "steps_share", "validation_share", "checkpoints_share",
+                 "loop_other_share", "cpu_per_wall",
+                 # the profile: where it ran (side by side / alone), its window, what the host did
+                 "profile_where", "profile_steps", "profile_wall_ms", "profile_top_cpu_ops", "profile_launches",
+                 "profile_launch_ms", "profile_syncs", "profile_sync_ms")
 
 
 def smi_summary(path: Path) -> dict:
@@ -56,13 +63,22 @@ def matrix_share(params: int | None, tokens_s: float | None, gpu: str) -> float 
     return round(6 * params * tokens_s / (peak * 1e12), 4)
 
 
-def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict) -> list[dict]:
+def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict,
+               clocks: dict | None = None) -> list[dict]:
     """``models``: dicts with name, params, src_tok_s, tgt_tok_s; ``alone``: name -> (src, tgt)
-    tokens/s of the probe; ``profile``: name -> its trace's summary."""
+    tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
+    ``clocks``: name -> the training's clock JSON (side by side), whose profile wins."""
+    from headlab.engine.steptime import step_shares
+
     peak = PEAK_TFLOPS.get(ident["gpu"], "")
     rows = []
     for model in models:
         alone_src, alone_tgt = alone.get(model["name"], ("", ""))
+        clock = (clocks or {}).get(model["name"]) or {}
+        traced = ({**clock["profile"], "profile_where": "side by side"} if clock.get("profile") else
+                  {**profile[model["name"]], "profile_where": "alone"} if profile.get(model["name"]) else
+                  {"profile_where": f"side by side: failed ({clock['profile_error']})"} if clock.get("profile_error")
+                  else {})
         rows.append({**{key: ident.get(key, "") for key in ("gpu", "commit", "date", "slice", "sitting", "mps")},
                      "model": model["name"], "params": model.get("params") or "",
                      "src_tok_s_side_by_side": model.get("src_tok_s") or "",
@@ -70,7 +86,7 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                      "src_tok_s_alone": alone_src, "tgt_tok_s_alone": alone_tgt,
                      "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
                      "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
-                     "peak_tflops": peak, **smi, **profile.get(model["name"], {})})
+                     "peak_tflops": peak, **smi, **step_shares(clock), **traced})
     return rows
 
 

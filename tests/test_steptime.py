@@ -1,0 +1,155 @@
+"""A training timed from inside (headlab.engine.steptime, headlab.workflow.sitting_clock):
+the loop's parts on a real toy training, the profile window, a training stopped by a signal
+leaving what it measured, and the speed row's columns against hand-computed values."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from headlab.engine import steptime
+from headlab.engine.config import train_config, write_yaml
+
+CLOCK = [sys.executable, "-m", "headlab.workflow.sitting_clock"]
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A toy corpus and vocabulary; ``config(steps, valid_steps)`` writes a training of it."""
+    from test_onmt_run import HEADLAB, run, toy_corpus
+
+    folder = tmp_path_factory.mktemp("clock")
+    src, tgt = toy_corpus(folder)
+    result = run(HEADLAB + ["vocab", "--train", str(src), str(tgt), "--out", str(folder / "vocab.txt")])
+    assert result.returncode == 0, result.stderr
+
+    def config(name: str, steps: int, valid_steps: int) -> Path:
+        options = train_config(
+            preset="tiny", layers="1+1", heads="7Ftoken+1L", train_src=str(src), train_tgt=str(tgt),
+            valid_src=str(src), valid_tgt=str(tgt), vocab=str(folder / "vocab.txt"), save_dir=str(folder / name),
+            overrides=dict(hidden_size=16, word_vec_size=16, transformer_ff=32, train_steps=steps,
+                           valid_steps=valid_steps, save_checkpoint_steps=valid_steps, warmup_steps=2,
+                           batch_size=64, bucket_size=64, report_every=1))
+        write_yaml(options, folder / f"{name}.yaml")
+        return folder / f"{name}.yaml"
+    return config
+
+
+def test_the_clock_splits_every_iteration_of_a_real_training(toy, tmp_path):
+    out = tmp_path / "clock.json"
+    result = subprocess.run(CLOCK + ["--out", str(out), "--name", "toy", "--profile-from", "2", "--profile-steps", "2",
+                                     "--", "-config", str(toy("whole", 8, 4))], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    clock = json.loads(out.read_text())
+    parts = clock["parts"]
+    assert clock["name"] == "toy" and clock["iterations"] == 8
+    # one forward/backward/update per step; validation and a checkpoint at steps 4 and 8
+    # (and the final model.pt: a third save); every iteration but the last one closed
+    assert parts["steps"]["calls"] == parts["data"]["calls"] == 8
+    assert parts["validation"]["calls"] == 2 and parts["checkpoints"]["calls"] == 3
+    assert parts["loop_other"]["calls"] == 7
+    assert all(part["wall_s"] >= 0 and part["cpu_s"] >= 0 for part in parts.values())
+    # the window: iterations 2-3, CPU only here (no device columns), a trace a human can read
+    profile = clock["profile"]
+    assert profile["profile_steps"] == 2 and profile["profile_wall_ms"] > 0 and profile["profile_cpu_ms"] > 0
+    assert profile["profile_top_kernels"] == profile["profile_cuda_ms"] == profile["profile_launches"] == ""
+    assert profile["profile_top_cpu_ops"].count(" ms") == steptime.TOP
+    assert clock["profile_tables"].startswith("by self CPU time") and "aten::" in clock["profile_tables"]
+
+
+def test_a_training_stopped_by_a_signal_leaves_what_it_measured(toy, tmp_path):
+    """The sitting ends its trainings at the deadline with SIGTERM (no Python cleanup runs):
+    the clock written when its profile window closed is there, whole."""
+    out = tmp_path / "clock.json"
+    proc = subprocess.Popen(CLOCK + ["--out", str(out), "--profile-from", "2", "--profile-steps", "1", "--",
+                                     "-config", str(toy("stopped", 100000, 100000))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        began = time.monotonic()
+        while not (out.is_file() and "profile" in out.read_text()) and time.monotonic() - began < 300:
+            assert proc.poll() is None, "the training ended by itself"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    clock = json.loads(out.read_text())
+    assert clock["iterations"] >= 2 and clock["profile"]["profile_steps"] == 1
+    assert not list(tmp_path.glob(".clock.json.*"))          # no temporary file left beside it
+
+
+def test_the_profile_summary_counts_the_host_side_ops():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        for _ in range(3):
+            torch.ones(64, 64) @ torch.ones(64, 64)
+    summary = steptime.profile_summary(profiler, steps=3, wall_ms=12.345)
+    assert "aten::mm x3 " in summary["profile_top_cpu_ops"]
+    assert summary["profile_steps"] == 3 and summary["profile_wall_ms"] == 12.3
+    assert summary["profile_syncs"] == summary["profile_sync_ms"] == ""      # no CUDA: not zero, unknown
+
+
+def test_a_profile_window_must_hold_a_step():
+    with pytest.raises(ValueError, match="first >= 1 and steps >= 1"):
+        steptime.ProfileWindow(0, 20)
+    with pytest.raises(ValueError, match="first >= 1 and steps >= 1"):
+        steptime.ProfileWindow(151, 0)
+
+
+def test_the_speed_row_of_a_clock_hand_computed():
+    clock = {"iterations": 50, "parts": {
+        "data": {"cpu_s": 0.5, "wall_s": 1.0, "calls": 50}, "steps": {"cpu_s": 3.0, "wall_s": 6.0, "calls": 50},
+        "validation": {"cpu_s": 1.0, "wall_s": 2.0, "calls": 1}, "checkpoints": {"cpu_s": 0.25, "wall_s": 0.5, "calls": 1},
+        "loop_other": {"cpu_s": 0.25, "wall_s": 0.5, "calls": 49}}}
+    # 10 s of wall over 50 iterations; 5 CPU s over 10 wall s
+    assert steptime.step_shares(clock) == {"step_ms": 200.0, "cpu_per_wall": 0.5, "data_share": 0.1,
+                                           "steps_share": 0.6, "validation_share": 0.2, "checkpoints_share": 0.05,
+                                           "loop_other_share": 0.05}
+    assert steptime.step_shares({}) == {} and steptime.step_shares({"iterations": 0, "parts": clock["parts"]}) == {}
+
+
+def test_the_trainings_profile_side_by_side_wins_over_the_probes_alone():
+    from headlab.workflow import sitting_speed
+
+    models = [{"name": name, "params": 60_000_000, "src_tok_s": 11000, "tgt_tok_s": 12000} for name in ("8L", "8Ftoken")]
+    ident = {"gpu": "h100", "commit": "abcdef0", "date": "2026-11-28", "slice": "A-T1-deep", "sitting": "s"}
+    side = {"iterations": 10, "parts": {"steps": {"cpu_s": 1.0, "wall_s": 1.3, "calls": 10}},
+            "profile": {"profile_cpu_ms": 900.0, "profile_steps": 20}}
+    alone = {"8L": {"profile_cpu_ms": 500.0}, "8Ftoken": {"profile_cpu_ms": 400.0}}
+    rows = sitting_speed.speed_rows(models, ident, {}, {}, alone, {"8L": side, "8Ftoken": {}})
+    assert [(r["profile_where"], r["profile_cpu_ms"]) for r in rows] == [("side by side", 900.0), ("alone", 400.0)]
+    assert rows[0]["step_ms"] == 130.0 and rows[0]["steps_share"] == 1.0 and "step_ms" not in rows[1]
+    assert set(rows[0]) <= set(sitting_speed.SPEED_COLUMNS)
+
+
+def test_a_profiler_that_fails_is_recorded_and_the_training_goes_on(toy, tmp_path, monkeypatch):
+    """In process: the window's profiler raises as it starts (as one without CUPTI might);
+    the training ends normally, timed, and the clock says why it has no profile."""
+    from headlab.workflow import sitting_clock
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("profiler unavailable")
+    monkeypatch.setattr(torch.profiler.profile, "__enter__", broken)
+    out = tmp_path / "clock.json"
+    assert sitting_clock.main(["--out", str(out), "--profile-from", "2", "--",
+                               "-config", str(toy("broken", 4, 4))]) == 0
+    clock = json.loads(out.read_text())
+    assert clock["iterations"] == 4 and "profile" not in clock
+    assert clock["profile_error"] == "RuntimeError: profiler unavailable"
+
+
+def test_the_training_parts_bench_uses_the_same_clock(toy):
+    """``make bench``'s train_parts.csv: the loop's parts from the sitting's clock, plus the
+    time before and after the loop."""
+    result = subprocess.run([sys.executable, "-m", "headlab.bench", "--parts-one", str(toy("bench", 6, 3)),
+                             repr(time.time())], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    parts = json.loads(result.stdout.strip().splitlines()[-1])
+    assert list(parts) == ["startup", "setup", *steptime.PARTS, "end"]
+    assert parts["steps"]["calls"] == 6 and parts["validation"]["calls"] == 2 and parts["startup"]["wall_s"] > 0
