@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headlab.bench.dispatch import count, layer_count
+from headlab.bench.dispatch import SYNC_OPS, count, layer_count
 from headlab.heads import HEAD_KINDS, HEAD_MIXERS
 from headlab.heads.executor import PATH_VARIABLE
 
@@ -124,3 +124,25 @@ def test_a_training_step_does_not_launch_per_parameter_tensor(monkeypatch, spec)
     unfused_three, _ = _step_count(spec, 3, adam="torch")
     # torch's default Adam on the CPU: ops per parameter tensor (what this test guards against)
     assert (unfused_three.ops - unfused_two.ops) - per_layer >= 5 * (params_three - params_two)
+
+
+#: OpenNMT-py 3.5.1's own host reads in a step on a GPU (its loss path, not the CPU's fused
+#: cross-entropy): the source words twice for the reports (trainer.py:483-484), the loss,
+#: the correct-token count (a masked_select, then its sum) and the target words
+#: (loss.py:384, 400-401); one more per step outside it, the normalisation (trainer.py:244)
+GPU_PATH_SYNCS = 6
+
+
+@pytest.mark.parametrize("spec", ["8L", "7Ftoken+1L", "8Ftoken"])
+def test_a_sitting_models_step_on_the_gpu_loss_path_adds_no_host_sync(monkeypatch, spec):
+    """The sitting's models at 6+6 through OpenNMT-py's loss (what runs on a GPU): the host
+    syncs are OpenNMT-py's six statistics reads and nothing of headlab's (stock 6+6 ``8L``
+    has one more: its encoder's mask reads the longest source back)."""
+    from headlab.engine import xent
+
+    monkeypatch.setenv(PATH_VARIABLE, "fused")
+    monkeypatch.setattr(xent, "applies", lambda compute, output: False)
+    stock, _ = _step_count("8L", 6, stock=True)
+    ours, _ = _step_count(spec, 6)
+    assert stock.syncs == GPU_PATH_SYNCS + 1
+    assert ours.syncs == GPU_PATH_SYNCS, {name: n for name, n in ours.by_op.items() if name in SYNC_OPS}
