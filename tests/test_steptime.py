@@ -56,6 +56,11 @@ def test_the_clock_splits_every_iteration_of_a_real_training(toy, tmp_path):
     assert parts["validation"]["calls"] == 2 and parts["checkpoints"]["calls"] == 3
     assert parts["loop_other"]["calls"] == 7
     assert all(part["wall_s"] >= 0 and part["cpu_s"] >= 0 for part in parts.values())
+    # the start-up in order: imports, then the loop's first request, then its first batch
+    start = clock["start"]
+    assert 0 < start["imports_s"] < start["loop_s"] <= start["first_batch_s"]
+    # the first batch's wait is the first iteration's data part
+    assert start["first_batch_s"] - start["loop_s"] <= parts["data"]["wall_s"] + 0.001
     # the window: iterations 2-3, CPU only here (no device columns), a trace a human can read
     profile = clock["profile"]
     assert profile["profile_steps"] == 2 and profile["profile_wall_ms"] > 0 and profile["profile_cpu_ms"] > 0
@@ -103,14 +108,15 @@ def test_a_profile_window_must_hold_a_step():
 
 
 def test_the_speed_row_of_a_clock_hand_computed():
-    clock = {"iterations": 50, "parts": {
+    clock = {"iterations": 50, "start": {"imports_s": 6.5, "loop_s": 12.0, "first_batch_s": 30.25}, "parts": {
         "data": {"cpu_s": 0.5, "wall_s": 1.0, "calls": 50}, "steps": {"cpu_s": 3.0, "wall_s": 6.0, "calls": 50},
         "validation": {"cpu_s": 1.0, "wall_s": 2.0, "calls": 1}, "checkpoints": {"cpu_s": 0.25, "wall_s": 0.5, "calls": 1},
         "loop_other": {"cpu_s": 0.25, "wall_s": 0.5, "calls": 49}}}
     # 10 s of wall over 50 iterations; 5 CPU s over 10 wall s
     assert steptime.step_shares(clock) == {"step_ms": 200.0, "cpu_per_wall": 0.5, "data_share": 0.1,
                                            "steps_share": 0.6, "validation_share": 0.2, "checkpoints_share": 0.05,
-                                           "loop_other_share": 0.05}
+                                           "loop_other_share": 0.05, "start_imports_s": 6.5,
+                                           "start_loop_s": 12.0, "start_first_batch_s": 30.25}
     assert steptime.step_shares({}) == {} and steptime.step_shares({"iterations": 0, "parts": clock["parts"]}) == {}
 
 

@@ -25,6 +25,11 @@ there is one, CUDA activity; :func:`profile_summary` turns it into a few numbers
 kernels by device time, top host-side ops by self CPU time, kernel launches and host
 synchronisations with their CPU time) and two tables for a human.
 
+Before the loop, the start-up (``start`` in the JSON, seconds from the process's start):
+``imports_s`` (torch, OpenNMT-py, headlab's patches), ``loop_s`` (options, vocabulary, model
+and optimizer built: the loop asks for its first batch), ``first_batch_s`` (the first batch
+there: OpenNMT-py fills its first bucket of ``bucket_size`` examples first).
+
 The clock's JSON (:meth:`StepClock.flush`) is rewritten atomically at most every
 :data:`FLUSH_S` seconds and when the profile window closes: a training stopped by a signal
 (a sitting's deadline) leaves what it had measured. Nothing here changes what is trained.
@@ -132,8 +137,14 @@ class StepClock:
     """Wall and CPU seconds per part of OpenNMT-py's training loop (see the module doc),
     installed on the trainer's classes by :meth:`install`; ``out``: the JSON it flushes."""
 
-    def __init__(self, out: str | Path | None = None, profile: ProfileWindow | None = None, name: str = ""):
+    def __init__(self, out: str | Path | None = None, profile: ProfileWindow | None = None, name: str = "",
+                 began: float | None = None):
+        """``began``: ``perf_counter()`` when the process began its work (before its imports),
+        for the start-up's split; default: now."""
         self.out = Path(out) if out else None
+        self.began = time.perf_counter() if began is None else began
+        #: seconds from ``began``: imports done (the clock installed), the loop's first batch asked for and got
+        self.start: dict[str, float] = {}
         self.profile = profile
         self.name = name
         self.cpu = dict.fromkeys(PARTS, 0.0)
@@ -171,6 +182,8 @@ class StepClock:
         import onmt.models.model_saver as saver
         import onmt.trainer
 
+        self.start["imports_s"] = round(time.perf_counter() - self.began, 3)
+
         trainer = onmt.trainer.Trainer
         self._wrap(trainer, "_gradient_accumulation", "steps")
         self._wrap(trainer, "validate", "validation")
@@ -197,6 +210,8 @@ class StepClock:
                 closed = clock._profile_at(clock.iterations + 1)
                 fetch_cpu, fetch_wall = time.process_time(), time.perf_counter()
                 began = (fetch_cpu, fetch_wall, [(clock.cpu[p], clock.wall[p]) for p in _INNER])
+                if not clock.iterations and "loop_s" not in clock.start:
+                    clock.start["loop_s"] = round(fetch_wall - clock.began, 3)
                 try:
                     item = next(batches)
                 except StopIteration:
@@ -204,6 +219,8 @@ class StepClock:
                     return
                 finally:
                     clock.add("data", time.process_time() - fetch_cpu, time.perf_counter() - fetch_wall)
+                if not clock.iterations:
+                    clock.start["first_batch_s"] = round(time.perf_counter() - clock.began, 3)
                 clock.iterations += 1
                 clock.flush(force=closed)
                 yield item
@@ -232,7 +249,7 @@ class StepClock:
     def summary(self) -> dict:
         parts = {p: {"cpu_s": round(self.cpu[p], 4), "wall_s": round(self.wall[p], 4), "calls": self.calls[p]}
                  for p in PARTS}
-        found = {"name": self.name, "iterations": self.iterations, "parts": parts}
+        found = {"name": self.name, "iterations": self.iterations, "start": dict(self.start), "parts": parts}
         if self.profile is not None and self.profile.summary:
             found.update(profile=self.profile.summary, profile_tables=self.profile.tables)
         if self.profile_error:
@@ -260,6 +277,8 @@ def step_shares(clock: dict) -> dict:
     row = {"step_ms": round(1000 * wall / iterations, 1),
            "cpu_per_wall": round(sum(part["cpu_s"] for part in parts.values()) / wall, 2)}
     row.update({f"{part}_share": round(parts[part]["wall_s"] / wall, 3) for part in PARTS if part in parts})
+    start = clock.get("start") or {}
+    row.update({f"start_{key}": start[key] for key in ("imports_s", "loop_s", "first_batch_s") if key in start})
     return row
 
 

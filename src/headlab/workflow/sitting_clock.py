@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 
 def main(argv: list[str] | None = None) -> int:
+    began = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_clock",
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from headlab.errors import HeadlabError
 
     window = None if args.profile_from is None else steptime.ProfileWindow(args.profile_from, args.profile_steps)
-    clock = steptime.StepClock(args.out, window, args.name).install()
+    clock = steptime.StepClock(args.out, window, args.name, began).install()
     try:
         return int(run.train(argv[split + 1:]) or 0)
     except HeadlabError as err:
