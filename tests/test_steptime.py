@@ -159,3 +159,17 @@ def test_the_training_parts_bench_uses_the_same_clock(toy):
     parts = json.loads(result.stdout.strip().splitlines()[-1])
     assert list(parts) == ["startup", "setup", *steptime.PARTS, "end"]
     assert parts["steps"]["calls"] == 6 and parts["validation"]["calls"] == 2 and parts["startup"]["wall_s"] > 0
+
+
+def test_the_probe_alone_traces_its_last_steps(toy, tmp_path):
+    """The idle-GPU probe (a later call's), run here on the CPU: tokens/s alone from its own
+    log (reports every 10 steps, the first left out) and the same profile window as the
+    trainings', over its last steps."""
+    out = tmp_path / "speed-extra.json"
+    result = subprocess.run([sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
+                             str(toy("probe", 4, 4)), "--name", "toy", "--out", str(out), "--steps", "30",
+                             "--profile-steps", "2"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(out.read_text())
+    assert found["profile"]["toy"]["profile_steps"] == 2 and found["profile"]["toy"]["profile_cpu_ms"] > 0
+    assert len(found["alone"]["toy"]) == 2 and all(value > 0 for value in found["alone"]["toy"])

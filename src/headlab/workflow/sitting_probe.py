@@ -4,10 +4,11 @@ trains alone for a few steps, then 20 steps under ``torch.profiler``.
     python -m headlab.workflow.sitting_probe --config MODEL/onmt.yaml --name 8L --out WORK/logs/speed-extra.json
         [--steps 60] [--profile-steps 20]
 
-``headlab train`` runs in this process with OpenNMT-py's per-step function wrapped: the
-steps before the trace give the tokens/s alone (OpenNMT-py's own reports, read from the
-probe's log), the last ``profile_steps`` are traced; the top kernels by GPU time and the
-trace's CPU and GPU totals are merged into ``--out`` under ``profile`` and ``alone``
+``headlab train`` runs in this process with the sitting's clock installed
+(:class:`headlab.engine.steptime.StepClock`): the steps before the trace give the tokens/s
+alone (OpenNMT-py's own reports, read from the probe's log), the last ``profile_steps``
+whole iterations are traced (:class:`~headlab.engine.steptime.ProfileWindow`, as the
+trainings' own window side by side); its summary and the tokens/s are merged into ``--out`` under ``profile`` and ``alone``
 (read by :mod:`headlab.workflow.sitting` into ``throughput.csv``). Checkpoints go to a
 scratch folder: the sitting's models are never touched.
 """
@@ -26,41 +27,24 @@ def _merge(out: Path, section: str, name: str, value) -> None:
 
 
 def probe(config: str, name: str, out: Path, steps: int, profile_steps: int) -> None:
-    import torch
-    from onmt import trainer
-
+    import headlab.engine.plugin  # noqa: F401  (the engine's patches first: the clock times what runs)
     from headlab.engine.run import train
-    from headlab.engine.steptime import profile_summary
+    from headlab.engine.steptime import ProfileWindow, StepClock
     from headlab.workflow.sitting import throughput
 
     scratch = Path(tempfile.mkdtemp(prefix="headlab-probe."))
     log = out.with_name(f"probe.{name}.log")
-    original = trainer.Trainer._gradient_accumulation
-    state = {"step": 0, "profiler": None}
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if torch.cuda.is_available():
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-
-    def wrapped(self, *args, **kwargs):
-        state["step"] += 1
-        if state["step"] == steps - profile_steps + 1:
-            state["profiler"] = torch.profiler.profile(activities=activities)
-            state["profiler"].__enter__()
-        result = original(self, *args, **kwargs)
-        if state["step"] == steps and state["profiler"] is not None:
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            state["profiler"].__exit__(None, None, None)
-            _merge(out, "profile", name, profile_summary(state["profiler"], profile_steps))
-        return result
-
-    trainer.Trainer._gradient_accumulation = wrapped
+    # the window closes as the iteration after it begins: one step more than the probe's
+    window = ProfileWindow(steps - profile_steps + 1, profile_steps)
+    clock = StepClock(profile=window).install()
     try:
-        train(["-config", config, "-train_steps", str(steps), "-save_model", str(scratch / "model"),
-               "-save_checkpoint_steps", str(steps), "-valid_steps", str(10**6), "-early_stopping", "0",
+        train(["-config", config, "-train_steps", str(steps + 1), "-save_model", str(scratch / "model"),
+               "-save_checkpoint_steps", str(steps + 1), "-valid_steps", str(10**6), "-early_stopping", "0",
                "-model_selection", "last", "-report_every", "10", "-log_file", str(log)])
     finally:
-        trainer.Trainer._gradient_accumulation = original
+        clock.undo()
+        if window.summary:
+            _merge(out, "profile", name, window.summary)
         speed = throughput(log)
         if speed["src_tok_s"]:
             _merge(out, "alone", name, [speed["src_tok_s"], speed["tgt_tok_s"]])
