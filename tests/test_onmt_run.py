@@ -30,20 +30,28 @@ def toy_corpus(folder: Path, n: int = 60) -> tuple[Path, Path]:
     return folder / "train.src", folder / "train.tgt"
 
 
+def toy_training(folder: Path, name: str = "train", model: str = "model", **overrides) -> Path:
+    """``folder/name.yaml``: a 1+1 toy model (d = 16) on the toy corpus of ``folder``
+    (written, with its vocabulary, the first time), saved under ``folder/model``."""
+    src, tgt = folder / "train.src", folder / "train.tgt"
+    if not (folder / "vocab.txt").is_file():
+        toy_corpus(folder)
+        result = run(HEADLAB + ["vocab", "--train", str(src), str(tgt), "--out", str(folder / "vocab.txt")])
+        assert result.returncode == 0, result.stderr
+    options = train_config(
+        preset="tiny", layers="1+1", heads="7Ftoken+1L", train_src=str(src), train_tgt=str(tgt),
+        valid_src=str(src), valid_tgt=str(tgt), vocab=str(folder / "vocab.txt"), save_dir=str(folder / model),
+        overrides=dict(hidden_size=16, word_vec_size=16, transformer_ff=32, warmup_steps=2, batch_size=64,
+                       bucket_size=64, **overrides))
+    write_yaml(options, folder / f"{name}.yaml")
+    return folder / f"{name}.yaml"
+
+
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     """A toy corpus, its vocabulary and a 6-step training config (checkpoints every 3)."""
     folder = tmp_path_factory.mktemp("toy")
-    src, tgt = toy_corpus(folder)
-    result = run(HEADLAB + ["vocab", "--train", str(src), str(tgt), "--out", str(folder / "vocab.txt")])
-    assert result.returncode == 0, result.stderr
-    options = train_config(
-        preset="tiny", layers="1+1", heads="7Ftoken+1L", train_src=str(src), train_tgt=str(tgt),
-        valid_src=str(src), valid_tgt=str(tgt), vocab=str(folder / "vocab.txt"),
-        save_dir=str(folder / "model"),
-        overrides=dict(hidden_size=16, word_vec_size=16, transformer_ff=32, train_steps=6,
-                       save_checkpoint_steps=3, warmup_steps=2, batch_size=64, bucket_size=64))
-    write_yaml(options, folder / "train.yaml")
+    toy_training(folder, train_steps=6, save_checkpoint_steps=3)
     return folder
 
 

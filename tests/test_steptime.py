@@ -9,37 +9,24 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
 from headlab.engine import steptime
-from headlab.engine.config import train_config, write_yaml
 
 CLOCK = [sys.executable, "-m", "headlab.workflow.sitting_clock"]
 
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    """A toy corpus and vocabulary; ``config(steps, valid_steps)`` writes a training of it."""
-    from test_onmt_run import HEADLAB, run, toy_corpus
+    """``toy(name, steps, valid_steps)``: a toy training's config (a checkpoint at each validation)."""
+    from test_onmt_run import toy_training
 
     folder = tmp_path_factory.mktemp("clock")
-    src, tgt = toy_corpus(folder)
-    result = run(HEADLAB + ["vocab", "--train", str(src), str(tgt), "--out", str(folder / "vocab.txt")])
-    assert result.returncode == 0, result.stderr
-
-    def config(name: str, steps: int, valid_steps: int) -> Path:
-        options = train_config(
-            preset="tiny", layers="1+1", heads="7Ftoken+1L", train_src=str(src), train_tgt=str(tgt),
-            valid_src=str(src), valid_tgt=str(tgt), vocab=str(folder / "vocab.txt"), save_dir=str(folder / name),
-            overrides=dict(hidden_size=16, word_vec_size=16, transformer_ff=32, train_steps=steps,
-                           valid_steps=valid_steps, save_checkpoint_steps=valid_steps, warmup_steps=2,
-                           batch_size=64, bucket_size=64, report_every=1))
-        write_yaml(options, folder / f"{name}.yaml")
-        return folder / f"{name}.yaml"
-    return config
+    return lambda name, steps, valid_steps: toy_training(folder, name, model=name, train_steps=steps,
+                                                         valid_steps=valid_steps, save_checkpoint_steps=valid_steps,
+                                                         report_every=1)
 
 
 def test_the_clock_splits_every_iteration_of_a_real_training(toy, tmp_path):
