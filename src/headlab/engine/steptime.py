@@ -25,7 +25,7 @@ there is one, CUDA activity; :func:`profile_summary` turns it into a few numbers
 kernels by device time, top host-side ops by self CPU time, kernel launches and host
 synchronisations with their CPU time) and two tables for a human.
 
-Before the loop, the start-up (``start`` in the JSON, seconds from the process's start):
+Before the loop, the start-up (``start`` in the JSON, seconds from the command's start (its Python up)):
 ``imports_s`` (torch, OpenNMT-py, headlab's patches), ``loop_s`` (options, vocabulary, model
 and optimizer built: the loop asks for its first batch), ``first_batch_s`` (the first batch
 there: OpenNMT-py fills its first bucket of ``bucket_size`` examples first).

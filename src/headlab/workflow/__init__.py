@@ -9,6 +9,7 @@
 ``gpu_runner``    the sitting itself (``run.py``, standard library only): deadline, status, packing
 ``sitting``       its evaluation and publication (each model at its best validation checkpoint,
                 sacreBLEU, provenance; results/published/<slice>/<sitting>/)
+``sitting_clock`` each training of a sitting, timed from inside (``headlab.engine.steptime``)
 ``gpu_plan``      config/gpu-plan.yaml: the queue of slices and the next one to bundle
 ``rehearsal``     ``make gpu-rehearsal``: the sitting on a CPU, in a venv of the GPU machine's packages
 

@@ -34,7 +34,7 @@ SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params",
                  # part's share of the loop's wall time, process CPU s per wall s
                  "step_ms", "data_share", "steps_share", "validation_share", "checkpoints_share",
                  "loop_other_share", "cpu_per_wall",
-                 # its start-up, seconds from the process's start: imports, loop begins, first batch in
+                 # its start-up, seconds from the command's start (its Python up): imports, loop begins, first batch in
                  "start_imports_s", "start_loop_s", "start_first_batch_s",
                  # the profile: where it ran (side by side / alone), its window, what the host did
                  "profile_where", "profile_steps", "profile_wall_ms", "profile_top_cpu_ops", "profile_launches",
