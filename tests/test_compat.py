@@ -2,6 +2,7 @@
 already have imported what is measured here)."""
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
@@ -89,7 +90,9 @@ from onmt.inputters.dynamic_iterator import DynamicDatasetIter
 sys.path.insert(0, sys.argv[1])            # the worker's spaCy: a package that cannot import
 data = DynamicDatasetIter.__new__(DynamicDatasetIter)
 data.num_workers, data.batch_size = 1, 4096
-worker = multiprocessing.get_context("spawn").Process(target=print, args=(data.__dict__, data))
+# the worker unpickles `data` (headlab's deferral, then the patches) and prints what it got
+shown = "print(data.__dict__, data); print(type(data).__iter__.__code__.co_name)"
+worker = multiprocessing.get_context("spawn").Process(target=exec, args=(shown, {"data": data}))
 worker.start()
 worker.join()
 print("worker exit", worker.exitcode)
@@ -107,7 +110,9 @@ def test_a_spawned_data_worker_starts_without_spacy(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "no spaCy on this machine" not in out.stderr, out.stderr[-2000:]
     assert out.stdout.splitlines()[-1] == "worker exit 0", out.stderr[-2000:]
-    assert out.stdout.splitlines()[-2].startswith("{'num_workers': 1, 'batch_size': 4096} <onmt.inputters")
+    assert out.stdout.splitlines()[-3].startswith("{'num_workers': 1, 'batch_size': 4096} <onmt.inputters")
+    # the worker iterates with the patched OpenNMT-py, as the trainer would
+    assert out.stdout.splitlines()[-2] == "iter_pausing_gc"
 
 
 CLI_PROBE = """
@@ -304,3 +309,115 @@ def test_an_optimizer_works_without_importing_torch_dynamo():
     out = _python(OPTIMIZER_PROBE)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.splitlines() == ["[0.9, 0.9, 0.9] None 2 False", "[0.8, 0.8, 0.8] True"]
+
+
+# -- the data pipeline: upstream's batches, sooner -----------------------------------------
+
+def _toy_train_iterator(folder):
+    """OpenNMT-py's training iterator for the toy training of ``folder`` (no workers), built
+    as ``onmt.train_single`` builds it, its shuffler seeded alike each time."""
+    import random
+
+    from onmt.bin.train import _get_parser
+    from onmt.inputters.dynamic_iterator import build_dynamic_dataset_iter
+    from onmt.train_single import _init_train
+    from onmt.utils.parse import ArgumentParser
+    from test_onmt_run import toy_training
+
+    config = folder / "train.yaml"
+    if not config.is_file():
+        toy_training(folder, bucket_size=32, batch_size=24)
+    opt, _ = _get_parser().parse_known_args(["-config", str(config)])
+    ArgumentParser.validate_train_opts(opt)
+    ArgumentParser.update_model_opts(opt)
+    ArgumentParser.validate_model_opts(opt)
+    _, vocabs, transforms_cls = _init_train(opt)
+    random.seed(7)
+    return build_dynamic_dataset_iter(opt, transforms_cls, vocabs)
+
+
+def _same_batches(first, second) -> bool:
+    import torch
+
+    def same(a, b):
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+        if isinstance(a, dict):
+            return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, (list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a == b
+
+    return same(first, second)
+
+
+def test_the_data_iterator_pauses_gc_while_it_batches_and_yields_upstreams_batches(tmp_path):
+    """Collection is paused while the iterator fills, sorts and batches a bucket (seen from
+    its sort key, called inside), on again while the trainer holds a batch and after the
+    last; the batches, their order and every tensor are upstream's (the toy corpus: 60
+    sentence pairs, buckets of 32, three passes)."""
+    import gc
+    import itertools
+
+    import headlab.engine.plugin  # noqa: F401
+    from headlab.engine import compat
+    from onmt.inputters.dynamic_iterator import DynamicDatasetIter
+    from onmt.inputters.text_utils import text_sort_key
+
+    upstream = next(value for owner, name, value in compat._REPLACED
+                    if owner is DynamicDatasetIter and name == "__iter__")
+    expected = list(itertools.islice(upstream(_toy_train_iterator(tmp_path)), 12))
+
+    data = _toy_train_iterator(tmp_path)
+    inside = []
+
+    def sort_key(example):
+        inside.append(gc.isenabled())
+        return text_sort_key(example)
+
+    data.sort_key = sort_key
+    got, held = [], []
+    assert gc.isenabled()
+    for batch in itertools.islice(iter(data), 12):
+        held.append(gc.isenabled())
+        got.append(batch)
+    assert gc.isenabled()
+    assert len(got) == 12 and _same_batches(got, expected)
+    assert inside and not any(inside)
+    assert all(held)
+    # a trainer that runs with collection off keeps it off
+    gc.disable()
+    try:
+        next(iter(data))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def _all_strings(alphabet: str, longest: int):
+    for length in range(longest + 1):
+        for letters in itertools.product(alphabet, repeat=length):
+            yield "".join(letters)
+
+
+@pytest.mark.parametrize("defaults", [None, "x"])
+def test_plain_lines_skip_feature_parsing_and_parse_as_upstream(defaults):
+    """Every string up to 7 characters of ``a``, space, newline and the feature delimiter,
+    without features (``n_feats`` 0): the text, the features and any refusal are upstream's."""
+    import headlab.engine.plugin  # noqa: F401
+    import onmt.inputters.text_corpus as text_corpus
+    from onmt.inputters.text_utils import parse_features as upstream
+
+    def outcome(parse, line):
+        try:
+            return parse(line, n_feats=0, defaults=defaults)
+        except AssertionError:
+            return "refused"
+
+    assert text_corpus.parse_features is not upstream
+    lines = list(_all_strings("a \n\uffe8", 7))
+    assert len(lines) == 21845
+    differ = [line for line in lines if outcome(text_corpus.parse_features, line) != outcome(upstream, line)]
+    assert differ == []
+    assert outcome(text_corpus.parse_features, "ein Hund\n") == ("ein Hund", None)
+    assert outcome(text_corpus.parse_features, "ein\uffe8A Hund\n") == "refused"

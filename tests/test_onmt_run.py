@@ -41,8 +41,8 @@ def toy_training(folder: Path, name: str = "train", model: str = "model", **over
     options = train_config(
         preset="tiny", layers="1+1", heads="7Ftoken+1L", train_src=str(src), train_tgt=str(tgt),
         valid_src=str(src), valid_tgt=str(tgt), vocab=str(folder / "vocab.txt"), save_dir=str(folder / model),
-        overrides=dict(hidden_size=16, word_vec_size=16, transformer_ff=32, warmup_steps=2, batch_size=64,
-                       bucket_size=64, **overrides))
+        overrides={**dict(hidden_size=16, word_vec_size=16, transformer_ff=32, warmup_steps=2, batch_size=64,
+                          bucket_size=64), **overrides})
     write_yaml(options, folder / f"{name}.yaml")
     return folder / f"{name}.yaml"
 

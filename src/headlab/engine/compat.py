@@ -1,6 +1,7 @@
 """Every change headlab makes to OpenNMT-py 3.5.1 and torch, in one place.
 
-Applied once by :func:`apply` (``import headlab.engine.plugin`` calls it): for OpenNMT-py
+Applied once by :func:`apply` (``import headlab.engine.plugin`` calls it, and a spawned
+data-loading worker when it unpickles its iterator: :func:`_rebuild_dataset_iter`): for OpenNMT-py
 3.5.1 only (any other version is refused in one line, as its private names may have moved),
 every patch or none, each upstream name replaced once (:func:`_replace` refuses a second).
 Each patch says what upstream does, why it breaks here, and what we do instead; most wrap
@@ -10,8 +11,8 @@ The only other places that change OpenNMT-py at run time:
 
 * :func:`headlab.engine.run.train` sets ``onmt.bin.train.spawned_train`` for multi-GPU
   training (a spawned process must import the plugin first);
-* :func:`headlab.bench.parts.train_parts` wraps trainer methods with timers, in the bench's
-  own process only.
+* :class:`headlab.engine.steptime.StepClock` wraps trainer methods with timers, in the
+  processes it times only (a GPU sitting's trainings, ``make bench``'s training parts).
 """
 from __future__ import annotations
 
@@ -541,7 +542,10 @@ def _patch_fused_adam() -> None:
 
 def _rebuild_dataset_iter(cls):
     """Unpickling target of :func:`_patch_spawned_data_workers` (module level: pickle finds
-    it by name, and importing this module is the point)."""
+    it by name, and importing this module is the point). The worker then applies the
+    patches, so it runs the OpenNMT-py the trainer runs (the data iterator's among them);
+    pickle has imported the iterator's module already, which is all apply needs first."""
+    apply()
     return cls.__new__(cls)
 
 
@@ -561,6 +565,64 @@ def _patch_spawned_data_workers() -> None:
         return _rebuild_dataset_iter, (type(self),), self.__dict__
 
     _replace(DynamicDatasetIter, "__reduce_ex__", reduce_ex)
+
+
+def _patch_bucketing_pauses_gc() -> None:
+    """``DynamicDatasetIter.__iter__`` fills a bucket (``bucket_size`` examples: 262,144 in a
+    GPU sitting, ~9 passes over Multi30k) with several dicts, lists and strings per example,
+    then numericalises, sorts and batches it, all before the first batch. Python's cyclic
+    garbage collector runs every 700 new container objects and scans the young ones (the
+    whole growing bucket, again and again as it ages into the older generations), though
+    nothing there is cyclic: on this 2-core VM the first batch of a sitting's model took
+    16-19 s, 9-10 s with collection paused. The iterator now pauses collection while it
+    computes each next batch and restores it before handing the batch over, so the
+    trainer's own code runs as before; refcounting frees everything as usual, and cyclic
+    garbage made meanwhile (none is known) waits for the next collection. Batches, their
+    order and every value are upstream's."""
+    import gc
+    from onmt.inputters.dynamic_iterator import DynamicDatasetIter
+
+    upstream = DynamicDatasetIter.__iter__
+
+    @functools.wraps(upstream)
+    def iter_pausing_gc(self):
+        batches = upstream(self)
+        while True:
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            finally:
+                if was_enabled:
+                    gc.enable()
+            yield batch
+
+    _replace(DynamicDatasetIter, "__iter__", iter_pausing_gc)
+
+
+def _patch_plain_lines_skip_feature_parsing() -> None:
+    """``ParallelCorpus.load`` passes every source line through ``parse_features``, which
+    splits each token on the feature delimiter ``￨`` and rejoins the tokens, for corpora
+    without source features too (``n_src_feats`` 0): 1.4 s of a sitting's 262,144-example
+    first bucket on this VM. For ``n_feats`` 0 and a line without the delimiter whose only
+    newlines lead or trail, upstream returns the line without them and no features; that is
+    returned directly (equal to upstream on every string up to 7 characters of ``a``, space,
+    newline and ``￨``: tests/test_compat.py). Any other line goes to upstream."""
+    import onmt.inputters.text_corpus as text_corpus
+
+    upstream = text_corpus.parse_features
+
+    @functools.wraps(upstream)
+    def parse_features(line, n_feats=0, defaults=None):
+        if n_feats == 0 and FEATURE_DELIMITER not in line:
+            text = line.strip("\n")
+            if "\n" not in text:
+                return text, None
+        return upstream(line, n_feats=n_feats, defaults=defaults)
+
+    _replace(text_corpus, "parse_features", parse_features)  # imported by name there
 
 
 def _patch_optimizer_freezes_pruned_heads() -> None:
@@ -732,6 +794,9 @@ def _deterministic_gpu() -> None:
 #: the OpenNMT-py these patches were written against (private names, line numbers)
 ONMT_VERSION = "3.5.1"
 
+#: OpenNMT-py's token feature delimiter (``onmt.inputters.text_utils.parse_features``)
+FEATURE_DELIMITER = "\uffe8"
+
 #: upstream's value of an attribute a patch added (removed again by :func:`_undo`)
 _ABSENT = object()
 
@@ -743,8 +808,8 @@ PATCHES = (_build_modules_directly, _optimizers_without_importing_dynamo, _patch
            _patch_average_models, _patch_with_score, _patch_options, _patch_fresh_init, _patch_test_model_loading,
            _patch_aux_loss,
            _patch_model_selection, _patch_optimizer_state_in_newest_checkpoint, _patch_feature_embeddings,
-           _patch_optimizer_from_opt, _patch_fused_adam, _patch_spawned_data_workers,
-           _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
+           _patch_optimizer_from_opt, _patch_fused_adam, _patch_spawned_data_workers, _patch_bucketing_pauses_gc,
+           _patch_plain_lines_skip_feature_parsing, _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
            _patch_corpus_logging_keeps_log_file, _patch_bf16_training)
 
 
