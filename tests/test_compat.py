@@ -336,19 +336,19 @@ def _toy_train_iterator(folder):
     return build_dynamic_dataset_iter(opt, transforms_cls, vocabs)
 
 
-def _same_batches(first, second) -> bool:
+def _same(first, second) -> bool:
+    """Batches (nested dicts, lists and tuples of tensors and plain values) equal, dtypes too."""
     import torch
 
-    def same(a, b):
-        if isinstance(a, torch.Tensor):
-            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-        if isinstance(a, dict):
-            return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-        if isinstance(a, (list, tuple)):
-            return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-        return a == b
-
-    return same(first, second)
+    if isinstance(first, torch.Tensor):
+        return isinstance(second, torch.Tensor) and first.dtype == second.dtype and torch.equal(first, second)
+    if isinstance(first, dict):
+        return isinstance(second, dict) and first.keys() == second.keys() and all(
+            _same(first[key], second[key]) for key in first)
+    if isinstance(first, (list, tuple)):
+        return type(first) is type(second) and len(first) == len(second) and all(
+            _same(one, other) for one, other in zip(first, second))
+    return first == second
 
 
 def test_the_data_iterator_pauses_gc_while_it_batches_and_yields_upstreams_batches(tmp_path):
@@ -357,7 +357,6 @@ def test_the_data_iterator_pauses_gc_while_it_batches_and_yields_upstreams_batch
     last; the batches, their order and every tensor are upstream's (the toy corpus: 60
     sentence pairs, buckets of 32, three passes)."""
     import gc
-    import itertools
 
     import headlab.engine.plugin  # noqa: F401
     from headlab.engine import compat
@@ -382,7 +381,7 @@ def test_the_data_iterator_pauses_gc_while_it_batches_and_yields_upstreams_batch
         held.append(gc.isenabled())
         got.append(batch)
     assert gc.isenabled()
-    assert len(got) == 12 and _same_batches(got, expected)
+    assert len(got) == 12 and _same(got, expected)
     assert inside and not any(inside)
     assert all(held)
     # a trainer that runs with collection off keeps it off
