@@ -16,6 +16,9 @@ Inside ``with SimulatedDevice():``
   as on CUDA.
 * values are real, so data-dependent code runs: ``.item()``, ``bool(t)``, ``.tolist()``,
   ``torch.unique``, beam search; ``.numpy()`` of a device tensor fails as on CUDA.
+* ``waits`` lists what would make the host wait for a CUDA device: a value read back
+  (``.item()``, ``bool(t)``, ``nonzero``, ``masked_select``: ``headlab.bench.dispatch``),
+  ``.tolist()`` or a copy to the host, a copy to the device without ``non_blocking``.
 
 Why not torch's own mechanisms (tried; tests/test_device_safety.py keeps the evidence):
 ``FakeTensorMode`` with a fake ``cuda`` device catches mixed-device operations, but its
@@ -33,6 +36,8 @@ import sys
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from headlab.bench.dispatch import SYNC_OPS
 
 DEVICE = torch.device("meta")
 aten = torch.ops.aten
@@ -94,11 +99,13 @@ def _device_arg(value):
 
 
 class SimulatedDevice(TorchDispatchMode):
-    """See the module doc. ``checked`` counts the operations that touched device tensors."""
+    """See the module doc. ``checked`` counts the operations that touched device tensors,
+    ``waits`` names each one that would make the host wait for a CUDA device."""
 
     def __init__(self):
         super().__init__()
         self.checked = 0
+        self.waits: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -107,6 +114,7 @@ class SimulatedDevice(TorchDispatchMode):
         create = _on_device(kwargs.get("device"))
         if on_device or create:
             self.checked += 1
+            self._count_wait(func, args, kwargs, create)
             if func not in _CROSS_DEVICE:
                 self._check(func, args, kwargs)
         cpu_args, cpu_kwargs = tree_map(lambda t: t.elem if isinstance(t, DeviceTensor) else t, (args, kwargs))
@@ -120,6 +128,26 @@ class SimulatedDevice(TorchDispatchMode):
         if not (create or (on_device and kwargs.get("device") is None)):
             return out
         return tree_map(lambda t: DeviceTensor(t) if type(t) is torch.Tensor else t, out)
+
+    def _count_wait(self, func, args, kwargs, create: bool) -> None:
+        """Record an operation that makes the host wait for a CUDA device (``waits``): a value
+        read back (``SYNC_OPS``), a copy to the host, a blocking copy to the device."""
+        name = str(func)
+        if name in SYNC_OPS:
+            self.waits.append(name)
+        elif func is aten._to_copy.default:
+            target = kwargs.get("device")
+            if isinstance(args[0], DeviceTensor) and target is not None and not create:
+                self.waits.append("copy to the host")
+            elif not isinstance(args[0], DeviceTensor) and create and not kwargs.get("non_blocking"):
+                self.waits.append("blocking copy to the device")
+        elif func is aten.copy_.default:
+            into, source = args[0], args[1]
+            if isinstance(source, DeviceTensor) and not isinstance(into, DeviceTensor):
+                self.waits.append("copy to the host")
+            elif isinstance(into, DeviceTensor) and not isinstance(source, DeviceTensor) and \
+                    not (args[2] if len(args) > 2 else kwargs.get("non_blocking")):
+                self.waits.append("blocking copy to the device")
 
     @staticmethod
     def _check(func, args, kwargs):
@@ -156,8 +184,14 @@ class SimulatedDevice(TorchDispatchMode):
 
         self._patches.enter_context(_patched(torch.Tensor, "to", tensor_to))
         self._patches.enter_context(_patched(torch.Tensor, "cuda", tensor_cuda))
-        self._patches.enter_context(_patched(torch.Tensor, "tolist",
-                                             lambda t: tolist(t.elem if isinstance(t, DeviceTensor) else t)))
+
+        def tensor_tolist(t):
+            if isinstance(t, DeviceTensor):
+                self.waits.append("tolist")
+                return tolist(t.elem)
+            return tolist(t)
+
+        self._patches.enter_context(_patched(torch.Tensor, "tolist", tensor_tolist))
         numpy = torch.Tensor.numpy
 
         def tensor_numpy(t, *args, **kwargs):

@@ -48,11 +48,16 @@ def test_the_blocked_path_is_what_the_counts_are_against():
 
 
 # -- one training step --------------------------------------------------------------------
-def _trainer(enc_heads: str, layers: int, stock: bool = False, adam: str = "fused"):
+def _trainer(enc_heads: str, layers: int, stock: bool = False, adam: str = "fused", upstream_step: bool = False):
+    """One training step as a sitting runs it: the batch through the data worker's
+    ``OnDeviceDatasetIter`` (here to the CPU), then ``Trainer._gradient_accumulation``
+    (``upstream_step``: OpenNMT-py's own, as before headlab's patch)."""
     from headcases import FF, OPTIONS, make_batch, vocabs, feature_vocabs
+    from headlab.engine import compat
     from headlab.engine.aux_loss import AuxLossCompute
     from headlab.engine.model import build_model, model_opt
     from headlab.heads.spec import feature_columns
+    from onmt.inputters.dynamic_iterator import OnDeviceDatasetIter
     from onmt.trainer import Trainer
     from onmt.utils.optimizers import Optimizer
 
@@ -68,6 +73,12 @@ def _trainer(enc_heads: str, layers: int, stock: bool = False, adam: str = "fuse
     model = build_model(opt, vocab).train()
     src, src_len, tgt = make_batch(model, vocab)
     batch = {"src": src, "srclen": src_len, "tgt": tgt}
+    if upstream_step:
+        accumulate = next(original for owner, name, original in compat._REPLACED
+                          if owner is Trainer and name == "_gradient_accumulation")
+    else:
+        (batch, _), = OnDeviceDatasetIter([(batch, 0)], torch.device("cpu"))
+        accumulate = Trainer._gradient_accumulation
     compute = AuxLossCompute.from_opts(opt, model, vocab["tgt"], train=True)
     trainer = Trainer(model, compute, compute, None, None, Optimizer.from_opt(model, opt), norm_method="tokens",
                       dropout=[0.1], attention_dropout=[0.1])
@@ -75,7 +86,7 @@ def _trainer(enc_heads: str, layers: int, stock: bool = False, adam: str = "fuse
 
     def step():
         import onmt.utils
-        trainer._gradient_accumulation([batch], normalization, onmt.utils.Statistics(), onmt.utils.Statistics())
+        accumulate(trainer, [batch], normalization, onmt.utils.Statistics(), onmt.utils.Statistics())
     step()                       # Adam's state is created on the first step
     return step, model
 
@@ -129,20 +140,25 @@ def test_a_training_step_does_not_launch_per_parameter_tensor(monkeypatch, spec)
 #: OpenNMT-py 3.5.1's own host reads in a step on a GPU (its loss path, not the CPU's fused
 #: cross-entropy): the source words twice for the reports (trainer.py:483-484), the loss,
 #: the correct-token count (a masked_select, then its sum) and the target words
-#: (loss.py:384, 400-401); one more per step outside it, the normalisation (trainer.py:244)
-GPU_PATH_SYNCS = 6
+#: (loss.py:384, 400-401); outside this count, the normalisation (trainer.py:244) and the
+#: batch's blocking copies to the device (headlab.engine.step)
+UPSTREAM_GPU_PATH_SYNCS = 6
 
 
 @pytest.mark.parametrize("spec", ["8L", "7Ftoken+1L", "8Ftoken"])
-def test_a_sitting_models_step_on_the_gpu_loss_path_adds_no_host_sync(monkeypatch, spec):
-    """The sitting's models at 6+6 through OpenNMT-py's loss (what runs on a GPU): the host
-    syncs are OpenNMT-py's six statistics reads and nothing of headlab's (stock 6+6 ``8L``
-    has one more: its encoder's mask reads the longest source back)."""
+def test_a_sitting_models_step_on_the_gpu_loss_path_reads_nothing_back(monkeypatch, spec):
+    """The sitting's models at 6+6 through the loss a GPU runs (OpenNMT-py's ops): headlab's
+    step reads nothing back from the device, where OpenNMT-py's reads six values (stock 6+6
+    ``8L`` keeps one: its encoder's mask reads the longest source back)."""
     from headlab.engine import xent
 
     monkeypatch.setenv(PATH_VARIABLE, "fused")
     monkeypatch.setattr(xent, "applies", lambda compute, output: False)
     stock, _ = _step_count("8L", 6, stock=True)
     ours, _ = _step_count(spec, 6)
-    assert stock.syncs == GPU_PATH_SYNCS + 1
-    assert ours.syncs == GPU_PATH_SYNCS, {name: n for name, n in ours.by_op.items() if name in SYNC_OPS}
+    assert stock.syncs == 1
+    assert ours.syncs == 0, {name: n for name, n in ours.by_op.items() if name in SYNC_OPS}
+    monkeypatch.setattr(xent, "plain", lambda compute: False)          # OpenNMT-py's loss and statistics
+    upstream, _ = _step_count(spec, 6, upstream_step=True)
+    assert upstream.syncs == UPSTREAM_GPU_PATH_SYNCS
+    assert upstream.by_op["aten.masked_select.default"] == 1

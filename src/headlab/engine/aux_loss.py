@@ -24,8 +24,9 @@ A term without an entry in :data:`AUX_TERMS` has weight 0: a statistic, logged o
 C's ``rhe_redundant`` / ``rhe_heads`` from :mod:`headlab.heads.rhe`, with their ratio
 ``rhe_share``, the share of RHE heads labelled redundant: :data:`RATIOS`).
 
-The terms' statistics stay device tensors until a report reads them (one host sync per
-report, not one per term and sub-batch). Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
+The terms' statistics, and on a GPU the loss statistics too (:mod:`headlab.engine.step`),
+stay device tensors until a report reads them (one host sync per report, not one per term
+and sub-batch). Terms are added **after** OpenNMT-py's own loss, so ``Statistics.loss`` (perplexity, the
 early-stopping criterion, validation) stays pure cross-entropy; validation also drops label
 smoothing (OpenNMT-py 3.5.1 would keep it), so validation cross-entropy is the true NLL,
 comparable across models trained with different label smoothing. Each term is logged on its
@@ -47,6 +48,9 @@ AUX_TERMS = {"kl": ("lambda_kl", -1.0), "l0": ("lambda_l0", 1.0)}
 #: logged ratios of two terms' means (terms without an AUX_TERMS entry are statistics of
 #: weight 0): paper C's share of RHE heads labelled redundant (headlab.heads.rhe)
 RATIOS = {"rhe_share": ("rhe_redundant", "rhe_heads")}
+#: ``Statistics`` sums that may stay on the device between reports (``n_src_words`` last:
+#: ``update`` adds it only when asked, as upstream)
+SUMMED = ("loss", "n_words", "n_correct", "n_src_words")
 
 
 def model_terms(model) -> dict[str, torch.Tensor]:
@@ -101,9 +105,30 @@ class AuxLossCompute(LossCompute):
             return batch["tgt"][:, 1:, 0].ne(self.padding_idx).sum() - len(batch["tgt"])
         return len(batch["tgt"])
 
+    def _device_xent(self, batch, output, trunc_start, trunc_size):
+        """``LossCompute.forward`` of the plain case (:func:`xent.plain`) elsewhere (a GPU):
+        upstream's ops for the loss, its statistics left as device tensors: upstream reads
+        four values back here (the loss, ``masked_select``'s size, the correct and the real
+        tokens), each a wait for the device in every sub-batch."""
+        if trunc_size is None:
+            trunc_size = batch["tgt"].size(1) - trunc_start
+        first, last = trunc_start + self.tgt_shift_index, trunc_start + trunc_size
+        flat_tgt = batch["tgt"][:, first:last, 0].contiguous().view(-1)
+        scores = self.generator(self._bottle(output[:, trunc_start:last, :].contiguous()))
+        loss = self.criterion(scores.to(torch.float32), flat_tgt)
+        n_sents = len(batch["srclen"]) if trunc_start == 0 else 0
+        non_padding = flat_tgt.ne(self.padding_idx)
+        correct = scores.max(1)[1].eq(flat_tgt).logical_and(non_padding).sum()
+        # float64: the device sums what upstream sums as Python floats, in the same order
+        stats = onmt.utils.Statistics(loss=loss.detach().double(), n_batchs=1 if n_sents else 0, n_sents=n_sents,
+                                      n_words=non_padding.sum(), n_correct=correct)
+        return loss, stats
+
     def forward(self, batch, output, attns, trunc_start=0, trunc_size=None):
         if xent.applies(self, output):
             loss, stats = self._cpu_xent(batch, output, trunc_start, trunc_size)
+        elif xent.plain(self):
+            loss, stats = self._device_xent(batch, output, trunc_start, trunc_size)
         else:
             loss, stats = super().forward(batch, output, attns, trunc_start, trunc_size)
         terms = model_terms(self._model)
@@ -121,16 +146,55 @@ class AuxLossCompute(LossCompute):
         return loss, stats
 
 
+def _summed(name: str) -> property:
+    """A statistic that may hold a device tensor: reading one reads every pending one back
+    (reading one already on the host, as the trainer's source words, reads nothing)."""
+    def get(self):
+        if isinstance(self._sums[name], torch.Tensor):
+            self.settle()
+        return self._sums[name]
+
+    def put(self, value):
+        self._sums[name] = value
+    return property(get, put, doc=f"``Statistics.{name}``, read back from the device when read")
+
+
 class AuxStatistics(Statistics):
-    """Statistics that also sum the auxiliary terms (per share) and log them apart."""
+    """Statistics that also sum the auxiliary terms (per share) and log them apart, and whose
+    sums may be device tensors (:meth:`AuxLossCompute._device_xent`): :meth:`update` adds
+    them on the device; the first read of any (a report, validation's scores, pickling for
+    another process) reads them all back in one transfer."""
+
+    loss, n_words, n_correct, n_src_words = (_summed(name) for name in SUMMED)
 
     def __init__(self, *args, **kwargs):
+        self._sums = {}
         super().__init__(*args, **kwargs)
         self.aux: dict[str, float] = {}
         self.aux_share = 0
 
+    def settle(self) -> None:
+        """Every device sum read back at once (one host sync), as Python numbers."""
+        pending = [name for name, value in self._sums.items() if isinstance(value, torch.Tensor)]
+        if not pending:
+            return
+        values = torch.stack([self._sums[name].double() for name in pending]).tolist()
+        for name, value in zip(pending, values):
+            # counts are exact in float64 (below 2**53)
+            self._sums[name] = value if name == "loss" else int(value)
+
+    def __getstate__(self):
+        self.settle()
+        return self.__dict__
+
     def update(self, stat, update_n_src_words=False):
-        super().update(stat, update_n_src_words)
+        """``Statistics.update``, adding device sums without reading them back."""
+        sums = getattr(stat, "_sums", None) or {name: getattr(stat, name) for name in SUMMED}
+        for name in SUMMED[:-1] + (("n_src_words",) if update_n_src_words else ()):
+            self._sums[name] = self._sums[name] + sums[name]       # never in place: sums are shared
+        self.n_batchs += stat.n_batchs
+        self.n_sents += stat.n_sents
+        self.computed_metrics = stat.computed_metrics
         for name, value in getattr(stat, "aux", {}).items():
             self.aux[name] = self.aux.get(name, 0.0) + value
         self.aux_share += getattr(stat, "aux_share", 0)

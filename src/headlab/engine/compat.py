@@ -602,6 +602,25 @@ def _patch_bucketing_pauses_gc() -> None:
     _replace(DynamicDatasetIter, "__iter__", iter_pausing_gc)
 
 
+def _patch_step_without_host_syncs() -> None:
+    """On a GPU, OpenNMT-py 3.5.1's training step waits for the device ten times, for numbers
+    only its reports use: the batch's three blocking copies to the device, the
+    normalisation's and the source words' (twice) ``.item()``, and four reads in the loss
+    statistics. Each empties the device's queue, so the host's launching and the device's
+    work stop overlapping. We move the batch without waiting and count on the host
+    (:mod:`headlab.engine.step`: the iterator, ``_accum_batches`` and
+    ``_gradient_accumulation``, upstream's otherwise; the loss statistics in
+    :mod:`headlab.engine.aux_loss`). The step then reads nothing back; a report reads its
+    sums once. Same batches, normalisation, loss and statistics."""
+    import onmt.trainer
+    from onmt.inputters.dynamic_iterator import OnDeviceDatasetIter
+    from headlab.engine import step
+
+    _replace(OnDeviceDatasetIter, "__iter__", step.iter_on_device)
+    _replace(onmt.trainer.Trainer, "_accum_batches", step.accum_batches)
+    _replace(onmt.trainer.Trainer, "_gradient_accumulation", _with_amp_dtype(step.gradient_accumulation))
+
+
 def _patch_plain_lines_skip_feature_parsing() -> None:
     """``ParallelCorpus.load`` passes every source line through ``parse_features``, which
     splits each token on the feature delimiter ``￨`` and rejoins the tokens, for corpora
@@ -735,6 +754,25 @@ def _patch_feature_embeddings() -> None:
     _replace(builder, "build_embeddings", build_embeddings)
 
 
+def _with_amp_dtype(method):
+    """``method`` run with ``torch.cuda.amp.autocast`` bound to the optimizer's autocast dtype
+    (:func:`_patch_bf16_training`); as upstream where the optimizer has none."""
+    import torch
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        dtype = getattr(self.optim, "amp_dtype", None)
+        if dtype is None:
+            return method(self, *args, **kwargs)
+        fp16_autocast = torch.cuda.amp.autocast
+        torch.cuda.amp.autocast = functools.partial(torch.amp.autocast, "cuda", dtype=dtype)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            torch.cuda.amp.autocast = fp16_autocast
+    return run
+
+
 def _patch_bf16_training() -> None:
     """OpenNMT-py 3.5.1's mixed precision is ``-model_dtype fp16``: torch AMP, i.e. float16
     autocast around the forward pass and the loss (``Trainer._gradient_accumulation`` and
@@ -745,26 +783,11 @@ def _patch_bf16_training() -> None:
     value (:func:`_bf16_choice`, with headlab's options in :func:`_patch_options`); the
     optimizer (:func:`_patch_optimizer_from_opt`); here, the two trainer methods run with
     ``torch.cuda.amp.autocast`` bound to bfloat16 autocast (OpenNMT-py passes no dtype, and
-    its default is float16)."""
-    import torch
+    its default is float16): ``validate``, and the training step, which
+    :func:`_patch_step_without_host_syncs` replaces and wraps so."""
     import onmt.trainer
 
-    def with_amp_dtype(method):
-        @functools.wraps(method)
-        def run(self, *args, **kwargs):
-            dtype = getattr(self.optim, "amp_dtype", None)
-            if dtype is None:
-                return method(self, *args, **kwargs)
-            fp16_autocast = torch.cuda.amp.autocast
-            torch.cuda.amp.autocast = functools.partial(torch.amp.autocast, "cuda", dtype=dtype)
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                torch.cuda.amp.autocast = fp16_autocast
-        return run
-
-    for name in ("_gradient_accumulation", "validate"):
-        _replace(onmt.trainer.Trainer, name, with_amp_dtype(getattr(onmt.trainer.Trainer, name)))
+    _replace(onmt.trainer.Trainer, "validate", _with_amp_dtype(onmt.trainer.Trainer.validate))
 
 
 #: environment switch for deterministic GPU training (docs/statistics.md, "Same inputs, same numbers")
@@ -809,7 +832,8 @@ PATCHES = (_build_modules_directly, _optimizers_without_importing_dynamo, _patch
            _patch_aux_loss,
            _patch_model_selection, _patch_optimizer_state_in_newest_checkpoint, _patch_feature_embeddings,
            _patch_optimizer_from_opt, _patch_fused_adam, _patch_spawned_data_workers, _patch_bucketing_pauses_gc,
-           _patch_plain_lines_skip_feature_parsing, _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
+           _patch_plain_lines_skip_feature_parsing, _patch_step_without_host_syncs,
+           _patch_optimizer_freezes_pruned_heads, _patch_exact_resume,
            _patch_corpus_logging_keeps_log_file, _patch_bf16_training)
 
 

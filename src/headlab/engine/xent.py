@@ -18,8 +18,9 @@ accumulated at once; backward only scales them by the incoming gradient. The los
 
 Used by :class:`headlab.engine.aux_loss.AuxLossCompute` for float32 CPU models (outside
 autocast) with a
-plain linear generator (no copy attention, alignment, coverage or LM prior); GPU and
-every other case keep OpenNMT-py's own path.
+plain linear generator (no copy attention, alignment, coverage or LM prior: :func:`plain`);
+a GPU keeps OpenNMT-py's own ops (there with its statistics kept on the device), and every
+other case OpenNMT-py's own path.
 """
 from __future__ import annotations
 
@@ -100,12 +101,18 @@ def generator_xent(generator: torch.nn.Linear, output: Tensor, target: Tensor, p
     return loss, int(correct), int(keep.numel())
 
 
-def applies(compute, output: Tensor) -> bool:
-    """Whether OpenNMT-py's ``LossCompute`` here is the plain case this module replaces."""
-    return (output.device.type == "cpu" and output.dtype == torch.float32
-            and not torch.is_autocast_enabled("cpu")     # mixed precision: OpenNMT-py's own path
-            and not compute.copy_attn and not compute.lambda_align and not compute.lambda_coverage
+def plain(compute) -> bool:
+    """Whether OpenNMT-py's ``LossCompute`` is its plain case: a linear generator and the
+    cross-entropy, nothing added (no copy attention, alignment, coverage or LM prior)."""
+    return (not compute.copy_attn and not compute.lambda_align and not compute.lambda_coverage
             and compute.lm_generator is None and compute.lm_prior_model is None
             and type(compute.criterion) is torch.nn.CrossEntropyLoss
             and compute.criterion.reduction == "sum"
             and type(compute.generator) is torch.nn.Linear)
+
+
+def applies(compute, output: Tensor) -> bool:
+    """Whether OpenNMT-py's ``LossCompute`` here is the plain case this module replaces."""
+    return (output.device.type == "cpu" and output.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")     # mixed precision: OpenNMT-py's own path
+            and plain(compute))

@@ -56,6 +56,8 @@ gather/scatter or a reversed cumulative sum: O(n) as well).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -254,13 +256,26 @@ def pattern_matrix(names, lengths: Tensor, N: int, word_ids: Tensor | None = Non
     return share * real
 
 
+@functools.lru_cache(maxsize=64)
+def _span_table(names: tuple[str, ...], device: torch.device, like: type) -> tuple[Tensor, Tensor, Tensor]:
+    """The patterns' spans (H, 6) and weight kinds (1, H, 1, 1) ``up`` and ``down``, made once
+    per device: built for every batch, they were three copies from the host, each of which
+    waits on a GPU for every kernel queued before it. ``like`` (the lengths' tensor type)
+    keeps a tensor subclass's constants apart (tests/simdevice.py); made outside inference
+    mode, so that a translation's first batch does not leave training inference tensors."""
+    del like
+    with torch.inference_mode(False):
+        spans = torch.tensor([(*_SPANS[name][0], *_SPANS[name][1]) for name in names], device=device)
+        weight_kind = [_SPANS[name][2] for name in names]
+        up = torch.tensor([kind == "up" for kind in weight_kind], device=device).view(1, -1, 1, 1)
+        down = torch.tensor([kind == "down" for kind in weight_kind], device=device).view(1, -1, 1, 1)
+    return spans, up, down
+
+
 def _span_matrix(names, lengths: Tensor, N: int) -> Tensor:
     """:func:`pattern_matrix` over tokens for sequences of ``lengths`` (B,) units."""
     device = lengths.device
-    spans = torch.tensor([(*_SPANS[name][0], *_SPANS[name][1]) for name in names], device=device)
-    weight_kind = [_SPANS[name][2] for name in names]
-    up = torch.tensor([kind == "up" for kind in weight_kind], device=device).view(1, -1, 1, 1)
-    down = torch.tensor([kind == "down" for kind in weight_kind], device=device).view(1, -1, 1, 1)
+    spans, up, down = _span_table(tuple(names), device, type(lengths))
     pos = torch.arange(N, device=device)
     n = lengths.to(device).view(-1, 1, 1, 1)                                     # (B, 1, 1, 1)
     i, j = pos.view(1, 1, N, 1), pos.view(1, 1, 1, N)

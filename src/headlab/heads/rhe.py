@@ -201,7 +201,9 @@ class RHE:
         if important is None:
             return {}
         redundant = (~important).float().sum(1).mean()
-        return {"rhe_redundant": redundant, "rhe_heads": redundant.new_tensor(float(self.count))}
+        # new_full fills on the device; new_tensor would copy a host value there, which on a
+        # GPU waits for every queued kernel (a host sync per layer and step)
+        return {"rhe_redundant": redundant, "rhe_heads": redundant.new_full((), float(self.count))}
 
 
 @register_head_kind("RHEdea")
