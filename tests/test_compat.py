@@ -216,7 +216,7 @@ def test_checkpoints_load_as_upstream_loads_them(tmp_path, monkeypatch, old_form
     from headlab.engine import compat
 
     path = _checkpoint(tmp_path, old_format)
-    [upstream] = [value for owner, name, value in compat._REPLACED if owner is saver and name == "load_checkpoint"]
+    upstream = compat.upstream(saver, "load_checkpoint")
     ours = onmt.model_builder.load_checkpoint(str(path))
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")       # upstream as on torch < 2.6
     reference = upstream(str(path))
@@ -363,8 +363,7 @@ def test_the_data_iterator_pauses_gc_while_it_batches_and_yields_upstreams_batch
     from onmt.inputters.dynamic_iterator import DynamicDatasetIter
     from onmt.inputters.text_utils import text_sort_key
 
-    upstream = next(value for owner, name, value in compat._REPLACED
-                    if owner is DynamicDatasetIter and name == "__iter__")
+    upstream = compat.upstream(DynamicDatasetIter, "__iter__")
     expected = list(itertools.islice(upstream(_toy_train_iterator(tmp_path)), 12))
 
     data = _toy_train_iterator(tmp_path)
@@ -420,3 +419,15 @@ def test_plain_lines_skip_feature_parsing_and_parse_as_upstream(defaults):
     assert differ == []
     assert outcome(text_corpus.parse_features, "ein Hund\n") == ("ein Hund", None)
     assert outcome(text_corpus.parse_features, "ein\uffe8A Hund\n") == "refused"
+
+
+def test_upstream_names_what_a_patch_replaced_and_refuses_the_rest():
+    import onmt.trainer
+    import headlab.engine.plugin  # noqa: F401
+    from headlab.engine import compat
+    from headlab.engine.step import accum_batches
+
+    assert onmt.trainer.Trainer._accum_batches is accum_batches
+    assert compat.upstream(onmt.trainer.Trainer, "_accum_batches").__module__ == "onmt.trainer"
+    with pytest.raises(KeyError, match="Trainer.train_step"):
+        compat.upstream(onmt.trainer.Trainer, "train_step")

@@ -74,8 +74,7 @@ def _trainer(enc_heads: str, layers: int, stock: bool = False, adam: str = "fuse
     src, src_len, tgt = make_batch(model, vocab)
     batch = {"src": src, "srclen": src_len, "tgt": tgt}
     if upstream_step:
-        accumulate = next(original for owner, name, original in compat._REPLACED
-                          if owner is Trainer and name == "_gradient_accumulation")
+        accumulate = compat.upstream(Trainer, "_gradient_accumulation")
     else:
         (batch, _), = OnDeviceDatasetIter([(batch, 0)], torch.device("cpu"))
         accumulate = Trainer._gradient_accumulation

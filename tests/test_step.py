@@ -65,8 +65,7 @@ def test_the_normalisation_is_counted_on_the_host_as_upstream_counts_it():
     model, opt, vocab, batch = _case()
     opt.data = {}                       # build_trainer reads the validation transforms there
     trainer = onmt.trainer.build_trainer(opt, -1, model, vocab, hc.optimizer(model, opt))
-    upstream = next(original for owner, name, original in compat._REPLACED
-                    if owner is onmt.trainer.Trainer and name == "_accum_batches")
+    upstream = compat.upstream(onmt.trainer.Trainer, "_accum_batches")
     second = dict(batch, tgt=batch["tgt"][:2])
     # by hand: targets of 5, 2 and 5 tokens after BOS (headcases.make_batch), the first two
     # again, minus one EOS per sentence; or the 3 + 2 sentences
@@ -157,9 +156,6 @@ def _train_on_the_device(steps: int, upstream: bool, case: str):
     from headlab.engine import compat, xent
     from onmt.inputters.dynamic_iterator import OnDeviceDatasetIter
 
-    def original(owner, name):
-        return next(value for done, done_name, value in compat._REPLACED if done is owner and done_name == name)
-
     model, opt, vocab, batch = _case(case)
     opt.data = {}
     batches = [(dict(batch), 0) for _ in range(1 + steps)]
@@ -167,9 +163,9 @@ def _train_on_the_device(steps: int, upstream: bool, case: str):
     functions = {"iterate": OnDeviceDatasetIter.__iter__, "accumulate": Trainer._accum_batches,
                  "step": Trainer._gradient_accumulation}
     if upstream:
-        functions = {"iterate": original(OnDeviceDatasetIter, "__iter__"),
-                     "accumulate": original(Trainer, "_accum_batches"),
-                     "step": original(Trainer, "_gradient_accumulation")}
+        functions = {"iterate": compat.upstream(OnDeviceDatasetIter, "__iter__"),
+                     "accumulate": compat.upstream(Trainer, "_accum_batches"),
+                     "step": compat.upstream(Trainer, "_gradient_accumulation")}
     plain = xent.plain
     xent.plain = (lambda compute: False) if upstream else plain
     mode = SimulatedDevice()
@@ -228,10 +224,9 @@ import headlab.engine.plugin
 import onmt.trainer
 from headlab.engine import compat
 from onmt.inputters.dynamic_iterator import OnDeviceDatasetIter
-for owner, name, original in list(compat._REPLACED):
-    if (owner, name) in ((OnDeviceDatasetIter, "__iter__"), (onmt.trainer.Trainer, "_accum_batches"),
-                         (onmt.trainer.Trainer, "_gradient_accumulation")):
-        setattr(owner, name, original)
+for owner, name in ((OnDeviceDatasetIter, "__iter__"), (onmt.trainer.Trainer, "_accum_batches"),
+                    (onmt.trainer.Trainer, "_gradient_accumulation")):
+    setattr(owner, name, compat.upstream(owner, name))
 from headlab.cli import main
 sys.exit(main(sys.argv[1:]))
 """

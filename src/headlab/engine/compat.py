@@ -855,6 +855,14 @@ def _undo() -> None:
             setattr(owner, name, original)
 
 
+def upstream(owner, name: str):
+    """Upstream's value of ``owner.name``, which a patch replaced (tests compare against it)."""
+    for done, done_name, original in _REPLACED:
+        if done is owner and done_name == name:
+            return original
+    raise KeyError(f"headlab.engine.compat: no patch replaced {getattr(owner, '__name__', owner)}.{name}")
+
+
 def check_version(version: str | None = None) -> None:
     """One line, before anything is patched, for an OpenNMT-py these patches do not fit."""
     if version is None:
