@@ -19,12 +19,14 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, HeadlabError
 from headlab.workflow import bundle, gpu_plan, gpu_runner, sitting
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,27 +111,107 @@ def test_the_bundle_overlay_trains_the_slice_seeds_by_its_stop_rule():
     assert options["early_stopping"] == 3 and options["model_selection"] == "valid_loss"
 
 
-def test_the_sitting_takes_only_its_slice_seeds_not_an_earlier_bundles_configs(tmp_path, monkeypatch):
-    """The results folder outlives a bundle: seed 1's configs of the last one stay beside
-    seed 2's of this one, and only seed 2's (of the slice's heads) may train or travel."""
+def _config(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "onmt.yaml").write_text(f"save_model: {folder / 'model'}\nsave_checkpoint_steps: 200\n")
+
+
+def test_the_sitting_takes_its_dags_models_not_an_earlier_bundles_configs(tmp_path, monkeypatch):
+    """The results folder outlives a bundle: beside this slice's configs (paper A's
+    low-resource row, seed 2) lie those of earlier bundles of the same heads (paper A's T1
+    deep row, its base preset; paper B's 8L, its own preset; seed 1; another pair). Only the
+    DAG's models (``snakemake --summary`` of the shipped config with the slice's overlay) may
+    train or travel: the heads, seed and pair alone once let paper B's 8L join this sitting
+    as a second "8L", whose training the runner lost track of and which outlived it."""
+    plan = gpu_plan.load()
+    overlay = tmp_path / "slice.yaml"
+    overlay.write_text(yaml.safe_dump(bundle.slice_overlay(gpu_plan.Choice(plan.slice("A-lowres"), [2], []))))
+    folders = bundle.train_folders([*bundle.CONFIGS, str(overlay)], ["results/gpu-sitting/published/tables"])
+    grid = "results/gpu-sitting/models/multi30k/de-en/full/{preset}/6+6/{heads}/{seed}"
+    assert sorted(folders) == [grid.format(preset="base_lowres/default", heads=heads, seed="seed2")
+                               for heads in ("7Ftoken+1L", "8L")]
     monkeypatch.setattr(bundle, "REPO", tmp_path)
-    grid = tmp_path / "results/gpu-sitting/models/multi30k/de-en/full/base/default/6+6"
-    for heads in ("8L", "7Ftoken+1L", "8DEA"):
-        for seed in ("seed1", "seed2"):
-            (grid / heads / seed).mkdir(parents=True)
-            (grid / heads / seed / "onmt.yaml").write_text(
-                f"save_model: {grid / heads / seed / 'model'}\nsave_checkpoint_steps: 200\n")
-    # another slice's 8L of another pair (paper A's de-en beside paper D's en-de)
-    other = tmp_path / "results/gpu-sitting/models/multi30k/en-de/full/base/default/6+6/8L/seed2"
-    other.mkdir(parents=True)
-    (other / "onmt.yaml").write_text(f"save_model: {other / 'model'}\nsave_checkpoint_steps: 200\n")
-    models = bundle.sitting_models("results/gpu-sitting", ["8L", "7Ftoken+1L"], [2], "de-en")
-    assert [(m["heads"], m["seed"], m["pair"], m["name"]) for m in models] == [
-        ("8L", "seed2", "de-en", "8L"), ("7Ftoken+1L", "seed2", "de-en", "7Ftoken+1L")]
-    (tmp_path / "results/gpu-sitting/data").mkdir()
-    assert bundle.data_archive(tmp_path / "data.tar.gz", "results/gpu-sitting", models) == 2
+    for preset in ("base_lowres/default", "base/default", "multi30k_paper_B/lambda_kl=0.1"):
+        for heads in ("8L", "7Ftoken+1L"):
+            for seed in ("seed1", "seed2"):
+                _config(tmp_path / grid.format(preset=preset, heads=heads, seed=seed))
+    _config(tmp_path / "results/gpu-sitting/models/multi30k/en-de/full/base_lowres/default/6+6/8L/seed2")
+    models = bundle.sitting_models("results/gpu-sitting", folders, ["8L", "7Ftoken+1L"])
+    assert [(m["heads"], m["seed"], m["name"], m["dir"]) for m in models] == [
+        (heads, "seed2", heads, grid.format(preset="base_lowres/default", heads=heads, seed="seed2"))
+        for heads in ("8L", "7Ftoken+1L")]
+    # the data: this pair's, not an earlier slice's other pair (paper C's en-de parses)
+    data = tmp_path / "results/gpu-sitting/data"
+    for name in ("multi30k/de-en/full/vocab.txt", "multi30k/de-en/full/raw/test_2016_flickr.tgt",
+                 "multi30k/en-de/full/vocab.txt", "multi30k/en-de/full/parses/train.conllu",
+                 "raw/multi30k/.verified", "raw/multi30k/train.de.gz"):
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(name)
+    assert bundle.data_archive(tmp_path / "data.tar.gz", "results/gpu-sitting", models) == 5
     with tarfile.open(tmp_path / "data.tar.gz") as tar:
-        assert all("/seed2/" in name for name in tar.getnames())
+        assert sorted(tar.getnames()) == sorted(
+            [f"results/gpu-sitting/data/{name}" for name in ("multi30k/de-en/full/vocab.txt", "raw/multi30k/.verified",
+                                                            "multi30k/de-en/full/raw/test_2016_flickr.tgt")]
+            + [f"{model['dir']}/onmt.yaml" for model in models])
+
+
+def test_each_model_translates_its_own_source_with_the_options_it_was_trained_with(tmp_path, monkeypatch):
+    """As the workflow's translate rule: a syntax model (paper C) reads the test split
+    featured by its parser, beside its validation source, with the feature options; a word
+    model (Fword) the BPE source with the word column; others the BPE source as it is; a
+    chain's fine-tune as its parent. Without this, C-core-base's sitting translated its three
+    syntax models from the plain source: each stopped at once, and no model got BLEU."""
+    monkeypatch.setattr(bundle, "REPO", tmp_path)
+    data = "results/gpu-sitting/data/multi30k/en-de/full"
+    test = {"split": "test_2016_flickr", "src": f"{data}/bpe/test_2016_flickr.src"}
+    models = []
+    for heads in ("8L", "8RHElpea.*8L", "7Fword+1L"):
+        folder = tmp_path / f"results/gpu-sitting/models/multi30k/en-de/full/base/default/6+6/{heads}/seed1"
+        folder.mkdir(parents=True)
+        source = f"{data}/feat/depconv/val.src" if "RHE" in heads else f"{data}/bpe/val.src"
+        (folder / "onmt.yaml").write_text(yaml.safe_dump({"data": {"valid": {"path_src": source}}}))
+        models.append({"name": heads, "heads": heads, "config": str((folder / "onmt.yaml").relative_to(tmp_path))})
+    models.append({"name": "gated", "heads": "8L", "chain": {"parent": "8L"}})
+    with pytest.raises(HeadlabError, match=r"did not write .*/feat/depconv/test_2016_flickr.src, the featured "
+                                           r"test source of 8RHElpea"):
+        bundle.translation_inputs(models, test)
+    (tmp_path / data / "feat/depconv").mkdir(parents=True)
+    (tmp_path / data / "feat/depconv/test_2016_flickr.src").write_text("a│1\n")
+    bundle.translation_inputs(models, test)
+    assert [(m["name"], m["test_src"], m["translate_args"]) for m in models] == [
+        ("8L", test["src"], []),
+        ("8RHElpea.*8L", f"{data}/feat/depconv/test_2016_flickr.src",
+         ["-n_src_feats", "6", "-transforms", "inferfeats", "headlab_words"]),
+        ("7Fword+1L", test["src"], ["-n_src_feats", "1", "-transforms", "inferfeats", "headlab_words",
+                                    "-src_feats_defaults", "_"]),
+        ("gated", test["src"], [])]
+
+
+def test_two_sitting_models_of_one_name_are_refused_naming_both(tmp_path, monkeypatch):
+    monkeypatch.setattr(bundle, "REPO", tmp_path)
+    folders = [f"results/gpu-sitting/models/multi30k/de-en/full/{preset}/6+6/8L/seed1"
+               for preset in ("base/default", "base_lowres/default")]
+    for folder in folders:
+        _config(tmp_path / folder)
+    with pytest.raises(HeadlabError, match=r"two models named 8L: .*/base/default/.*, .*/base_lowres/default/"):
+        bundle.sitting_models("results/gpu-sitting", folders, ["8L"])
+
+
+def test_the_runner_refuses_a_manifest_naming_a_model_twice(tmp_path):
+    """Its processes, logs and rows are keyed by the model's name: a second "8L" would
+    overwrite the first's files, and its training would outlive the sitting."""
+    fake = _fake_bundle(tmp_path / "bundle", "innocent-1.0-py3-none-any.whl")
+    manifest = json.loads((fake / "manifest.json").read_text())
+    manifest["models"] = [{"name": "8L", "dir": f"results/models/{preset}/8L/seed1"} for preset in ("base", "lowres")]
+    (fake / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(fake / "run.py"), "--out", str(out), "--work", str(tmp_path / "work")],
+                            capture_output=True, text=True, timeout=60)
+    status = json.loads((out / "status.json").read_text())
+    assert result.returncode == 1 and result.stdout.count("\n") == 1
+    assert status["error"] == ("the manifest names 8L more than once (results/models/base/8L/seed1, "
+                               "results/models/lowres/8L/seed1): rebuild the bundle (make gpu-bundle); nothing trained")
+    assert not (tmp_path / "work/headlab").exists()
 
 
 @pytest.mark.parametrize("budget, refused", [(215, True), (570, False)])
@@ -277,7 +359,15 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     second = subprocess.run(command + ["--budget", "40", "--out", str(tmp_path / "out2")],
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
     later = json.loads((tmp_path / "out2/status.json").read_text())
-    assert second.returncode == 0 and later["calls"][-1]["phases"].keys() == {"remainder"}
+    phases = later["calls"][-1]["phases"].keys()
+    # first what the first call's deadline cut of the evaluation, if anything: never less
+    cut = any(lack.startswith("BLEU and chrF") or lack.startswith("head atlas of") and (
+        "skipped" in lack or "stopped at the deadline" in lack) for lack in provenance["lacks"])
+    assert second.returncode == 0 and phases == ({"evaluate-rest", "remainder"} if cut else {"remainder"})
+    with tarfile.open(tmp_path / "out2/headlab-sitting.tar.gz") as tar:
+        rows_later = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines()))
+    assert [row["heads"] for row in rows_later] == [row["heads"] for row in rows]
+    assert all(after["bleu"] for before, after in zip(rows, rows_later) if before["bleu"])
     assert {k: v["checkpoints"] for k, v in later["models"].items()} == \
         {k: v["checkpoints"] for k, v in status["models"].items()}
 
@@ -446,6 +536,19 @@ def test_the_sitting_writes_each_evaluated_models_head_table_for_the_atlas(tmp_p
     assert publication.lacks == [] and publication.extra["atlas"]["models"]["8L"] == {"step": 2, "sentences": 2, "rc": 0}
 
 
+def test_a_later_calls_evaluation_keeps_the_atlas_an_earlier_call_wrote(tmp_path):
+    """A second call completing the evaluation (its translations cut) finds the first call's
+    atlas of the same checkpoint: kept, with no time it would need to make it again."""
+    model, evaluated = _atlas_model(tmp_path)
+    sitting.head_atlas(_publication(tmp_path), [model], {"8L": evaluated}, "cpu", time.monotonic() + 300,
+                       tmp_path / "logs")
+    later = _publication(tmp_path)
+    heads = (later.out / "atlas/8L/heads.csv").read_text()
+    sitting.head_atlas(later, [model], {"8L": evaluated}, "cpu", time.monotonic() + 1, tmp_path / "logs")
+    assert later.lacks == [] and (later.out / "atlas/8L/heads.csv").read_text() == heads
+    assert later.extra["atlas"]["models"]["8L"] == {"step": 2, "sentences": 2, "rc": 0, "earlier_call": True}
+
+
 def test_a_sitting_short_of_time_skips_the_head_atlas_and_says_so(tmp_path):
     import time
 
@@ -474,3 +577,32 @@ def test_the_rehearsal_checks_every_training_was_timed_and_the_profile_did_not_f
     failed = rehearsal.clock_check({"8L": {"iterations": 9, "profile_error": "RuntimeError: no CUPTI"}}, ["8L"])
     assert failed == ("every training timed from inside (1 clocks); 8L's profile window failed: RuntimeError: "
                       "no CUPTI", False)
+
+
+def test_a_later_call_translates_only_the_chunks_an_earlier_one_left(tmp_path, monkeypatch):
+    """A second call completing the evaluation that the first call's deadline cut keeps the
+    chunks finished from the same checkpoint; another checkpoint translates them again."""
+    logs, calls, fail = tmp_path / "logs", tmp_path / "calls.txt", tmp_path / "fail"
+    logs.mkdir()
+    src = tmp_path / "test.src"
+    src.write_text("".join(f"s{i}\n" for i in range(10)))
+
+    def fake(job, chunk, hyp, device, max_length):
+        # the source upper-cased; the second chunk fails (a deadline) while `fail` exists
+        script = ("import sys, pathlib; src, hyp, calls, fail = map(pathlib.Path, sys.argv[1:]); "
+                  "calls.open('a').write(hyp.name + '\\n'); "
+                  "sys.exit(1) if fail.exists() and 'chunk1' in hyp.name else hyp.write_text(src.read_text().upper())")
+        return [sys.executable, "-c", script, str(chunk), str(hyp), str(calls), str(fail)]
+
+    monkeypatch.setattr(sitting, "translate_command", fake)
+    monkeypatch.setitem(sitting.FIRST_CHUNK, "cpu", 4)
+    job = {"checkpoint": "model_step_200.pt", "src": str(src), "dtype": "fp32", "hyp": str(tmp_path / "8L.hyp")}
+    fail.touch()
+    assert sitting.translate_until({"8L": job}, "cpu", time.monotonic() + 60, 250, logs) == {"8L": 4}
+    fail.unlink()
+    assert sitting.translate_until({"8L": job}, "cpu", time.monotonic() + 60, 250, logs) == {"8L": 10}
+    assert calls.read_text().split() == ["8L.chunk0.bpe", "8L.chunk1.bpe", "8L.chunk1.bpe"]
+    assert Path(job["hyp"]).read_text() == "".join(f"S{i}\n" for i in range(10))
+    later = {**job, "checkpoint": "model_step_400.pt"}
+    assert sitting.translate_until({"8L": later}, "cpu", time.monotonic() + 60, 250, logs) == {"8L": 10}
+    assert calls.read_text().split()[3:] == ["8L.chunk0.bpe", "8L.chunk1.bpe"]

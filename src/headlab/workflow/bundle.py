@@ -363,39 +363,58 @@ def chain_models(choice: gpu_plan.Choice, models: list[dict]) -> list[dict]:
     return linked
 
 
-def sitting_models(results: str, heads_order=(), seeds=None, pair: str | None = None) -> list[dict]:
-    """The models of the sitting whose ``onmt.yaml`` the preparation wrote (heads, folder,
-    config), in the order of ``heads_order`` (the study's: its first is the baseline of the
-    paired tests), seed by seed; ``name``: the heads, with the seed where the sitting trains
-    several. Only the heads of ``heads_order`` at ``seeds`` (all seeds if None) and of ``pair``
-    (all if None): the results folder outlives a bundle, and an earlier bundle's configs
-    (another slice: paper A's 8L de-en beside paper D's en-de, other seeds) must not join
-    this sitting."""
+def train_folders(configfiles, targets) -> list[str]:
+    """The model folders (relative to the checkout) of the ``train`` jobs in the DAG towards
+    ``targets``, in snakemake's order: what this sitting trains, as the workflow itself
+    says (``snakemake --summary``: one tab-separated row per output file, its rule third)."""
+    result = snakemake(configfiles, "--summary", "--", *targets)
+    if result.returncode:
+        raise HeadlabError(f"snakemake --summary failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    return parse_train_folders(result.stdout)
+
+
+def parse_train_folders(summary: str) -> list[str]:
+    """The folders of the ``train`` rule's outputs in ``snakemake --summary``'s table."""
+    rows = [line.split("\t") for line in summary.splitlines()]
+    return list(dict.fromkeys(str(Path(row[0]).parent) for row in rows if len(row) > 2 and row[2] == "train"))
+
+
+def sitting_models(results: str, folders, heads_order=()) -> list[dict]:
+    """The models of the sitting: of ``folders`` (:func:`train_folders`, the DAG's, under
+    ``results``/models), those whose ``onmt.yaml`` the preparation wrote (heads, folder,
+    config); a chain's fine-tune has none yet (:func:`chain_models`). Taken from the DAG, never from what the results folder
+    holds: it outlives a bundle, and the configs of an earlier bundle (another slice's
+    preset or pair, other seeds: paper B's 8L de-en seed 1 beside paper A's low-resource one)
+    must not join this sitting. Ordered seed by seed as ``heads_order`` (the study's: its
+    first is the baseline of the paired tests); ``name``: the heads, with the seed where the
+    sitting trains several, unique (the runner keys its processes and files by it)."""
     import yaml
 
     from headlab.naming import MODEL_KEYS, heads_name
 
-    wanted_heads = {heads_name(spec) for spec in heads_order}
-    wanted_seeds = None if seeds is None else {f"seed{seed}" for seed in seeds}
     models = []
-    for config in sorted((REPO / results / "models").rglob("onmt.yaml")):
-        folder = config.parent.relative_to(REPO / results / "models")
-        keys = dict(zip(MODEL_KEYS, folder.parts))
-        if (wanted_heads and keys["heads"] not in wanted_heads) or (
-                wanted_seeds is not None and keys["seed"] not in wanted_seeds) or (pair and keys["pair"] != pair):
+    for folder in folders:
+        config = REPO / folder / "onmt.yaml"
+        if not config.is_file():
             continue
+        keys = dict(zip(MODEL_KEYS, Path(folder).relative_to(Path(results) / "models").parts))
         options = yaml.safe_load(config.read_text())
         models.append({"heads": keys["heads"], "layers": keys["layers"], "seed": keys["seed"],
                        "corpus": keys["corpus"], "pair": keys["pair"], "size": keys["size"],
-                       "dir": str(config.parent.relative_to(REPO)), "config": str(config.relative_to(REPO)),
+                       "dir": str(Path(folder)), "config": str(Path(folder) / "onmt.yaml"),
                        "save_model": options["save_model"], "save_every": options["save_checkpoint_steps"],
                        "model_dtype": options.get("model_dtype", "fp32")})
     if not models:
-        raise HeadlabError(f"the preparation wrote no model config under {results}/models")
+        raise HeadlabError(f"the preparation wrote no config of the DAG's models ({', '.join(folders) or 'none'})")
     order = [heads_name(spec) for spec in heads_order]
     several = len({m["seed"] for m in models}) > 1
     for model in models:
         model["name"] = f"{model['heads']}.{model['seed']}" if several else model["heads"]
+    names = [m["name"] for m in models]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise HeadlabError(f"the sitting would train two models named {', '.join(twice)}: "
+                           + ", ".join(m["dir"] for m in models if m["name"] in twice))
     return sorted(models, key=lambda m: (m["seed"], order.index(m["heads"]) if m["heads"] in order else len(order),
                                          m["heads"]))
 
@@ -427,17 +446,47 @@ def test_split(configfiles, model: dict, results: str) -> dict:
     return found
 
 
+def translation_inputs(models: list[dict], test: dict) -> None:
+    """Each model's test source and ``headlab translate`` options, as the workflow's
+    ``translate`` rule gives them (rules/evaluate.smk): a syntax model (paper C's DEA, LPEA,
+    RHE) reads the test split featured by the parser it was trained with (beside its
+    validation source), and every model that reads source features gets the options it was
+    trained with (``feature_args``: the word-boundary column from the text, the parse
+    columns); a chain's fine-tune those of its parent. Without them a syntax model's
+    translation stops at once, and with it the BLEU of every model of the sitting."""
+    import yaml
+
+    from headlab.engine.config import feature_args
+    from headlab.heads.spec import feature_columns, needs_syntax
+
+    by_name = {m["name"]: m for m in models}
+    for model in models:
+        if "config" not in model:
+            parent = by_name[model["chain"]["parent"]]
+            model.update(test_src=parent["test_src"], translate_args=parent["translate_args"])
+            continue
+        src = test["src"]
+        if needs_syntax(model["heads"]):
+            options = yaml.safe_load((REPO / model["config"]).read_text())
+            src = str(Path(options["data"]["valid"]["path_src"]).with_name(f"{test['split']}.src"))
+            if not (REPO / src).is_file():
+                raise HeadlabError(f"the preparation did not write {src}, the featured test source of {model['name']}")
+        model.update(test_src=src, translate_args=feature_args(feature_columns(model["heads"])).split())
+
+
 def data_archive(dest: Path, results: str, models: list[dict]) -> int:
-    """The prepared data (``RESULTS/data`` without the raw mirror copies) and the configs of
-    ``models`` (the sitting's) as a tarball of paths relative to the checkout, mtimes kept (``headlab train``
-    resumes only from checkpoints newer than its config). Returns the number of files."""
+    """The prepared data of ``models`` (the sitting's: ``RESULTS/data/CORPUS/PAIR/SIZE`` of
+    each, with the raw test references they are scored against; the mirror's verification
+    mark) and their configs, as a tarball of paths relative to the checkout, mtimes kept
+    (``headlab train`` resumes only from checkpoints newer than its config). Only theirs: the
+    results folder keeps what earlier bundles prepared (paper C's en-de parses would add 11
+    MiB to a de-en slice). Returns the number of files."""
     root = REPO / results
-    paths = [p for p in sorted((root / "data").rglob("*")) if p.is_file()
-             and ".snakemake" not in p.parts and not (p.relative_to(root / "data").parts[0] == "raw"
-                                                     and p.name != ".verified")]
+    folders = {root / "data" / m["corpus"] / m["pair"] / m["size"] for m in models}
+    paths = [p for folder in sorted(folders) for p in sorted(folder.rglob("*"))
+             if p.is_file() and ".snakemake" not in p.parts]
+    paths += sorted((root / "data" / "raw").rglob(".verified"))
     paths += [REPO / model["config"] for model in models if "config" in model]   # the chain's: written there
-    # the raw test references the sitting scores against
-    paths += sorted(p for p in (root / "data").glob("*/*/*/raw/*.tgt"))
     with tarfile.open(dest, "w:gz") as tar:
         for path in dict.fromkeys(paths):
             tar.add(path, arcname=str(path.relative_to(REPO)))
@@ -477,10 +526,12 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
         pins = runtime_requirements(python_version)
         pins.pop("opennmt-py", None)
         download_wheels(pins, work / "wheels", python_version)
+        folders = train_folders(configfiles, target_paths)
         prepare(configfiles, target_paths, cores)
-        models = sitting_models(results, choice.slice.heads, choice.seeds, choice.slice.entry["pair"])
+        models = sitting_models(results, folders, choice.slice.heads)
         models += chain_models(choice, models)
         test = test_split(configfiles, models[0], results)
+        translation_inputs(models, test)
         files = data_archive(work / "data.tar.gz", results, models)
         shutil.copyfile(Path(__file__).with_name("gpu_runner.py"), work / "run.py")
         manifest = {

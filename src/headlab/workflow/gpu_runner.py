@@ -320,6 +320,10 @@ class Sitting:
 
     # -- processes -----------------------------------------------------------------------
     def start(self, name: str, cmd: list[str], log: Path, extra_env=None) -> subprocess.Popen:
+        # a process is stopped by its name: a second one under a live one's name would be
+        # lost, and outlive the sitting on the GPU
+        if name in self.procs and self.procs[name].poll() is None:
+            raise SystemExit(f"run.py: {name} is still running; not starting another under its name")
         log.parent.mkdir(parents=True, exist_ok=True)
         handle = open(log, "a")
         handle.write(f"\n$ {' '.join(cmd)}\n")
@@ -438,6 +442,15 @@ class Sitting:
     def training_window_s(self) -> float:
         reserve = EVAL_RESERVE_S[self.args.device] if self.args.eval_reserve is None else self.args.eval_reserve
         return self.args.budget - PACK_S - reserve
+
+    def check_manifest(self) -> None:
+        """Before anything: the runner keys each model's process, logs and rows by its name."""
+        names = [model["name"] for model in self.manifest["models"]]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise SystemExit(f"run.py: the manifest names {', '.join(twice)} more than once "
+                             f"({', '.join(m.get('dir', m['name']) for m in self.manifest['models'] if m['name'] in twice)}): "
+                             f"rebuild the bundle (make gpu-bundle); nothing trained")
 
     def check_window(self) -> None:
         """Before anything, on a GPU: a first call whose training window cannot reach the
@@ -603,27 +616,55 @@ class Sitting:
         self.phase("evaluate")
         for name in [n for n in self.procs if n == "nvidia-smi"]:
             self.stop(name, grace=2)
-        publication = self.published()
         self.status(force=True)
         rc = self.run("evaluate", self.sitting_args(), self.left())
         self.end_phase("evaluate", rc=rc)
-        provenance = self.src / publication / "provenance.json"
+        self.read_publication(rc, "evaluate")
+
+    def evaluation_left(self) -> list[str]:
+        """What the first call's deadline cut of its publication, which an evaluation can still
+        add: BLEU on every test sentence, the head atlas, a publication the evaluation never
+        wrote; not a model that never trained or whose checkpoints do not load."""
+        lacks = self.state.get("lacks") or []
+        if any("ended with status" in lack for lack in lacks):
+            return []           # a failure, not the deadline: it would fail again
+        return [lack for lack in lacks if lack.startswith(("BLEU and chrF", "rows.csv"))
+                or lack.startswith("head atlas of") and ("skipped" in lack or "stopped at the deadline" in lack)]
+
+    def complete_evaluation(self) -> None:
+        """A later call on the same machine evaluates again what the first call's deadline
+        cut (its finished translation chunks kept, :func:`headlab.workflow.sitting.translate_until`),
+        in at most half of what this call has, and publishes into the same sitting folder."""
+        here = self.published() and (self.src / self.published() / "provenance.json").is_file()
+        if not here or self.state.get("after") or not self.evaluation_left():
+            return        # (after a sitting on another machine, its checkpoints are not here)
+        self.phase("evaluate-rest")
+        before = list(self.state["lacks"])
+        # its own deadline is half of what is left; stopped from outside only past all of it
+        rc = self.run("evaluate-rest", self.sitting_args(deadline_s=self.left() / 2), self.left() - 5)
+        self.end_phase("evaluate-rest", rc=rc, lacked=before)
+        self.read_publication(rc, "evaluate-rest")
+
+    def read_publication(self, rc, log: str) -> None:
+        """The state's view of the publication (status, lacks) after the evaluation ``log``."""
+        provenance = self.src / self.published() / "provenance.json"
         if not provenance.is_file():
             self.fallback_publication(f"the evaluation ended with status {rc} before writing anything "
-                                      f"(logs/evaluate.log)")
+                                      f"(logs/{log}.log)")
         self.state["published"] = provenance.is_file()
         found = json.loads(provenance.read_text()) if provenance.is_file() else {}
         self.state["publication_status"] = found.get("status")
         self.state["lacks"] = found.get("lacks")
         if rc != 0:
-            self.state["error"] = f"evaluation ended with status {rc}: see logs/evaluate.log"
+            self.state["error"] = f"evaluation ended with status {rc}: see logs/{log}.log"
 
-    def sitting_args(self, speed_only: bool = False) -> list[str]:
+    def sitting_args(self, speed_only: bool = False, deadline_s: float | None = None) -> list[str]:
         manifest = self.resolved if self.resolved.is_file() else BUNDLE / "manifest.json"
+        deadline_s = self.left() - 10 if deadline_s is None else deadline_s
         cmd = [sys.executable, "-m", "headlab.workflow.sitting", "--manifest", str(manifest),
                "--out", self.published(), "--device", self.args.device, "--state", str(self.state_path),
                "--sitting", self.state["sitting"], "--gpu", self.state["gpu"],
-               "--deadline-s", str(max(self.left() - 10, 1)), "--logs", str(self.logs)]
+               "--deadline-s", str(max(deadline_s, 1)), "--logs", str(self.logs)]
         if self.args.device == "cpu":
             cmd += ["--sentences", str(CPU_SETTINGS["sentences"]), "--max-length", str(CPU_SETTINGS["max_length"])]
         return cmd + (["--speed-only"] if speed_only else [])
@@ -695,8 +736,10 @@ class Sitting:
 
     # -- a later call: what the first left -----------------------------------------------
     def remainder(self) -> None:
-        """The CUDA tests not yet passed or skipped (a failure gets another run: it may have
+        """What the first call's deadline cut of the evaluation (:meth:`complete_evaluation`),
+        the CUDA tests not yet passed or skipped (a failure gets another run: it may have
         been the bundle's, fixed since), then the bench on an idle GPU."""
+        self.complete_evaluation()
         self.phase("remainder")
         earlier = Path(self.state["after"]).with_name("gpu-tests.jsonl") if self.state.get("after") else None
         if earlier is not None and earlier.is_file() and not self.test_report().is_file():
@@ -770,6 +813,7 @@ def main(argv=None) -> int:
     code = 0
     try:
         first = not sitting.state.get("trained")
+        sitting.check_manifest()
         sitting.check_window()
         sitting.install()
         if first:

@@ -141,8 +141,9 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         (f"first call within its budget ({seconds[0]:.0f} of {budget:.0f} s)", seconds[0] <= budget + 5),
         clock_check(clocks, [model["name"] for model in models if "config" in model]),
         ("at most 3 files in OUT", len(list(out.iterdir())) <= 3 and len(list(second.iterdir())) <= 3),
+        # (it may first complete the evaluation the first call's deadline cut: no training)
         ("the second call trained nothing",
-         later["calls"][-1].get("phases", {}).keys() == {"remainder"}
+         later["calls"][-1].get("phases", {}).keys() in ({"remainder"}, {"evaluate-rest", "remainder"})
          and checkpoints(later) == checkpoints(status)),
     ]
 

@@ -11,8 +11,10 @@ speed rows. Then, within the deadline:
 1. each model's **best validation checkpoint** (lowest validation cross-entropy of
    ``<save_model>.valid.csv``, headlab's ``-model_selection valid_loss``; the newest
    checkpoint that loads where the training never validated, said so in ``criterion``);
-2. those checkpoints translate the corpus's first test split, all at once (beam 5,
-   ``-precision fp16`` after mixed-precision training), then BPE removal, detruecasing and
+2. those checkpoints translate the corpus's first test split, all at once, each from its
+   own source with the options it was trained with (the manifest's ``test_src`` and
+   ``translate_args``: a syntax model's featured source; beam 5, ``-precision fp16``
+   after mixed-precision training), then BPE removal, detruecasing and
    Moses detokenisation, in two chunks (the first 250 sentences, then the rest); a
    translation still running at the deadline is stopped and the sentences every model
    translated in whole chunks are scored, the rest listed in ``lacks``;
@@ -141,37 +143,48 @@ def params_of(path: str) -> int | None:
                if hasattr(t, "numel"))
 
 
-def translate_until(jobs: dict[str, dict], device: str, deadline: float, max_length: int, logs: Path) -> dict:
-    """Translate every model's source in chunks (:data:`FIRST_CHUNK` sentences, then the
-    rest), the models at once, each chunk a ``headlab translate`` of its own: OpenNMT-py
-    3.5.1 writes a translation only when its whole inference bucket (16,384 sentences) is
-    done, so a translation stopped at ``deadline`` (monotonic) keeps only its finished
-    chunks. Writes each job's ``hyp``; name -> the number of sentences translated."""
+def translate_until(jobs: dict[str, dict], device: str, deadline: float, max_length: int, logs: Path,
+                    failures: dict | None = None) -> dict:
+    """Translate every model's source (its own: a syntax model reads the featured one) in
+    chunks (:data:`FIRST_CHUNK` sentences, then the rest), the models at once, each chunk a
+    ``headlab translate`` of its own: OpenNMT-py 3.5.1 writes a translation only when its
+    whole inference bucket (16,384 sentences) is done, so a translation stopped at
+    ``deadline`` (monotonic) keeps only its finished chunks. A chunk an earlier call
+    finished from the same checkpoint and source is kept, not translated again (a later
+    call completing the evaluation: its stamp ``<hyp>.done``). Writes each job's ``hyp``;
+    name -> the number of sentences translated. A translation that ended by itself with an
+    error (not stopped at the deadline) goes to ``failures``: name -> its exit status."""
+    import hashlib
     import threading
 
-    source = Path(next(iter(jobs.values()))["src"]).read_text(encoding="utf-8").splitlines()
     first = FIRST_CHUNK[device]
-    chunks = [source[:first], source[first:]] if len(source) > first else [source]
-    chunk_files = []
-    for index, lines in enumerate(chunks):
-        chunk_files.append(logs / f"chunk{index}.src")
-        chunk_files[-1].write_text("\n".join(lines) + "\n", encoding="utf-8")
     done = {name: 0 for name in jobs}
 
     def chain(name: str, job: dict) -> None:
+        source = Path(job["src"]).read_text(encoding="utf-8").splitlines()
         outputs = []
-        for index, chunk in enumerate(chunk_files):
-            hyp = logs / f"{name}.chunk{index}.bpe"
-            command = translate_command(job, chunk, hyp, device, max_length)
-            with open(logs / f"translate.{name}.log", "a") as log:
-                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                while proc.poll() is None and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            if proc.returncode != 0 or not hyp.is_file():
-                break
+        for index, lines in enumerate([source[:first], source[first:]] if len(source) > first else [source]):
+            chunk, hyp = logs / f"{name}.chunk{index}.src", logs / f"{name}.chunk{index}.bpe"
+            text = "\n".join(lines) + "\n"
+            chunk.write_text(text, encoding="utf-8")
+            stamp = hyp.with_name(hyp.name + ".done")
+            expected = f"{job['checkpoint']}\n{hashlib.sha256(text.encode()).hexdigest()}\n"
+            if not (stamp.is_file() and stamp.read_text() == expected and hyp.is_file()):
+                stamp.unlink(missing_ok=True)
+                command = translate_command(job, chunk, hyp, device, max_length)
+                with open(logs / f"translate.{name}.log", "a") as log:
+                    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    while proc.poll() is None and time.monotonic() < deadline:
+                        time.sleep(0.5)
+                    late = proc.poll() is None
+                    if late:
+                        proc.kill()
+                        proc.wait()
+                if proc.returncode != 0 or not hyp.is_file():
+                    if not late and failures is not None:
+                        failures[name] = proc.returncode
+                    break
+                stamp.write_text(expected)
             outputs += hyp.read_text(encoding="utf-8").splitlines()
             done[name] = len(outputs)
         Path(job["hyp"]).write_text("".join(line + "\n" for line in outputs), encoding="utf-8")
@@ -185,11 +198,13 @@ def translate_until(jobs: dict[str, dict], device: str, deadline: float, max_len
 
 
 def translate_command(job: dict, src: Path, hyp: Path, device: str, max_length: int) -> list[str]:
+    """``headlab translate`` of one chunk; ``job["args"]``: the model's source-feature options
+    as it was trained with them (``headlab.engine.config.feature_args``, in the manifest)."""
     from headlab.engine.config import translate_precision
 
     command = [sys.executable, "-m", "headlab.cli", "translate", "-model", job["checkpoint"], "-src", str(src),
                "-output", str(hyp), "-beam_size", str(BEAM), "-batch_size", "4096", "-batch_type", "tokens",
-               "-max_length", str(max_length)]
+               "-max_length", str(max_length), *job.get("args", ())]
     if device == "cuda":
         command += ["-gpu", "0"] + (["-precision", p] if (p := translate_precision(job["dtype"])) else [])
     return command
@@ -303,7 +318,10 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
             shutil.copyfile(gates, out / f"gates.{model['chain']['mask_from']}.csv")
     _speed(publication, manifest, logs, {})
     _suite(out, logs)
-    publication.write()
+    if not (out / "provenance.json").is_file():
+        # a later call completing this evaluation keeps the earlier publication until it
+        # has at least as much (its translations reuse the finished chunks)
+        publication.write()
     _figure(publication)
     # 2. each model's best validation checkpoint, translated within the deadline
     chosen = {m["name"]: eval_checkpoint(m) for m in manifest["models"]}
@@ -317,16 +335,21 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
         if found:
             publication.row(model)["best_step"] = found["step"]
             publication.models[model["name"]]["params"] = params.get(model["name"])
-    src_lines = Path(test["src"]).read_text(encoding="utf-8").splitlines()
-    refs = Path(test["ref"]).read_text(encoding="utf-8").splitlines()
-    if sentences:
-        src_lines, refs = src_lines[:sentences], refs[:sentences]
-    src = logs / f"{test['split']}.src"
-    src.write_text("\n".join(src_lines) + "\n", encoding="utf-8")
+    refs = Path(test["ref"]).read_text(encoding="utf-8").splitlines()[:sentences or None]
     models = [m for m in manifest["models"] if chosen[m["name"]]]
-    jobs = {m["name"]: {"checkpoint": chosen[m["name"]]["path"], "src": str(src), "dtype": m["model_dtype"],
-                        "hyp": str(logs / f"{m['name']}.hyp.bpe")} for m in models}
-    done = translate_until(jobs, device, deadline - SCORING_S[device], max_length, logs) if jobs else {}
+    jobs = {}
+    for model in models:
+        # the model's own source (a syntax model's is featured by its parser) and options
+        lines = Path(model.get("test_src", test["src"])).read_text(encoding="utf-8").splitlines()[:sentences or None]
+        src = logs / f"{model['name']}.{test['split']}.src"
+        src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        jobs[model["name"]] = {"checkpoint": chosen[model["name"]]["path"], "src": str(src),
+                               "dtype": model["model_dtype"], "args": model.get("translate_args", []),
+                               "hyp": str(logs / f"{model['name']}.hyp.bpe")}
+    failures = {}
+    done = translate_until(jobs, device, deadline - SCORING_S[device], max_length, logs, failures) if jobs else {}
+    lacks += [f"{name}: translation ended with status {rc} (logs/translate.{name}.log)"
+              for name, rc in failures.items()]
     common = min(done.values(), default=0)
     translated_s = time.monotonic() - began
     if common == 0:
@@ -404,6 +427,12 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
     folder. What is missing goes to ``lacks``; each run's outcome to ``atlas`` in the
     provenance. ΔBLEU stays empty: it needs one more translation per head index."""
     todo = [m for m in models if chosen.get(m["name"])]
+    # an earlier call's atlas of the same checkpoint (the trainings are over) is kept
+    earlier = {m["name"] for m in todo if (publication.out / "atlas" / m["name"] / "heads.csv").is_file()}
+    record = {name: {"step": chosen[name]["step"], "sentences": ATLAS_SENTENCES[device], "rc": 0,
+                     "earlier_call": True} for name in earlier}
+    todo = [m for m in todo if m["name"] not in earlier]
+    publication.extra["atlas"] = {"models": record, "wall_s": 0.0}
     if not todo:
         return
     left = deadline - time.monotonic()
@@ -425,7 +454,6 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
                                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     while any(proc.poll() is None for proc in runs.values()) and time.monotonic() < deadline - ATLAS_MARGIN_S:
         time.sleep(0.5)
-    record = {}
     for name, proc in runs.items():
         late = proc.poll() is None
         if late:
