@@ -18,7 +18,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # the GPU configs executed on CPU: each with its overlay (config/cpu/), merged key by key
 GPU_ON_CPU := config/multi30k-gpu.yaml,config/cpu/multi30k-gpu.yaml config/paper.yaml,config/cpu/paper.yaml
 
-.PHONY: setup browser run test test-fast bench dryrun report clean help gpu-configs-on-cpu gpu-bundle gpu-rehearsal
+.PHONY: setup browser run test test-fast bench dryrun report clean help gpu-configs-on-cpu gpu-bundle gpu-rehearsal gpu-rehearsal-plan
 
 help:
 	@echo "make run    set up, then run the workflow on $(CONFIG) (all tables and figures)"
@@ -28,6 +28,7 @@ help:
 	@echo "make gpu-configs-on-cpu  run the whole DAG of both GPU configs on CPU (config/cpu/ overlays)"
 	@echo "make gpu-bundle          the GPU sitting's bundle of the plan's next slice (SLICE=NAME: that one; prints its command)"
 	@echo "make gpu-rehearsal       the sitting on this CPU, in a venv of the GPU machine's Python and packages"
+	@echo "make gpu-rehearsal-plan  every slice of config/gpu-plan.yaml rehearsed in turn (~6 min each)"
 
 setup: $(STAMP)
 
@@ -117,6 +118,13 @@ gpu-bundle: setup
 REHEARSAL_BUDGET ?= 300
 gpu-rehearsal: gpu-bundle
 	$(BIN)/python -m headlab.workflow.rehearsal --bundle gpu-bundle --venv .venv-rehearsal --budget $(REHEARSAL_BUDGET)
+
+# every slice of the plan rehearsed in turn (~6 min each): what each later sitting will meet,
+# found before a GPU minute is spent on it (the bundle left behind is the last slice's)
+gpu-rehearsal-plan: setup
+	for slice in $$($(BIN)/python -c "from headlab.workflow import gpu_plan; print(*(s.name for s in gpu_plan.load().slices))"); do \
+	  $(MAKE) --no-print-directory gpu-rehearsal SLICE=$$slice || exit 1; \
+	done
 
 report: setup
 	$(SNAKE) --cores $(CORES) --report report.html

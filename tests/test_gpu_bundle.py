@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import json
 import shutil
 import subprocess
@@ -606,3 +607,11 @@ def test_a_later_call_translates_only_the_chunks_an_earlier_one_left(tmp_path, m
     later = {**job, "checkpoint": "model_step_400.pt"}
     assert sitting.translate_until({"8L": later}, "cpu", time.monotonic() + 60, 250, logs) == {"8L": 10}
     assert calls.read_text().split()[3:] == ["8L.chunk0.bpe", "8L.chunk1.bpe"]
+
+
+def test_make_gpu_rehearsal_plan_rehearses_every_slice_in_the_plans_order():
+    result = subprocess.run(["make", "-n", "gpu-rehearsal-plan"], cwd=bundle.REPO, capture_output=True, text=True,
+                            timeout=120)
+    slices = re.findall(r"gpu-bundle --out gpu-bundle --slice (\S+)", result.stdout)
+    assert result.returncode == 0 and slices == [entry.name for entry in gpu_plan.load().slices] and len(slices) == 5
+    assert result.stdout.count("-m headlab.workflow.rehearsal --bundle gpu-bundle") == 5
