@@ -599,9 +599,13 @@ def test_a_later_call_translates_only_the_chunks_an_earlier_one_left(tmp_path, m
     monkeypatch.setitem(sitting.FIRST_CHUNK, "cpu", 4)
     job = {"checkpoint": "model_step_200.pt", "src": str(src), "dtype": "fp32", "hyp": str(tmp_path / "8L.hyp")}
     fail.touch()
-    assert sitting.translate_until({"8L": job}, "cpu", time.monotonic() + 60, 250, logs) == {"8L": 4}
+    failures = {}
+    assert sitting.translate_until({"8L": job}, "cpu", time.monotonic() + 60, 250, logs, failures) == {"8L": 4}
+    assert failures == {"8L": 1}         # ended by itself with an error: named, not taken for the deadline
     fail.unlink()
-    assert sitting.translate_until({"8L": job}, "cpu", time.monotonic() + 60, 250, logs) == {"8L": 10}
+    failures = {}
+    assert sitting.translate_until({"8L": job}, "cpu", time.monotonic() + 60, 250, logs, failures) == {"8L": 10}
+    assert failures == {}
     assert calls.read_text().split() == ["8L.chunk0.bpe", "8L.chunk1.bpe", "8L.chunk1.bpe"]
     assert Path(job["hyp"]).read_text() == "".join(f"S{i}\n" for i in range(10))
     later = {**job, "checkpoint": "model_step_400.pt"}
