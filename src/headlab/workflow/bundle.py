@@ -382,10 +382,10 @@ def parse_train_folders(summary: str) -> list[str]:
 def sitting_models(results: str, folders, heads_order=()) -> list[dict]:
     """The models of the sitting: of ``folders`` (:func:`train_folders`, the DAG's, under
     ``results``/models), those whose ``onmt.yaml`` the preparation wrote (heads, folder,
-    config); a chain's fine-tune has none yet (:func:`chain_models`). Taken from the DAG, never from what the results folder
-    holds: it outlives a bundle, and the configs of an earlier bundle (another slice's
-    preset or pair, other seeds: paper B's 8L de-en seed 1 beside paper A's low-resource one)
-    must not join this sitting. Ordered seed by seed as ``heads_order`` (the study's: its
+    config); a chain's fine-tune has none yet (:func:`chain_models`). Taken from the DAG,
+    never from what the results folder holds: it outlives a bundle, and the configs of an
+    earlier bundle (another slice's preset or pair, other seeds: paper B's 8L de-en seed 1
+    beside paper A's low-resource one) must not join this sitting. Ordered seed by seed as ``heads_order`` (the study's: its
     first is the baseline of the paired tests); ``name``: the heads, with the seed where the
     sitting trains several, unique (the runner keys its processes and files by it)."""
     import yaml
