@@ -362,8 +362,9 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     later = json.loads((tmp_path / "out2/status.json").read_text())
     phases = later["calls"][-1]["phases"].keys()
     # first what the first call's deadline cut of the evaluation, if anything: never less
-    cut = any(lack.startswith("BLEU and chrF") or lack.startswith("head atlas of") and (
-        "skipped" in lack or "stopped at the deadline" in lack) for lack in provenance["lacks"])
+    causes = provenance["lacks_by_cause"]
+    assert sorted(provenance["lacks"]) == sorted(sum(causes.values(), [])) and not causes["failed"]
+    cut = bool(causes["deadline"])
     assert second.returncode == 0 and phases == ({"evaluate-rest", "remainder"} if cut else {"remainder"})
     with tarfile.open(tmp_path / "out2/headlab-sitting.tar.gz") as tar:
         rows_later = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines()))
@@ -443,10 +444,18 @@ def _rehearsal_out(folder: Path, status: dict, files: dict[str, str]) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("lacks, passes", [([], True), (["BLEU and chrF on test sentences 5-16"], False)])
-def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, lacks, passes):
+CUT = "BLEU and chrF on test sentences 5-16"
+
+
+@pytest.mark.parametrize("status, lacks, causes, passes", [
+    ("deadline", [], {}, True),
+    ("deadline", [CUT], {"deadline": [CUT]}, False),                 # a lack under a status that hides it
+    ("partial", [CUT], {"deadline": [CUT], "failed": []}, True),
+    ("partial", [CUT], {}, False),                                   # a lack without its cause
+    ("partial", [CUT], {"failed": [CUT]}, False)])                   # a failure, not time
+def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, status, lacks, causes, passes):
     """A converged-looking provenance that lacks something is caught: ``lacks`` is non-empty
-    exactly when the status is partial."""
+    exactly when the status is partial, each lack has its cause, and none is a failure."""
     from headlab.workflow import rehearsal
 
     folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
@@ -455,7 +464,8 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, la
     row = {column: "" for column in gpu_plan.ROW_COLUMNS}
     lines = [header] + [",".join(str({**row, "heads": h, "bleu": "1.0", "best_step": "4"}[c]) for c in gpu_plan.ROW_COLUMNS)
                         for h in models]
-    provenance = {"status": "deadline", "lacks": lacks, "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
+    provenance = {"status": status, "lacks": lacks, "lacks_by_cause": causes,
+                  "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
     out = _rehearsal_out(tmp_path / "out", {"published": True, "publication": folder, "models": models, "calls": []},
                          {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/rows.csv": "\n".join(lines)})
     second = tmp_path / "out2"
@@ -463,6 +473,9 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, la
     (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}}}]}))
     results = dict(rehearsal.checks(out, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))
     assert all(results.values()) is passes
+    # what it still lacks is printed, with why; a call that published nothing has no such lines
+    assert rehearsal.final_lacks(out) == [(cause, what) for cause, lines in causes.items() for what in lines]
+    assert rehearsal.final_lacks(second) == []
 
 
 def test_the_rehearsal_expects_a_row_per_trained_model_and_initial_checkpoint():
@@ -563,6 +576,10 @@ def test_a_sitting_short_of_time_skips_the_head_atlas_and_says_so(tmp_path):
     publication.write()
     provenance = json.loads((publication.out / "provenance.json").read_text())
     assert provenance["lacks"] == publication.lacks and provenance["status"] == "partial"
+    # time, not a fault: what a later call's evaluation may add
+    assert provenance["lacks_by_cause"] == {"deadline": publication.lacks, "failed": [], "not trained": []}
+    with pytest.raises(ValueError, match="one of deadline, failed, not trained"):
+        publication.lack("slow", "BLEU")
 
 
 def test_the_rehearsal_checks_every_training_was_timed_and_the_profile_did_not_fail():
@@ -578,6 +595,51 @@ def test_the_rehearsal_checks_every_training_was_timed_and_the_profile_did_not_f
     failed = rehearsal.clock_check({"8L": {"iterations": 9, "profile_error": "RuntimeError: no CUPTI"}}, ["8L"])
     assert failed == ("every training timed from inside (1 clocks); 8L's profile window failed: RuntimeError: "
                       "no CUPTI", False)
+
+
+def _runner_reading(tmp_path, provenance: dict | None, rc=0) -> gpu_runner.Sitting:
+    """A runner whose evaluation just ended with ``rc``, having written ``provenance`` (None: nothing)."""
+    runner = object.__new__(gpu_runner.Sitting)
+    runner.src, runner.call, runner.procs = tmp_path, {}, {}
+    runner.manifest = {"slice": {"name": "A-T1-deep"}, "commit": "abcdef0", "models": []}
+    runner.state = {"publication": "results/published/A-T1-deep/2026-11-29-h100-abcdef0", "sitting": "s"}
+    folder = tmp_path / runner.published()
+    folder.mkdir(parents=True)
+    if provenance is not None:
+        (folder / "provenance.json").write_text(json.dumps(provenance))
+    runner.read_publication(rc, "evaluate")
+    return runner
+
+
+def test_a_later_call_completes_what_the_deadline_cut_never_what_failed(tmp_path):
+    """The runner reads the causes the sitting wrote (``lacks_by_cause``), not the words of
+    ``lacks``: the deadline's cuts are completed by a later call, a failure or an untrained
+    model never; an evaluation stopped before it wrote anything is the deadline's, one that
+    ended by itself with an error is a failure."""
+    cut = "BLEU and chrF on test sentences 5-16 of test_2016_flickr: not translated before the deadline"
+    atlas = "head atlas of 8L: stopped at the deadline (logs/atlas.8L.log)"
+    untrained = "control: not trained (a fine-tune of the chain never started: no time left for its stage)"
+    causes = {"deadline": [cut, atlas], "failed": [], "not trained": [untrained]}
+    runner = _runner_reading(tmp_path / "1", {"status": "partial", "lacks": [untrained, cut, atlas],
+                                              "lacks_by_cause": causes})
+    assert runner.evaluation_left() == [cut, atlas]
+    failed = {**causes, "failed": ["8DEA: translation ended with status 1 (logs/translate.8DEA.log)"]}
+    assert _runner_reading(tmp_path / "2", {"lacks": [], "lacks_by_cause": failed}).evaluation_left() == []
+    assert _runner_reading(tmp_path / "3", {"lacks": [untrained], "lacks_by_cause": {
+        "deadline": [], "failed": [], "not trained": [untrained]}}).evaluation_left() == []
+    # a publication of an earlier layout, without causes: nothing is taken for the deadline's
+    assert _runner_reading(tmp_path / "4", {"lacks": [cut]}).evaluation_left() == []
+    stopped = _runner_reading(tmp_path / "5", None, rc=None)
+    provenance = json.loads((tmp_path / "5" / stopped.published() / "provenance.json").read_text())
+    assert provenance["status"] == "partial" and provenance["lacks"] == [
+        "rows.csv, learning curves, speed rows, BLEU and chrF: the evaluation was stopped at its deadline "
+        "before writing anything (logs/evaluate.log)"]
+    assert stopped.evaluation_left() == provenance["lacks"] == provenance["lacks_by_cause"]["deadline"]
+    crashed = _runner_reading(tmp_path / "6", None, rc=1)
+    assert crashed.evaluation_left() == [] and crashed.state["lacks_by_cause"]["failed"] == [
+        "rows.csv, learning curves, speed rows, BLEU and chrF: the evaluation ended with status 1 before "
+        "writing anything (logs/evaluate.log)"]
+    assert crashed.state["error"] == "evaluation ended with status 1: see logs/evaluate.log"
 
 
 def test_a_later_call_translates_only_the_chunks_an_earlier_one_left(tmp_path, monkeypatch):

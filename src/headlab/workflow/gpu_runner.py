@@ -623,13 +623,11 @@ class Sitting:
 
     def evaluation_left(self) -> list[str]:
         """What the first call's deadline cut of its publication, which an evaluation can still
-        add: BLEU on every test sentence, the head atlas, a publication the evaluation never
-        wrote; not a model that never trained or whose checkpoints do not load."""
-        lacks = self.state.get("lacks") or []
-        if any("ended with status" in lack for lack in lacks):
-            return []           # a failure, not the deadline: it would fail again
-        return [lack for lack in lacks if lack.startswith(("BLEU and chrF", "rows.csv"))
-                or lack.startswith("head atlas of") and ("skipped" in lack or "stopped at the deadline" in lack)]
+        add (the provenance's ``lacks_by_cause``: BLEU on every test sentence, the head atlas,
+        a publication the evaluation never wrote); not a model that never trained or whose
+        checkpoints do not load, and nothing after a step failed (it would fail again)."""
+        causes = self.state.get("lacks_by_cause") or {}
+        return [] if causes.get("failed") else list(causes.get("deadline") or [])
 
     def complete_evaluation(self) -> None:
         """A later call on the same machine evaluates again what the first call's deadline
@@ -649,12 +647,16 @@ class Sitting:
         """The state's view of the publication (status, lacks) after the evaluation ``log``."""
         provenance = self.src / self.published() / "provenance.json"
         if not provenance.is_file():
-            self.fallback_publication(f"the evaluation ended with status {rc} before writing anything "
-                                      f"(logs/{log}.log)")
+            # stopped from outside (rc None) only past its own deadline: time, not a fault
+            self.fallback_publication(("the evaluation was stopped at its deadline" if rc is None else
+                                       f"the evaluation ended with status {rc}")
+                                      + f" before writing anything (logs/{log}.log)",
+                                      "deadline" if rc is None else "failed")
         self.state["published"] = provenance.is_file()
         found = json.loads(provenance.read_text()) if provenance.is_file() else {}
         self.state["publication_status"] = found.get("status")
         self.state["lacks"] = found.get("lacks")
+        self.state["lacks_by_cause"] = found.get("lacks_by_cause")
         if rc != 0:
             self.state["error"] = f"evaluation ended with status {rc}: see logs/{log}.log"
 
@@ -669,14 +671,15 @@ class Sitting:
             cmd += ["--sentences", str(CPU_SETTINGS["sentences"]), "--max-length", str(CPU_SETTINGS["max_length"])]
         return cmd + (["--speed-only"] if speed_only else [])
 
-    def fallback_publication(self, why: str) -> None:
+    def fallback_publication(self, why: str, cause: str) -> None:
         """The least a sitting publishes, standard library only: its provenance, labelled
         partial, saying what it lacks (the training logs and the status travel in the tarball)."""
         folder = self.src / self.published()
         folder.mkdir(parents=True, exist_ok=True)
         progress = self.model_progress()
+        lack = "rows.csv, learning curves, speed rows, BLEU and chrF: " + why
         provenance = {"slice": self.manifest["slice"]["name"], "sitting": self.state["sitting"], "status": "partial",
-                      "lacks": ["rows.csv, learning curves, speed rows, BLEU and chrF: " + why],
+                      "lacks": [lack], "lacks_by_cause": {"deadline": [], "failed": [], "not trained": [], cause: [lack]},
                       "headlab commit": self.manifest["commit"], "machine": self.state.get("machine"),
                       "models": {name: {k: entry.get(k) for k in ("checkpoints", "last_logged_step", "tok_s_src_tgt")}
                                  for name, entry in progress.items()},

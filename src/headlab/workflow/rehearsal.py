@@ -102,6 +102,18 @@ def clock_check(clocks: dict[str, dict], trained: list[str]) -> tuple[str, bool]
             set(trained) <= set(clocks) and not clock.get("profile_error"))
 
 
+def final_lacks(out: Path) -> list[tuple[str, str]]:
+    """(cause, what) of each thing the publication in ``out``'s tarball still lacks."""
+    try:
+        status = json.loads((out / "status.json").read_text())
+        with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
+            provenance = json.load(tar.extractfile(f"{status['publication']}/provenance.json"))
+    except (OSError, KeyError, TypeError, ValueError, tarfile.TarError):
+        return []             # nothing published: the checks say so
+    causes = provenance.get("lacks_by_cause") or {}
+    return [(cause, what) for cause, lines in causes.items() for what in lines]
+
+
 def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float], models: list[dict]) -> list[tuple[str, bool]]:
     """What holds at any machine speed: a labelled publication, not a deadline met."""
     import csv
@@ -123,17 +135,19 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
     # slowness: on the GPU it would have thrown the sitting away
     crashed = sorted(name for name, rc in (status.get("exited") or {}).items() if rc not in (0, None))
     # likewise a step of the evaluation that failed (the head atlas), as against one skipped for time
-    failed = [lack for lack in provenance["lacks"] if "ended with status" in lack]
+    causes = provenance.get("lacks_by_cause") or {}
+    failed = causes.get("failed") or []
     # a fine-tune of the chain its stage left no time for (said in lacks) has no row
-    untrained = [lack for lack in provenance["lacks"] if ": not trained (" in lack]
+    untrained = [lack for lack in causes.get("not trained") or [] if ": not trained (" in lack]
     return [
         (f"no training ended in an error ({', '.join(crashed) or 'none'}; train-logs/*.console.log)", not crashed),
         (f"no evaluation step ended in an error ({'; '.join(failed) or 'none'})", not failed),
         (f"published {published} ({provenance['status']}), one row per model"
          + (f" ({len(untrained)} of the chain not trained, said in lacks)" if untrained else ""),
          status.get("published") is True and len(rows) == expected_rows(models, untrained)),
-        (f"labelled: lacks {len(provenance['lacks'])} thing(s) exactly when partial",
-         (provenance["status"] == "partial") == bool(provenance["lacks"])),
+        (f"labelled: lacks {len(provenance['lacks'])} thing(s) exactly when partial, each with its cause",
+         (provenance["status"] == "partial") == bool(provenance["lacks"])
+         and sorted(provenance["lacks"]) == sorted(sum(causes.values(), []))),
         (f"BLEU for {len(scored)} of {len(rows)} models, each at its own evaluated checkpoint",
          all(row["best_step"] for row in scored)),
         ("torch and numpy are the venv's, not the bundle's",
@@ -173,11 +187,14 @@ def main(argv: list[str] | None = None) -> int:
         results = [("first call exit status 0", first_rc == 0), ("second call exit status 0", second_rc == 0)]
         if (out / "status.json").is_file() and (second / "status.json").is_file():
             results += checks(out, second, args.budget, (first_s, second_s), models)
+        lacking = final_lacks(second)
         if args.keep:
             for folder in (out, second):
                 shutil.copytree(folder, Path(args.keep) / folder.name, dirs_exist_ok=True)
     for text, passed in results:
         print(f"rehearsal: {'ok  ' if passed else 'FAIL'} {text}")
+    for cause, what in lacking:
+        print(f"rehearsal: lacks ({cause}): {what}")
     print(f"rehearsal: venv {setup_s:.0f} s, first call {first_s:.0f} s, second {second_s:.0f} s "
           f"({MACHINE_FILE.name}; {python})")
     return 0 if all(passed for _, passed in results) else 1

@@ -5,8 +5,8 @@ trainings have stopped, by their stop rule or the deadline):
         --state WORK/state.json --sitting SITTING --gpu h100 --deadline-s 100 [--device cuda|cpu] [--sentences N]
 
 It never publishes nothing: before anything slow it writes the folder as it stands, labelled
-(``status`` partial, ``lacks`` what is missing): each model's learning curve, its stop, the
-speed rows. Then, within the deadline:
+(``status`` partial, ``lacks`` what is missing, ``lacks_by_cause`` why: :data:`LACK_CAUSES`):
+each model's learning curve, its stop, the speed rows. Then, within the deadline:
 
 1. each model's **best validation checkpoint** (lowest validation cross-entropy of
    ``<save_model>.valid.csv``, headlab's ``-model_selection valid_loss``; the newest
@@ -236,6 +236,13 @@ def split_untrained(manifest: dict) -> tuple[dict, list[str]]:
     return {**manifest, "models": [m for m in manifest["models"] if "config" in m]}, untrained
 
 
+#: why a publication lacks something, as its provenance's ``lacks_by_cause`` says it, read by
+#: programs (the runner, the rehearsal) where ``lacks`` is written for people: the
+#: ``deadline`` cut it (a later evaluation on the same machine can add it), a step ``failed``
+#: (it would fail again), or a model was ``not trained`` (nothing to evaluate)
+LACK_CAUSES = ("deadline", "failed", "not trained")
+
+
 class Publication:
     """The sitting folder, rewritten whole at each :meth:`write` (files replaced one by one)."""
 
@@ -243,8 +250,19 @@ class Publication:
         self.out, self.manifest, self.ident, self.extra = out, manifest, ident, extra
         self.rows: dict[str, dict] = {}
         self.lacks: list[str] = []
+        self.causes: dict[str, str] = {}
         self.models: dict[str, dict] = {}
         out.mkdir(parents=True, exist_ok=True)
+
+    def lack(self, cause: str, what: str) -> None:
+        """One more thing the publication lacks (``what``, for people), and why (``cause``)."""
+        if cause not in LACK_CAUSES:
+            raise ValueError(f"a lack's cause is one of {', '.join(LACK_CAUSES)}, not {cause!r}")
+        self.lacks.append(what)
+        self.causes[what] = cause
+
+    def lacks_by_cause(self) -> dict[str, list[str]]:
+        return {cause: [what for what in self.lacks if self.causes.get(what) == cause] for cause in LACK_CAUSES}
 
     def row(self, model: dict) -> dict:
         plan = self.manifest["slice"]
@@ -267,7 +285,8 @@ class Publication:
     def write(self) -> None:
         sitting_speed.write_rows(self.out / "rows.csv", list(self.rows.values()), ROW_COLUMNS)
         provenance = {**self.extra, "slice": self.manifest["slice"]["name"], "sitting": self.ident["sitting"],
-                      "status": self.status(), "lacks": list(self.lacks), "headlab commit": self.manifest["commit"],
+                      "status": self.status(), "lacks": list(self.lacks),
+                      "lacks_by_cause": self.lacks_by_cause(), "headlab commit": self.manifest["commit"],
                       "models": self.models, "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
         tmp = self.out / ".provenance.json.tmp"
         tmp.write_text(json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n")
@@ -310,7 +329,10 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
                                                 if key in model}}
     never = [f"{name}: not trained (a fine-tune of the chain never started: "
              f"{(state.get('chain_errors') or {}).get(name, 'no time left for its stage')})" for name in untrained]
-    publication.lacks = never + ["BLEU and chrF: not yet translated"]
+    for what in never:
+        publication.lack("not trained", what)
+    # (until the translations below: a call stopped before them has this to add)
+    publication.lack("deadline", "BLEU and chrF: not yet translated")
     for model in manifest["models"]:
         # the gate values a pruned model's mask was read from (paper D's Table 2)
         gates = Path((model.get("mask") or {}).get("gates", ""))
@@ -327,7 +349,10 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     chosen = {m["name"]: eval_checkpoint(m) for m in manifest["models"]}
     params = {name: params_of(found["path"]) for name, found in chosen.items() if found}
     _speed(publication, manifest, logs, params)
-    lacks = never + [f"{name}: no checkpoint loads, not evaluated" for name, found in chosen.items() if found is None]
+    publication.lacks = list(never)
+    for name in [name for name, found in chosen.items() if found is None]:
+        # (no checkpoint saved before the training stopped: no later call can evaluate it)
+        publication.lack("not trained", f"{name}: no checkpoint loads, not evaluated")
     for model in manifest["models"]:
         found = chosen[model["name"]]
         publication.models[model["name"]].update(evaluated=found and {k: found[k] for k in
@@ -348,16 +373,16 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
                                "hyp": str(logs / f"{model['name']}.hyp.bpe")}
     failures = {}
     done = translate_until(jobs, device, deadline - SCORING_S[device], max_length, logs, failures) if jobs else {}
-    lacks += [f"{name}: translation ended with status {rc} (logs/translate.{name}.log)"
-              for name, rc in failures.items()]
+    for name, rc in failures.items():
+        publication.lack("failed", f"{name}: translation ended with status {rc} (logs/translate.{name}.log)")
     common = min(done.values(), default=0)
     translated_s = time.monotonic() - began
     if common == 0:
-        lacks.append(f"BLEU and chrF: no sentence of {test['split']} translated by every model before the deadline")
+        publication.lack("deadline", f"BLEU and chrF: no sentence of {test['split']} translated by every model "
+                                     f"before the deadline")
     elif common < len(refs):
-        lacks.append(f"BLEU and chrF on test sentences {common + 1}-{len(refs)} of {test['split']}: "
-                     f"not translated before the deadline (scored on the first {common})")
-    publication.lacks = lacks
+        publication.lack("deadline", f"BLEU and chrF on test sentences {common + 1}-{len(refs)} of {test['split']}: "
+                                     f"not translated before the deadline (scored on the first {common})")
     if common == 0:
         publication.write()
         _atlas_safely(publication, models, chosen, device, deadline, logs)
@@ -398,7 +423,7 @@ def _atlas_safely(publication: Publication, *args) -> None:
     try:
         head_atlas(publication, *args)
     except Exception as err:             # the scores are published: the atlas is extra
-        publication.lacks.append(f"head atlas: {type(err).__name__}: {err}")
+        publication.lack("failed", f"head atlas: {type(err).__name__}: {err}")
 
 
 def valid_pair(model: dict) -> tuple[str, str] | None:
@@ -437,7 +462,7 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
         return
     left = deadline - time.monotonic()
     if left < ATLAS_MIN_S[device]:
-        publication.lacks.append(f"head atlas of {', '.join(m['name'] for m in todo)}: skipped, {left:.0f} s left "
+        publication.lack("deadline", f"head atlas of {', '.join(m['name'] for m in todo)}: skipped, {left:.0f} s left "
                                  f"of the {ATLAS_MIN_S[device]} s it needs")
         return
     runs, began = {}, time.monotonic()
@@ -445,7 +470,7 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
     for model in todo:
         valid = valid_pair(model)
         if valid is None:
-            publication.lacks.append(f"head atlas of {model['name']}: no validation data in {model.get('config')}")
+            publication.lack("failed", f"head atlas of {model['name']}: no validation data in {model.get('config')}")
             continue
         out = publication.out / "atlas" / model["name"]
         name = f"{publication.manifest['slice']['name']}/{publication.ident['sitting']}/{model['name']}"
@@ -463,8 +488,9 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
         if proc.returncode != 0:
             shutil.rmtree(publication.out / "atlas" / name, ignore_errors=True)   # no half-written folder
             # time and failure apart: the rehearsal fails a failure, never a deadline
-            publication.lacks.append(f"head atlas of {name}: " + ("stopped at the deadline" if late else
-                                     f"atlas-model ended with status {proc.returncode}") + f" (logs/atlas.{name}.log)")
+            publication.lack("deadline" if late else "failed", f"head atlas of {name}: " + (
+                "stopped at the deadline" if late else f"atlas-model ended with status {proc.returncode}")
+                + f" (logs/atlas.{name}.log)")
     publication.extra["atlas"] = {"models": record, "wall_s": round(time.monotonic() - began, 1)}
 
 
