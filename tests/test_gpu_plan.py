@@ -104,6 +104,28 @@ def test_the_shipped_queue_puts_a_new_seed_before_a_rerun():
     assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [3])
 
 
+def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsys):
+    """``python -m headlab.workflow.gpu_plan`` over the shipped plan and results/published/
+    (A-T1-deep seeds 1-2 short of convergence), then over a tree where A's seed 3 converged
+    and B (two seeds a sitting) published seed 1."""
+    assert gpu_plan.main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("A-T1-deep      cost   570 GPU-s,  2888 steps a sitting (3 side by side): seeds short of "
+                        "convergence [1, 2]; never run [3]; sittings to go: 1 new + 2 rerun")
+    assert lines[-2:] == ["the plan in all: 12 sitting(s) of new seeds, then 2 rerun(s) of seeds short of convergence",
+                          "next: A-T1-deep, seeds [3]"]
+    plan = gpu_plan.load()
+    _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-aaaaaaa", {1: "deadline", 2: "converged", 3: "converged"},
+             plan.slice("A-T1-deep").rows)
+    _publish(tmp_path, "B-base-dhicm", "2026-11-30-h100-aaaaaaa", {1: "deadline"}, plan.slice("B-base-dhicm").rows)
+    assert gpu_plan.queue_line(plan.slice("A-T1-deep"), tmp_path).endswith(
+        ": seeds converged [2, 3]; short of convergence [1]; sittings to go: 1 rerun")
+    # two seeds a sitting: seed 1's rerun and seeds 2-3 are a sitting each
+    assert gpu_plan.sittings_to_go(plan.slice("B-base-dhicm"), tmp_path) == (1, 1)
+    gpu_plan.main(["--published", str(tmp_path)])
+    assert "the plan in all: 10 sitting(s) of new seeds, then 2 rerun(s)" in capsys.readouterr().out
+
+
 def test_a_seed_converges_only_when_every_model_of_it_did(tmp_path):
     plan = gpu_plan.load()
     _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "converged"},

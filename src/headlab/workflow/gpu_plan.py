@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,6 +320,25 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
                       path=str(plan.path), key="slices")
 
 
+def sittings_to_go(found: Slice, published: Path | str = PUBLISHED) -> tuple[int, int]:
+    """(sittings of never-published seeds, reruns of seeds short of convergence) the slice needs."""
+    per_sitting = found.entry["seeds_per_sitting"]
+    fresh, again = split_pending(found, published)
+    return math.ceil(len(fresh) / per_sitting), math.ceil(len(again) / per_sitting)
+
+
+def queue_line(found: Slice, published: Path | str = PUBLISHED) -> str:
+    """One slice's line of the queue: its cost, its seeds by state, the sittings still to go."""
+    fresh, again = split_pending(found, published)
+    converged = [seed for seed in found.entry["seeds"] if seed not in fresh + again]
+    sittings = [f"{count} {what}" for count, what in zip(sittings_to_go(found, published), ("new", "rerun")) if count]
+    states = [f"{what} {seeds}" for seeds, what in ((converged, "converged"), (again, "short of convergence"),
+                                                     (fresh, "never run")) if seeds]
+    return (f"{found.name:14} cost {found.entry['cost_gpu_s']:>5g} GPU-s, {found.steps_in_window:>5} steps a sitting"
+            f" ({found.side_by_side} side by side): seeds " + "; ".join(states)
+            + f"; sittings to go: {' + '.join(sittings) or 'none'}" + ("" if found.entry["ready"] else "  [not ready]"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.gpu_plan", description=__doc__.splitlines()[0])
     parser.add_argument("--plan", default=str(PLAN), help="the GPU plan (a YAML queue of slices)")
@@ -327,11 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = load(args.plan)
     for found in plan.slices:
-        state = published_seeds(found, args.published)
-        print(f"{found.name:14} cost {found.entry['cost_gpu_s']:>5g} GPU-s, {found.steps_in_window:>5} steps a sitting"
-              f" ({found.side_by_side} side by side), seeds {found.entry['seeds']}: "
-              + (", ".join(f"{seed} {status}" for seed, status in sorted(state.items())) or "none published")
-              + ("" if found.entry["ready"] else "  [not ready]"))
+        print(queue_line(found, args.published))
+    to_go = [sittings_to_go(found, args.published) for found in plan.slices]
+    new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)
+    print(f"the plan in all: {new} sitting(s) of new seeds, then {reruns} rerun(s) of seeds short of convergence")
     try:
         choice = choose(plan, args.published)
         print(f"next: {choice.slice.name}, seeds {choice.seeds}")
