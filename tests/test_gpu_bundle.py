@@ -114,7 +114,9 @@ def test_the_bundle_overlay_trains_the_slice_seeds_by_its_stop_rule():
 
 def _config(folder: Path) -> None:
     folder.mkdir(parents=True)
-    (folder / "onmt.yaml").write_text(f"save_model: {folder / 'model'}\nsave_checkpoint_steps: 200\n")
+    # what the bundle reads of a model's config (the preparation writes it whole)
+    (folder / "onmt.yaml").write_text(f"save_model: {folder / 'model'}\nsave_checkpoint_steps: 200\n"
+                                      f"data: {{valid: {{path_src: data/bpe/val.src}}}}\n")
 
 
 def test_the_sitting_takes_its_dags_models_not_an_earlier_bundles_configs(tmp_path, monkeypatch):
@@ -165,13 +167,16 @@ def test_each_model_translates_its_own_source_with_the_options_it_was_trained_wi
     monkeypatch.setattr(bundle, "REPO", tmp_path)
     data = "results/gpu-sitting/data/multi30k/en-de/full"
     test = {"split": "test_2016_flickr", "src": f"{data}/bpe/test_2016_flickr.src"}
-    models = []
+    folders = []
     for heads in ("8L", "8RHElpea.*8L", "7Fword+1L"):
-        folder = tmp_path / f"results/gpu-sitting/models/multi30k/en-de/full/base/default/6+6/{heads}/seed1"
-        folder.mkdir(parents=True)
+        folders.append(f"results/gpu-sitting/models/multi30k/en-de/full/base/default/6+6/{heads}/seed1")
+        (tmp_path / folders[-1]).mkdir(parents=True)
         source = f"{data}/feat/depconv/val.src" if "RHE" in heads else f"{data}/bpe/val.src"
-        (folder / "onmt.yaml").write_text(yaml.safe_dump({"data": {"valid": {"path_src": source}}}))
-        models.append({"name": heads, "heads": heads, "config": str((folder / "onmt.yaml").relative_to(tmp_path))})
+        (tmp_path / folders[-1] / "onmt.yaml").write_text(yaml.safe_dump(
+            {"data": {"valid": {"path_src": source}}, "save_model": f"{folders[-1]}/model",
+             "save_checkpoint_steps": 200}))
+    # the models as the bundle reads them from their configs, then a chain's fine-tune
+    models = bundle.sitting_models("results/gpu-sitting", folders, ["8L", "8RHElpea,*(8L)", "7Fword+1L"])
     models.append({"name": "gated", "heads": "8L", "chain": {"parent": "8L"}})
     with pytest.raises(HeadlabError, match=r"did not write .*/feat/depconv/test_2016_flickr.src, the featured "
                                            r"test source of 8RHElpea"):

@@ -385,9 +385,10 @@ def sitting_models(results: str, folders, heads_order=()) -> list[dict]:
     config); a chain's fine-tune has none yet (:func:`chain_models`). Taken from the DAG,
     never from what the results folder holds: it outlives a bundle, and the configs of an
     earlier bundle (another slice's preset or pair, other seeds: paper B's 8L de-en seed 1
-    beside paper A's low-resource one) must not join this sitting. Ordered seed by seed as ``heads_order`` (the study's: its
-    first is the baseline of the paired tests); ``name``: the heads, with the seed where the
-    sitting trains several, unique (the runner keys its processes and files by it)."""
+    beside paper A's low-resource one) must not join this sitting. Ordered seed by seed as
+    ``heads_order`` (the study's: its first is the baseline of the paired tests); ``name``:
+    the heads, with the seed where the sitting trains several, unique (the runner keys its
+    processes and files by it); ``valid_src``: the validation source its config names."""
     import yaml
 
     from headlab.naming import MODEL_KEYS, heads_name
@@ -403,7 +404,8 @@ def sitting_models(results: str, folders, heads_order=()) -> list[dict]:
                        "corpus": keys["corpus"], "pair": keys["pair"], "size": keys["size"],
                        "dir": str(Path(folder)), "config": str(Path(folder) / "onmt.yaml"),
                        "save_model": options["save_model"], "save_every": options["save_checkpoint_steps"],
-                       "model_dtype": options.get("model_dtype", "fp32")})
+                       "model_dtype": options.get("model_dtype", "fp32"),
+                       "valid_src": options["data"]["valid"]["path_src"]})
     if not models:
         raise HeadlabError(f"the preparation wrote no config of the DAG's models ({', '.join(folders) or 'none'})")
     order = [heads_name(spec) for spec in heads_order]
@@ -454,8 +456,6 @@ def translation_inputs(models: list[dict], test: dict) -> None:
     trained with (``feature_args``: the word-boundary column from the text, the parse
     columns); a chain's fine-tune those of its parent. Without them a syntax model's
     translation stops at once, and with it the BLEU of every model of the sitting."""
-    import yaml
-
     from headlab.engine.config import feature_args
     from headlab.heads.spec import feature_columns, needs_syntax
 
@@ -467,8 +467,7 @@ def translation_inputs(models: list[dict], test: dict) -> None:
             continue
         src = test["src"]
         if needs_syntax(model["heads"]):
-            options = yaml.safe_load((REPO / model["config"]).read_text())
-            src = str(Path(options["data"]["valid"]["path_src"]).with_name(f"{test['split']}.src"))
+            src = str(Path(model["valid_src"]).with_name(f"{test['split']}.src"))
             if not (REPO / src).is_file():
                 raise HeadlabError(f"the preparation did not write {src}, the featured test source of {model['name']}")
         model.update(test_src=src, translate_args=feature_args(feature_columns(model["heads"])).split())

@@ -679,6 +679,7 @@ class Sitting:
         progress = self.model_progress()
         lack = "rows.csv, learning curves, speed rows, BLEU and chrF: " + why
         provenance = {"slice": self.manifest["slice"]["name"], "sitting": self.state["sitting"], "status": "partial",
+                      # (headlab.workflow.sitting.LACK_CAUSES: run.py imports nothing of headlab)
                       "lacks": [lack], "lacks_by_cause": {"deadline": [], "failed": [], "not trained": [], cause: [lack]},
                       "headlab commit": self.manifest["commit"], "machine": self.state.get("machine"),
                       "models": {name: {k: entry.get(k) for k in ("checkpoints", "last_logged_step", "tok_s_src_tgt")}

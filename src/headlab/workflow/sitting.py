@@ -241,6 +241,8 @@ def split_untrained(manifest: dict) -> tuple[dict, list[str]]:
 #: ``deadline`` cut it (a later evaluation on the same machine can add it), a step ``failed``
 #: (it would fail again), or a model was ``not trained`` (nothing to evaluate)
 LACK_CAUSES = ("deadline", "failed", "not trained")
+#: what the first publication lacks until the translations are scored
+NOT_YET_TRANSLATED = "BLEU and chrF: not yet translated"
 
 
 class Publication:
@@ -332,7 +334,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     for what in never:
         publication.lack("not trained", what)
     # (until the translations below: a call stopped before them has this to add)
-    publication.lack("deadline", "BLEU and chrF: not yet translated")
+    publication.lack("deadline", NOT_YET_TRANSLATED)
     for model in manifest["models"]:
         # the gate values a pruned model's mask was read from (paper D's Table 2)
         gates = Path((model.get("mask") or {}).get("gates", ""))
@@ -349,7 +351,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     chosen = {m["name"]: eval_checkpoint(m) for m in manifest["models"]}
     params = {name: params_of(found["path"]) for name, found in chosen.items() if found}
     _speed(publication, manifest, logs, params)
-    publication.lacks = list(never)
+    publication.lacks.remove(NOT_YET_TRANSLATED)       # what the translations leave is said below
     for name in [name for name, found in chosen.items() if found is None]:
         # (no checkpoint saved before the training stopped: no later call can evaluate it)
         publication.lack("not trained", f"{name}: no checkpoint loads, not evaluated")
