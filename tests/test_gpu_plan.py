@@ -49,8 +49,10 @@ def test_a_cost_that_disagrees_with_the_measured_throughput_is_refused(tmp_path)
         gpu_plan.load(path)
 
 
-def _publish(root: Path, slice_name: str, sitting: str, seeds_status: dict[int, str], rows) -> None:
-    """rows.csv of one sitting: ``rows`` (row, heads) for each seed."""
+def _publish(root: Path, slice_name: str, sitting: str, seeds_status: dict[int, str], rows,
+             steps: dict | None = None) -> None:
+    """rows.csv of one sitting: ``rows`` (row, heads) for each seed, trained ``steps[heads]``
+    steps (none written: unknown)."""
     folder = root / slice_name / sitting
     folder.mkdir(parents=True)
     with open(folder / "rows.csv", "w", newline="") as handle:
@@ -59,7 +61,7 @@ def _publish(root: Path, slice_name: str, sitting: str, seeds_status: dict[int, 
         for seed, status in seeds_status.items():
             for row, name in sorted(rows):
                 writer.writerow({"slice": slice_name, "sitting": sitting, "row": row, "heads": name, "seed": seed,
-                                 "test": "test_2016_flickr", "status": status})
+                                 "test": "test_2016_flickr", "status": status, "step": (steps or {}).get(name, "")})
 
 
 def test_the_next_slice_follows_the_published_tree(tmp_path):
@@ -97,11 +99,75 @@ def test_the_next_slice_follows_the_published_tree(tmp_path):
         gpu_plan.choose(plan, tmp_path)
 
 
-def test_the_shipped_queue_puts_a_new_seed_before_a_rerun():
-    """What results/published/ holds now: A-T1-deep seeds 1 and 2 at their deadlines, so
-    the next sitting is seed 3, never seed 1 again."""
-    choice = gpu_plan.choose(gpu_plan.load())
+def test_the_shipped_queue_puts_a_new_seed_before_a_rerun(tmp_path):
+    """What results/published/ holds now: A-T1-deep seed 1 at its deadline at step 1,000
+    (undertrained: a sitting now reaches ~2,890), seed 2 at 2,400-2,550; so the next sitting
+    is seed 3, then seed 1's rerun before paper C; seed 2's only after every slice's new seeds."""
+    import shutil
+
+    plan = gpu_plan.load()
+    choice = gpu_plan.choose(plan)
     assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [3])
+    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
+    heads = {name: 2888 for name in plan.slice("A-T1-deep").heads}
+    _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", {3: "deadline"}, plan.slice("A-T1-deep").rows, heads)
+    choice = gpu_plan.choose(plan, tmp_path)
+    assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [1])
+    _publish(tmp_path, "A-T1-deep", "2026-12-02-h100-bbbbbbb", {1: "deadline"}, plan.slice("A-T1-deep").rows, heads)
+    choice = gpu_plan.choose(plan, tmp_path)
+    assert (choice.slice.name, choice.seeds) == ("C-core-base", [1])
+    assert choice.skipped == ["A-T1-deep: seeds [1, 2, 3] published short of convergence, rerun after every "
+                              "slice's new seeds"]
+
+
+def test_an_undertrained_seed_is_rerun_with_the_new_seeds_and_only_its_slices_models_count(tmp_path):
+    """Undertrained: every model of the seed has a converged or deadline run, the least
+    trained under half the steps a sitting reaches now (A-T1-deep: 2,888 -> under 1,444)."""
+    plan = gpu_plan.load()
+    a_slice = plan.slice("A-T1-deep")
+    assert a_slice.steps_in_window == 2888
+    a_heads = a_slice.rows
+    _publish(tmp_path, "A-T1-deep", "2026-11-27-h100-aaaaaaa", {1: "deadline"}, a_heads,
+             {"8L": 1443, "7Ftoken+1L": 2400, "8Ftoken": 2500})
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-bbbbbbb", {2: "deadline"}, a_heads,
+             {"8L": 2400, "7Ftoken+1L": 2400, "8Ftoken": 2500})
+    _publish(tmp_path, "A-T1-deep", "2026-11-29-h100-bbbbbbb", {2: "deadline"}, a_heads - {("T5 deep", "8Ftoken")},
+             {"8L": 1000, "7Ftoken+1L": 1000})
+    _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-ccccccc", {3: "converged"}, a_heads)
+    # seed 1: 8L at 1,443 steps (its least trained model); seed 2: its furthest run of each model
+    assert gpu_plan.trained_steps(a_slice, tmp_path) == {1: 1443, 2: 2400}
+    assert gpu_plan.split_pending(a_slice, tmp_path) == ([], [1], [2])
+    assert gpu_plan.choose(plan, tmp_path).seeds == [1]
+    assert gpu_plan.pending_seeds(a_slice, tmp_path) == [1, 2]
+    assert gpu_plan.sittings_to_go(a_slice, tmp_path) == (1, 1)
+    assert "undertrained (under 1444 steps) [1]; sittings to go: 1 first-pass + 1 rerun" in gpu_plan.queue_line(
+        a_slice, tmp_path)
+    # at 1,444 steps (half the window) it is merely short of convergence: C's first seed comes first
+    _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-ddddddd", {1: "deadline"}, a_heads,
+             {"8L": 1444, "7Ftoken+1L": 1444, "8Ftoken": 2000})
+    assert gpu_plan.split_pending(a_slice, tmp_path) == ([], [], [1, 2])
+    assert gpu_plan.choose(plan, tmp_path).slice.name == "C-core-base"
+
+
+def test_a_seed_without_a_measured_training_is_not_undertrained(tmp_path):
+    """A diverged or partial run, or a row with no step, says nothing of how far a seed
+    trained: it waits for the reruns (a diverged seed rerun first could hold the queue), as
+    do a chain's fine-tunes, short by design (paper D: 400 steps after a 1,720-step parent)."""
+    plan = gpu_plan.load()
+    a_heads = plan.slice("A-T1-deep").rows
+    steps = dict.fromkeys(plan.slice("A-T1-deep").heads, 1000)
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "diverged", 2: "partial"}, a_heads, steps)
+    _publish(tmp_path, "A-T1-deep", "2026-11-29-h100-bbbbbbb", {3: "deadline"}, a_heads)
+    assert gpu_plan.trained_steps(plan.slice("A-T1-deep"), tmp_path) == {}
+    assert gpu_plan.split_pending(plan.slice("A-T1-deep"), tmp_path) == ([], [], [1, 2, 3])
+    d_slice = plan.slice("D-gates-8L")
+    d_rows = d_slice.rows
+    _publish(tmp_path, "D-gates-8L", "2026-11-28-h100-aaaaaaa", {1: "deadline"},
+             d_rows - {("Baseline (converged)", "8L")}, {"8L": 400})
+    _publish(tmp_path, "D-gates-8L", "2026-11-28-h100-bbbbbbb", {1: "deadline"},
+             {("Baseline (converged)", "8L")}, {"8L": 1720})
+    assert gpu_plan.trained_steps(d_slice, tmp_path) == {1: 1720}
+    assert gpu_plan.split_pending(d_slice, tmp_path) == ([2, 3], [], [1])
 
 
 def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsys):
@@ -111,9 +177,10 @@ def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsy
     assert gpu_plan.main([]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == ("A-T1-deep      cost   570 GPU-s,  2888 steps a sitting (3 side by side): seeds short of "
-                        "convergence [1, 2]; never run [3]; sittings to go: 1 new + 2 rerun")
-    assert lines[-2:] == ["the plan in all: 12 sitting(s) of new seeds, then 2 rerun(s) of seeds short of convergence",
-                          "next: A-T1-deep, seeds [3]"]
+                        "convergence [2]; undertrained (under 1444 steps) [1]; never run [3]; sittings to go: "
+                        "2 first-pass + 1 rerun")
+    assert lines[-2:] == ["the plan in all: 13 sitting(s) of new and undertrained seeds, then 1 rerun(s) of seeds "
+                          "short of convergence", "next: A-T1-deep, seeds [3]"]
     plan = gpu_plan.load()
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-aaaaaaa", {1: "deadline", 2: "converged", 3: "converged"},
              plan.slice("A-T1-deep").rows)
@@ -123,7 +190,7 @@ def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsy
     # two seeds a sitting: seed 1's rerun and seeds 2-3 are a sitting each
     assert gpu_plan.sittings_to_go(plan.slice("B-base-dhicm"), tmp_path) == (1, 1)
     gpu_plan.main(["--published", str(tmp_path)])
-    assert "the plan in all: 10 sitting(s) of new seeds, then 2 rerun(s)" in capsys.readouterr().out
+    assert "the plan in all: 10 sitting(s) of new and undertrained seeds, then 2 rerun(s)" in capsys.readouterr().out
 
 
 def test_a_seed_converges_only_when_every_model_of_it_did(tmp_path):

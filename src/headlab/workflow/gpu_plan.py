@@ -9,9 +9,10 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
 - :func:`published_seeds`: per slice, the status of each seed over its sitting folders
   (``results/published/<slice>/<sitting>/rows.csv``);
 - :func:`choose`: the first ready slice that fits one sitting and has a seed never
-  published; only when no slice has one, the first with a seed published short of
-  convergence (its rerun). A slice whose models cannot converge in one sitting never holds
-  the queue.
+  published or *undertrained* (published, but trained to under half the steps a sitting
+  reaches now: by slower code, before the learning rate's peak); only when no slice has
+  one, the first with a seed published short of convergence (its rerun). A slice whose
+  models cannot converge in one sitting never holds the queue.
 """
 from __future__ import annotations
 
@@ -34,6 +35,13 @@ ROW_COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "
                "tgt_tok_s", "gpu", "commit", "date")
 STATUSES = ("converged", "deadline", "partial", "diverged")
 COST_TOLERANCE = 0.05
+#: a seed whose models trained fewer steps than this share of what one sitting reaches now
+#: is rerun with the new seeds, not after them: its rerun at least doubles the training, a
+#: different model rather than a deadline row made converged (paper A's seed 1: 1,000
+#: steps at 0.33 s a step, where a sitting now reaches ~2,890)
+UNDERTRAINED_SHARE = 0.5
+#: the statuses whose runs are a seed's rows in the tables (headlab.studies.published.AVERAGED)
+TRAINED = ("converged", "deadline")
 
 
 @dataclass(frozen=True)
@@ -239,36 +247,63 @@ def _seed(text: str) -> int:
     return int(str(text).removeprefix("seed"))
 
 
-def published_seeds(found: Slice, published: Path | str = PUBLISHED) -> dict[int, str]:
-    """seed -> its best status over the slice's sitting folders (``converged`` only when
-    every model of the slice has a converged row of that seed)."""
-    folder = Path(published) / found.name
-    statuses: dict[int, dict[str, set]] = {}
-    for rows in sorted(folder.glob("*/rows.csv")):
+def _seed_runs(found: Slice, published: Path | str) -> dict[int, dict[tuple[str, str], list[tuple[str, str]]]]:
+    """seed -> (row, heads) -> [(status, step)] over the slice's sitting folders
+    (``results/published/<slice>/<sitting>/rows.csv``)."""
+    runs: dict[int, dict[tuple[str, str], list[tuple[str, str]]]] = {}
+    for rows in sorted((Path(published) / found.name).glob("*/rows.csv")):
         with open(rows, newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
                 if not row.get("seed"):
                     continue
-                statuses.setdefault(_seed(row["seed"]), {}).setdefault((row["row"], row["heads"]), set()).add(
-                    row["status"])
+                runs.setdefault(_seed(row["seed"]), {}).setdefault((row["row"], row["heads"]), []).append(
+                    (row["status"], row.get("step") or ""))
+    return runs
+
+
+def published_seeds(found: Slice, published: Path | str = PUBLISHED) -> dict[int, str]:
+    """seed -> its best status over the slice's sitting folders (``converged`` only when
+    every model of the slice has a converged row of that seed)."""
     result = {}
-    for seed, per_model in statuses.items():
-        converged = all("converged" in per_model.get(key, set()) for key in found.rows)
+    for seed, per_model in _seed_runs(found, published).items():
+        converged = all(any(status == "converged" for status, _ in per_model.get(key, [])) for key in found.rows)
         result[seed] = "converged" if converged else "published"
     return result
 
 
+def trained_steps(found: Slice, published: Path | str = PUBLISHED) -> dict[int, int]:
+    """seed -> the steps its least-trained model reached in its furthest converged or
+    deadline run (the slice's own models: a chain's fine-tunes are short by design); a seed
+    missing such a run of some model, or its step, is left out (nothing to measure)."""
+    from headlab.naming import heads_name
+
+    keys = {(model["row"], heads_name(model["heads"])) for model in found.entry["models"]}
+    result = {}
+    for seed, per_model in _seed_runs(found, published).items():
+        reached = [max((int(float(step)) for status, step in per_model.get(key, []) if status in TRAINED and step),
+                       default=None) for key in keys]
+        if reached and None not in reached:
+            result[seed] = min(reached)
+    return result
+
+
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
-    """The slice's seeds not yet converged: never published first, then published short of it."""
-    fresh, again = split_pending(found, published)
-    return fresh + again
+    """The slice's seeds not yet converged: never published, undertrained, then published
+    short of convergence."""
+    fresh, undertrained, again = split_pending(found, published)
+    return fresh + undertrained + again
 
 
-def split_pending(found: Slice, published: Path | str = PUBLISHED) -> tuple[list[int], list[int]]:
-    """(never published, published short of convergence) seeds of the slice."""
+def split_pending(found: Slice, published: Path | str = PUBLISHED) -> tuple[list[int], list[int], list[int]]:
+    """(never published, undertrained, published short of convergence) seeds of the slice;
+    undertrained: published, not converged, its models trained fewer than
+    :data:`UNDERTRAINED_SHARE` of the steps one sitting reaches now."""
     done = published_seeds(found, published)
-    return ([seed for seed in found.entry["seeds"] if seed not in done],
-            [seed for seed in found.entry["seeds"] if done.get(seed) == "published"])
+    steps = trained_steps(found, published)
+    short = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
+    undertrained = [seed for seed in short if steps.get(seed, math.inf) < UNDERTRAINED_SHARE * found.steps_in_window]
+    return ([seed for seed in found.entry["seeds"] if seed not in done], undertrained,
+            [seed for seed in short if seed not in undertrained])
 
 
 @dataclass(frozen=True)
@@ -292,22 +327,24 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
             raise ConfigError(f"slice {name} is not ready for a sitting: {found.entry.get('pending', '')}".strip(),
                               path=str(plan.path), key="ready")
         return Choice(found, pending[:found.entry["seeds_per_sitting"]], [])
-    # Two passes: seeds never published, slice by slice in the plan's order, then the reruns
-    # of seeds published short of convergence. A rerun only turns a labelled deadline row
-    # into a converged one, and a slice whose models cannot converge in one sitting would
-    # otherwise hold the queue for ever; a new seed or a paper's first row adds more.
+    # Two passes: seeds never published or undertrained, slice by slice in the plan's order,
+    # then the reruns of seeds published short of convergence. Such a rerun only turns a
+    # labelled deadline row into a converged one, and a slice whose models cannot converge in
+    # one sitting would otherwise hold the queue for ever; a new seed or a paper's first row
+    # adds more. An undertrained seed's rerun is a model of the slice's regime at last (and
+    # cannot loop: rerun at today's speed, it reaches a sitting's steps).
     skipped, runnable = [], []
     for found in plan.slices:
-        fresh, again = split_pending(found, published)
-        if not fresh and not again:
+        fresh, undertrained, again = split_pending(found, published)
+        if not fresh and not undertrained and not again:
             skipped.append(f"{found.name}: done")
         elif not found.entry["ready"]:
             skipped.append(f"{found.name}: not ready ({found.entry.get('pending', 'see the plan')})")
         elif not found.fits:
             skipped.append(f"{found.name}: {found.steps_in_window} steps in a sitting, under its "
                            f"min_steps {found.entry['min_steps']}")
-        elif fresh:
-            return Choice(found, (fresh + again)[:found.entry["seeds_per_sitting"]], skipped)
+        elif fresh or undertrained:
+            return Choice(found, (fresh + undertrained + again)[:found.entry["seeds_per_sitting"]], skipped)
         else:
             runnable.append((found, again))
             skipped.append(f"{found.name}: seeds {again} published short of convergence, rerun after every "
@@ -321,19 +358,23 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
 
 
 def sittings_to_go(found: Slice, published: Path | str = PUBLISHED) -> tuple[int, int]:
-    """(sittings of never-published seeds, reruns of seeds short of convergence) the slice needs."""
+    """(sittings of the first pass: never-published and undertrained seeds, reruns of seeds
+    short of convergence after it) the slice needs."""
     per_sitting = found.entry["seeds_per_sitting"]
-    fresh, again = split_pending(found, published)
-    return math.ceil(len(fresh) / per_sitting), math.ceil(len(again) / per_sitting)
+    fresh, undertrained, again = split_pending(found, published)
+    return math.ceil(len(fresh + undertrained) / per_sitting), math.ceil(len(again) / per_sitting)
 
 
 def queue_line(found: Slice, published: Path | str = PUBLISHED) -> str:
     """One slice's line of the queue: its cost, its seeds by state, the sittings still to go."""
-    fresh, again = split_pending(found, published)
-    converged = [seed for seed in found.entry["seeds"] if seed not in fresh + again]
-    sittings = [f"{count} {what}" for count, what in zip(sittings_to_go(found, published), ("new", "rerun")) if count]
-    states = [f"{what} {seeds}" for seeds, what in ((converged, "converged"), (again, "short of convergence"),
-                                                     (fresh, "never run")) if seeds]
+    fresh, undertrained, again = split_pending(found, published)
+    converged = [seed for seed in found.entry["seeds"] if seed not in fresh + undertrained + again]
+    sittings = [f"{count} {what}" for count, what in zip(sittings_to_go(found, published), ("first-pass", "rerun"))
+                if count]
+    states = [f"{what} {seeds}" for seeds, what in (
+        (converged, "converged"), (again, "short of convergence"),
+        (undertrained, f"undertrained (under {UNDERTRAINED_SHARE * found.steps_in_window:.0f} steps)"),
+        (fresh, "never run")) if seeds]
     return (f"{found.name:14} cost {found.entry['cost_gpu_s']:>5g} GPU-s, {found.steps_in_window:>5} steps a sitting"
             f" ({found.side_by_side} side by side): seeds " + "; ".join(states)
             + f"; sittings to go: {' + '.join(sittings) or 'none'}" + ("" if found.entry["ready"] else "  [not ready]"))
@@ -350,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         print(queue_line(found, args.published))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]
     new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)
-    print(f"the plan in all: {new} sitting(s) of new seeds, then {reruns} rerun(s) of seeds short of convergence")
+    print(f"the plan in all: {new} sitting(s) of new and undertrained seeds, then {reruns} rerun(s) of seeds short "
+          f"of convergence")
     try:
         choice = choose(plan, args.published)
         print(f"next: {choice.slice.name}, seeds {choice.seeds}")
