@@ -116,7 +116,8 @@ def test_the_shipped_queue_puts_a_new_seed_before_a_rerun(tmp_path):
     _publish(tmp_path, "A-T1-deep", "2026-12-02-h100-bbbbbbb", {1: "deadline"}, plan.slice("A-T1-deep").rows, heads)
     choice = gpu_plan.choose(plan, tmp_path)
     assert (choice.slice.name, choice.seeds) == ("C-core-base", [1])
-    assert choice.skipped == ["A-T1-deep: seeds [1, 2, 3] published short of convergence, rerun after every "
+    # seeds 1 and 3 at a sitting's limit (2,888 steps), seed 2 (2,400) to be rerun later
+    assert choice.skipped == ["A-T1-deep: seeds [2] published short of convergence, rerun after every "
                               "slice's new seeds"]
 
 
@@ -136,7 +137,8 @@ def test_an_undertrained_seed_is_rerun_with_the_new_seeds_and_only_its_slices_mo
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-ccccccc", {3: "converged"}, a_heads)
     # seed 1: 8L at 1,443 steps (its least trained model); seed 2: its furthest run of each model
     assert gpu_plan.trained_steps(a_slice, tmp_path) == {1: 1443, 2: 2400}
-    assert gpu_plan.split_pending(a_slice, tmp_path) == ([], [1], [2])
+    assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
+        converged=[3], never_run=[], undertrained=[1], short=[2], at_limit=[])
     assert gpu_plan.choose(plan, tmp_path).seeds == [1]
     assert gpu_plan.pending_seeds(a_slice, tmp_path) == [1, 2]
     assert gpu_plan.sittings_to_go(a_slice, tmp_path) == (1, 1)
@@ -145,7 +147,7 @@ def test_an_undertrained_seed_is_rerun_with_the_new_seeds_and_only_its_slices_mo
     # at 1,444 steps (half the window) it is merely short of convergence: C's first seed comes first
     _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-ddddddd", {1: "deadline"}, a_heads,
              {"8L": 1444, "7Ftoken+1L": 1444, "8Ftoken": 2000})
-    assert gpu_plan.split_pending(a_slice, tmp_path) == ([], [], [1, 2])
+    assert gpu_plan.seed_states(a_slice, tmp_path).short == [1, 2]
     assert gpu_plan.choose(plan, tmp_path).slice.name == "C-core-base"
 
 
@@ -159,7 +161,7 @@ def test_a_seed_without_a_measured_training_is_not_undertrained(tmp_path):
     _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "diverged", 2: "partial"}, a_heads, steps)
     _publish(tmp_path, "A-T1-deep", "2026-11-29-h100-bbbbbbb", {3: "deadline"}, a_heads)
     assert gpu_plan.trained_steps(plan.slice("A-T1-deep"), tmp_path) == {}
-    assert gpu_plan.split_pending(plan.slice("A-T1-deep"), tmp_path) == ([], [], [1, 2, 3])
+    assert gpu_plan.seed_states(plan.slice("A-T1-deep"), tmp_path).short == [1, 2, 3]
     d_slice = plan.slice("D-gates-8L")
     d_rows = d_slice.rows
     _publish(tmp_path, "D-gates-8L", "2026-11-28-h100-aaaaaaa", {1: "deadline"},
@@ -167,7 +169,71 @@ def test_a_seed_without_a_measured_training_is_not_undertrained(tmp_path):
     _publish(tmp_path, "D-gates-8L", "2026-11-28-h100-bbbbbbb", {1: "deadline"},
              {("Baseline (converged)", "8L")}, {"8L": 1720})
     assert gpu_plan.trained_steps(d_slice, tmp_path) == {1: 1720}
-    assert gpu_plan.split_pending(d_slice, tmp_path) == ([2, 3], [], [1])
+    assert gpu_plan.seed_states(d_slice, tmp_path) == gpu_plan.SeedStates(
+        converged=[], never_run=[2, 3], undertrained=[], short=[], at_limit=[1])
+
+
+def test_a_seed_at_a_sittings_limit_is_never_rerun_and_reruns_go_least_trained_first(tmp_path):
+    """A deadline seed trained to within 10% of what a sitting reaches now (2,888 / 1.1 =
+    2,625.5 steps for A-T1-deep) would train the same models again: no rerun, and a slice of
+    such seeds is done; the seeds short of convergence are rerun least trained first."""
+    plan = gpu_plan.load()
+    a_slice = plan.slice("A-T1-deep")
+    a_heads = a_slice.rows
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "deadline"}, a_heads,
+             dict.fromkeys(a_slice.heads, 2626))
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-bbbbbbb", {2: "deadline"}, a_heads,
+             dict.fromkeys(a_slice.heads, 2625))
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-ccccccc", {3: "deadline"}, a_heads,
+             dict.fromkeys(a_slice.heads, 2000))
+    assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
+        converged=[], never_run=[], undertrained=[], short=[3, 2], at_limit=[1])
+    assert gpu_plan.choose(plan, tmp_path, "A-T1-deep").seeds == [3]
+    assert "at a sitting's limit [1]; short of convergence [3, 2]; sittings to go: 2 rerun" in gpu_plan.queue_line(
+        a_slice, tmp_path)
+    for seed in (2, 3):
+        _publish(tmp_path, "A-T1-deep", f"2026-11-29-h100-{seed}aaaaaa", {seed: "deadline"}, a_heads,
+                 dict.fromkeys(a_slice.heads, 2888))
+    with pytest.raises(ConfigError, match=r"slice A-T1-deep is done: seeds \[\] published as converged; seeds "
+                                          r"\[1, 2, 3\] at a sitting's limit \(~2,888 steps, of ~3,000 to converge\)"):
+        gpu_plan.choose(plan, tmp_path, "A-T1-deep")
+    choice = gpu_plan.choose(plan, tmp_path)
+    assert choice.slice.name == "C-core-base" and choice.skipped[0].startswith("A-T1-deep: done (seeds [1, 2, 3] at")
+
+
+def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
+    """Each forecast sitting ends as the plan expects (converged where its expected steps fit
+    a sitting, else deadline at a sitting's steps); the queue ends: every seed converged or at
+    a sitting's limit, no rerun of the same seed for ever."""
+    plan = gpu_plan.load()
+    ahead = gpu_plan.forecast(plan, count=50)
+    assert [(item.choice.slice.name, item.choice.seeds) for item in ahead] == [
+        ("A-T1-deep", [3]), ("A-T1-deep", [1]), ("C-core-base", [1]), ("C-core-base", [2]), ("C-core-base", [3]),
+        ("B-base-dhicm", [1, 2]), ("B-base-dhicm", [3]), ("D-gates-8L", [1]), ("D-gates-8L", [2]),
+        ("D-gates-8L", [3]), ("A-lowres", [1]), ("A-lowres", [2]), ("A-lowres", [3]), ("A-T1-deep", [2])]
+    assert [(item.status, item.steps) for item in ahead[:3]] == [("deadline", 2888), ("deadline", 2888),
+                                                                  ("converged", 2437)]
+    assert ahead[7].status == "deadline" and ahead[7].steps == 1720       # D: 2,000 expected, 1,720 reached
+    # the published tree itself is untouched
+    assert gpu_plan.choose(plan).seeds == [3]
+    # an empty tree: A's seeds first, one a sitting
+    assert [item.choice.seeds for item in gpu_plan.forecast(plan, tmp_path, 2)] == [[1], [2]]
+    gpu_plan.main(["--published", str(tmp_path), "--ahead", "1"])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "the next 1 sitting(s), if each ends as the plan expects: A-T1-deep seeds [1] (deadline at ~2,888 steps)")
+
+
+def test_a_published_step_that_is_no_number_is_one_line_naming_its_file_and_line(tmp_path):
+    from headlab.errors import DataError
+
+    plan = gpu_plan.load()
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "deadline"}, plan.slice("A-T1-deep").rows,
+             {"8L": "1,000"})
+    with pytest.raises(DataError) as caught:
+        gpu_plan.choose(plan, tmp_path)
+    rows = tmp_path / "A-T1-deep/2026-11-28-h100-aaaaaaa/rows.csv"
+    line = 1 + next(number for number, text in enumerate(rows.read_text().splitlines()) if ",8L," in text)
+    assert str(caught.value) == f"{rows}:{line}: [step] step '1,000' is not a number of training steps"
 
 
 def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsys):
@@ -179,8 +245,11 @@ def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsy
     assert lines[0] == ("A-T1-deep      cost   570 GPU-s,  2888 steps a sitting (3 side by side): seeds short of "
                         "convergence [2]; undertrained (under 1444 steps) [1]; never run [3]; sittings to go: "
                         "2 first-pass + 1 rerun")
-    assert lines[-2:] == ["the plan in all: 13 sitting(s) of new and undertrained seeds, then 1 rerun(s) of seeds "
-                          "short of convergence", "next: A-T1-deep, seeds [3]"]
+    assert lines[-3:] == ["the plan in all: 13 sitting(s) of new and undertrained seeds, then 1 rerun(s) of seeds "
+                          "short of convergence", "next: A-T1-deep, seeds [3]",
+                          "the next 3 sitting(s), if each ends as the plan expects: A-T1-deep seeds [3] (deadline at "
+                          "~2,888 steps); A-T1-deep seeds [1] (deadline at ~2,888 steps); C-core-base seeds [1] "
+                          "(converged at ~2,437 steps)"]
     plan = gpu_plan.load()
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-aaaaaaa", {1: "deadline", 2: "converged", 3: "converged"},
              plan.slice("A-T1-deep").rows)

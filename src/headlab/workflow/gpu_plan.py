@@ -1,7 +1,8 @@
 """The GPU plan (``config/gpu-plan.yaml``): an ordered queue of slices of the GPU config, and
 which of them a sitting trains next, read from what ``results/published/`` already holds.
 
-    python -m headlab.workflow.gpu_plan [--published results/published]     (the queue's state)
+    python -m headlab.workflow.gpu_plan [--published results/published] [--ahead 3]
+        (the queue's state, and the next sittings if each ends as the plan expects)
 
 - :func:`load`: the plan checked against ``config/gpu-plan.schema.yaml``; an error is one
   line naming the file, its line and the key, and a slice's ``cost_gpu_s`` must agree with
@@ -11,8 +12,10 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
 - :func:`choose`: the first ready slice that fits one sitting and has a seed never
   published or *undertrained* (published, but trained to under half the steps a sitting
   reaches now: by slower code, before the learning rate's peak); only when no slice has
-  one, the first with a seed published short of convergence (its rerun). A slice whose
-  models cannot converge in one sitting never holds the queue.
+  one, the first with a seed published short of convergence that a sitting would train
+  further (its rerun, least trained first). A seed at a sitting's limit is never rerun, so a
+  slice whose models cannot converge in one sitting never holds the queue;
+- :func:`forecast`: the next sittings if each ends as the plan expects.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN = REPO / "config/gpu-plan.yaml"
@@ -40,6 +43,10 @@ COST_TOLERANCE = 0.05
 #: different model rather than a deadline row made converged (paper A's seed 1: 1,000
 #: steps at 0.33 s a step, where a sitting now reaches ~2,890)
 UNDERTRAINED_SHARE = 0.5
+#: a seed published short of convergence is rerun only if a sitting now trains its models at
+#: least this many times further (else it is at a sitting's limit: same seed, same code,
+#: same models; a measured faster throughput raises a sitting's steps and reopens it)
+RERUN_MIN_GAIN = 1.1
 #: the statuses whose runs are a seed's rows in the tables (headlab.studies.published.AVERAGED)
 TRAINED = ("converged", "deadline")
 
@@ -253,11 +260,16 @@ def _seed_runs(found: Slice, published: Path | str) -> dict[int, dict[tuple[str,
     runs: dict[int, dict[tuple[str, str], list[tuple[str, str]]]] = {}
     for rows in sorted((Path(published) / found.name).glob("*/rows.csv")):
         with open(rows, newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
+            reader = csv.DictReader(handle)
+            for row in reader:
                 if not row.get("seed"):
                     continue
+                step = (row.get("step") or "").strip()
+                if step and not step.replace(".", "", 1).isdigit():
+                    raise DataError(f"step {step!r} is not a number of training steps", path=str(rows),
+                                    line=reader.line_num, key="step")
                 runs.setdefault(_seed(row["seed"]), {}).setdefault((row["row"], row["heads"]), []).append(
-                    (row["status"], row.get("step") or ""))
+                    (row["status"], step))
     return runs
 
 
@@ -287,23 +299,50 @@ def trained_steps(found: Slice, published: Path | str = PUBLISHED) -> dict[int, 
     return result
 
 
-def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
-    """The slice's seeds not yet converged: never published, undertrained, then published
-    short of convergence."""
-    fresh, undertrained, again = split_pending(found, published)
-    return fresh + undertrained + again
+@dataclass(frozen=True)
+class SeedStates:
+    """A slice's seeds by what a sitting can still add to them."""
+    converged: list[int]
+    never_run: list[int]
+    #: published, not converged, trained under UNDERTRAINED_SHARE of a sitting's steps now
+    undertrained: list[int]
+    #: published short of convergence, a rerun would train them further: least trained first
+    short: list[int]
+    #: published short of convergence at what a sitting reaches now: a rerun of the same
+    #: seed with the same code would train the same models again (faster code, which raises
+    #: the plan's throughput and so a sitting's steps, reopens them)
+    at_limit: list[int]
+
+    @property
+    def first_pass(self) -> list[int]:
+        return self.never_run + self.undertrained
+
+    @property
+    def pending(self) -> list[int]:
+        return self.first_pass + self.short
 
 
-def split_pending(found: Slice, published: Path | str = PUBLISHED) -> tuple[list[int], list[int], list[int]]:
-    """(never published, undertrained, published short of convergence) seeds of the slice;
-    undertrained: published, not converged, its models trained fewer than
-    :data:`UNDERTRAINED_SHARE` of the steps one sitting reaches now."""
+def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
+    """The slice's seeds by state, from its published ``rows.csv`` files. A seed whose
+    training was not measured (no converged or deadline run of some model, or no step) is
+    short of convergence, never undertrained or at the limit."""
     done = published_seeds(found, published)
     steps = trained_steps(found, published)
-    short = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
-    undertrained = [seed for seed in short if steps.get(seed, math.inf) < UNDERTRAINED_SHARE * found.steps_in_window]
-    return ([seed for seed in found.entry["seeds"] if seed not in done], undertrained,
-            [seed for seed in short if seed not in undertrained])
+    window = found.steps_in_window
+    published_short = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
+    undertrained = [seed for seed in published_short if steps.get(seed, math.inf) < UNDERTRAINED_SHARE * window]
+    at_limit = [seed for seed in published_short if seed in steps and steps[seed] * RERUN_MIN_GAIN > window]
+    short = sorted((seed for seed in published_short if seed not in undertrained + at_limit),
+                   key=lambda seed: (steps.get(seed, 0), seed))
+    return SeedStates(converged=[seed for seed in found.entry["seeds"] if done.get(seed) == "converged"],
+                      never_run=[seed for seed in found.entry["seeds"] if seed not in done],
+                      undertrained=undertrained, short=short, at_limit=at_limit)
+
+
+def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
+    """The seeds a sitting of the slice can still add to: never published, undertrained,
+    then published short of convergence, least trained first."""
+    return seed_states(found, published).pending
 
 
 @dataclass(frozen=True)
@@ -313,41 +352,48 @@ class Choice:
     skipped: list[str]
 
 
+def _limit_text(found: Slice, seeds: list[int]) -> str:
+    return (f"seeds {seeds} at a sitting's limit (~{found.steps_in_window:,} steps, of ~"
+            f"{found.entry['expected_steps']:,} to converge): a rerun would train the same models")
+
+
 def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = None) -> Choice:
     """What the next sitting trains: ``name``'s slice, or the first ready one not done that
     fits one sitting; its next ``seeds_per_sitting`` pending seeds. ``skipped`` says why each
     earlier slice was passed over."""
     if name is not None:
         found = plan.slice(name)
-        pending = pending_seeds(found, published)
-        if not pending:
-            raise ConfigError(f"slice {name} is done: seeds {found.entry['seeds']} are all published as converged "
+        states = seed_states(found, published)
+        if not states.pending:
+            limit = f"; {_limit_text(found, states.at_limit)}" if states.at_limit else ""
+            raise ConfigError(f"slice {name} is done: seeds {states.converged} published as converged{limit} "
                               f"(add seeds to it in the plan for more)", path=str(plan.path), key="seeds")
         if not found.entry["ready"]:
             raise ConfigError(f"slice {name} is not ready for a sitting: {found.entry.get('pending', '')}".strip(),
                               path=str(plan.path), key="ready")
-        return Choice(found, pending[:found.entry["seeds_per_sitting"]], [])
+        return Choice(found, states.pending[:found.entry["seeds_per_sitting"]], [])
     # Two passes: seeds never published or undertrained, slice by slice in the plan's order,
     # then the reruns of seeds published short of convergence. Such a rerun only turns a
     # labelled deadline row into a converged one, and a slice whose models cannot converge in
     # one sitting would otherwise hold the queue for ever; a new seed or a paper's first row
-    # adds more. An undertrained seed's rerun is a model of the slice's regime at last (and
-    # cannot loop: rerun at today's speed, it reaches a sitting's steps).
+    # adds more. An undertrained seed's rerun is a model of the slice's regime at last. No
+    # seed is rerun at a sitting's limit: the same seed and code would give the same models.
     skipped, runnable = [], []
     for found in plan.slices:
-        fresh, undertrained, again = split_pending(found, published)
-        if not fresh and not undertrained and not again:
-            skipped.append(f"{found.name}: done")
+        states = seed_states(found, published)
+        if not states.pending:
+            skipped.append(f"{found.name}: done" + (f" ({_limit_text(found, states.at_limit)})"
+                                                    if states.at_limit else ""))
         elif not found.entry["ready"]:
             skipped.append(f"{found.name}: not ready ({found.entry.get('pending', 'see the plan')})")
         elif not found.fits:
             skipped.append(f"{found.name}: {found.steps_in_window} steps in a sitting, under its "
                            f"min_steps {found.entry['min_steps']}")
-        elif fresh or undertrained:
-            return Choice(found, (fresh + undertrained + again)[:found.entry["seeds_per_sitting"]], skipped)
+        elif states.first_pass:
+            return Choice(found, states.pending[:found.entry["seeds_per_sitting"]], skipped)
         else:
-            runnable.append((found, again))
-            skipped.append(f"{found.name}: seeds {again} published short of convergence, rerun after every "
+            runnable.append((found, states.short))
+            skipped.append(f"{found.name}: seeds {states.short} published short of convergence, rerun after every "
                            f"slice's new seeds")
     if runnable:
         found, again = runnable[0]
@@ -361,23 +407,69 @@ def sittings_to_go(found: Slice, published: Path | str = PUBLISHED) -> tuple[int
     """(sittings of the first pass: never-published and undertrained seeds, reruns of seeds
     short of convergence after it) the slice needs."""
     per_sitting = found.entry["seeds_per_sitting"]
-    fresh, undertrained, again = split_pending(found, published)
-    return math.ceil(len(fresh + undertrained) / per_sitting), math.ceil(len(again) / per_sitting)
+    states = seed_states(found, published)
+    return math.ceil(len(states.first_pass) / per_sitting), math.ceil(len(states.short) / per_sitting)
 
 
 def queue_line(found: Slice, published: Path | str = PUBLISHED) -> str:
     """One slice's line of the queue: its cost, its seeds by state, the sittings still to go."""
-    fresh, undertrained, again = split_pending(found, published)
-    converged = [seed for seed in found.entry["seeds"] if seed not in fresh + undertrained + again]
+    states = seed_states(found, published)
     sittings = [f"{count} {what}" for count, what in zip(sittings_to_go(found, published), ("first-pass", "rerun"))
                 if count]
-    states = [f"{what} {seeds}" for seeds, what in (
-        (converged, "converged"), (again, "short of convergence"),
-        (undertrained, f"undertrained (under {UNDERTRAINED_SHARE * found.steps_in_window:.0f} steps)"),
-        (fresh, "never run")) if seeds]
+    described = [f"{what} {seeds}" for seeds, what in (
+        (states.converged, "converged"), (states.at_limit, "at a sitting's limit"),
+        (states.short, "short of convergence"),
+        (states.undertrained, f"undertrained (under {UNDERTRAINED_SHARE * found.steps_in_window:.0f} steps)"),
+        (states.never_run, "never run")) if seeds]
     return (f"{found.name:14} cost {found.entry['cost_gpu_s']:>5g} GPU-s, {found.steps_in_window:>5} steps a sitting"
-            f" ({found.side_by_side} side by side): seeds " + "; ".join(states)
+            f" ({found.side_by_side} side by side): seeds " + "; ".join(described)
             + f"; sittings to go: {' + '.join(sittings) or 'none'}" + ("" if found.entry["ready"] else "  [not ready]"))
+
+
+@dataclass(frozen=True)
+class Forecast:
+    choice: Choice
+    status: str
+    steps: int
+
+
+def forecast(plan: Plan, published: Path | str = PUBLISHED, count: int = 3) -> list[Forecast]:
+    """The next ``count`` sittings if each ends as the plan expects: its seeds' models trained
+    to the slice's steps in a sitting, ``converged`` where its expected steps fit in them,
+    else ``deadline``. Simulated on a copy of the published ``rows.csv`` files, through
+    :func:`choose` itself (fewer when the plan is done first)."""
+    import shutil
+    import tempfile
+
+    from headlab.naming import heads_name
+
+    found_ahead: list[Forecast] = []
+    with tempfile.TemporaryDirectory(prefix="headlab-forecast.") as scratch:
+        for rows in Path(published).glob("*/*/rows.csv"):
+            target = Path(scratch) / rows.relative_to(published)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(rows, target)
+        for number in range(count):
+            try:
+                choice = choose(plan, scratch)
+            except ConfigError:
+                break
+            found = choice.slice
+            steps = found.steps_in_window
+            status = "converged" if found.entry["expected_steps"] <= steps else "deadline"
+            found_ahead.append(Forecast(choice, status, steps))
+            chain_steps = {(link["row"], heads_name(link["parent"])): link["options"]["train_steps"]
+                           for link in found.chain}
+            folder = Path(scratch) / found.name / f"forecast-{number}"
+            folder.mkdir(parents=True)
+            with open(folder / "rows.csv", "w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, ROW_COLUMNS)
+                writer.writeheader()
+                for seed in choice.seeds:
+                    for row, heads in sorted(found.rows):
+                        writer.writerow({"slice": found.name, "row": row, "heads": heads, "seed": seed,
+                                         "status": status, "step": chain_steps.get((row, heads), steps)})
+    return found_ahead
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", default=str(PLAN), help="the GPU plan (a YAML queue of slices)")
     parser.add_argument("--published", default=str(PUBLISHED),
                         help="the published sittings the queue's state is read from")
+    parser.add_argument("--ahead", type=int, default=3,
+                        help="sittings forecast, each ending as the plan expects (default: 3)")
     args = parser.parse_args(argv)
     plan = load(args.plan)
     for found in plan.slices:
@@ -398,6 +492,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"next: {choice.slice.name}, seeds {choice.seeds}")
     except ConfigError as err:
         print(f"next: none ({err})")
+        return 0
+    ahead = forecast(plan, args.published, args.ahead)
+    print(f"the next {len(ahead)} sitting(s), if each ends as the plan expects: " + "; ".join(
+        f"{item.choice.slice.name} seeds {item.choice.seeds} ({item.status} at ~{item.steps:,} steps)"
+        for item in ahead))
     return 0
 
 
