@@ -430,6 +430,9 @@ def test_a_training_stop_is_read_from_its_log(tmp_path):
     assert sitting.stop_of(model, rows, 0, 3) == ("converged", "no valid improvement for 3 checks (stopped at step 300)")
     (folder / "train.log").write_text("")
     assert sitting.stop_of(model, rows, -15, 3) == ("deadline", "deadline at step 300")
+    assert sitting.stop_of(model, rows, None, 3) == ("deadline", "deadline at step 300")
+    # ended by itself, no early stop: every planned step trained (a chain's fine-tune)
+    assert sitting.stop_of(model, rows, 0, 3) == ("converged", "trained all its planned steps (step 300)")
     assert sitting.stop_of(model, rows, 1, 3)[0] == "partial"
     rising = rows + [{"step": s, "split": "train", "xent": x} for s, x in ((400, 3.3), (500, 3.9), (600, 4.0))]
     assert sitting.stop_of(model, rising, -15, 3)[0] == "diverged"

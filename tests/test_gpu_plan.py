@@ -116,7 +116,7 @@ def test_the_shipped_queue_puts_a_new_seed_before_a_rerun(tmp_path):
     _publish(tmp_path, "A-T1-deep", "2026-12-02-h100-bbbbbbb", {1: "deadline"}, plan.slice("A-T1-deep").rows, heads)
     choice = gpu_plan.choose(plan, tmp_path)
     assert (choice.slice.name, choice.seeds) == ("C-core-base", [1])
-    # seeds 1 and 3 at a sitting's limit (2,888 steps), seed 2 (2,400) to be rerun later
+    # seeds 1 and 3 at their limit (2,888 steps), seed 2 (2,400) to be rerun later
     assert choice.skipped == ["A-T1-deep: seeds [2] published short of convergence, rerun after every "
                               "slice's new seeds"]
 
@@ -132,11 +132,12 @@ def test_an_undertrained_seed_is_rerun_with_the_new_seeds_and_only_its_slices_mo
              {"8L": 1443, "7Ftoken+1L": 2400, "8Ftoken": 2500})
     _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-bbbbbbb", {2: "deadline"}, a_heads,
              {"8L": 2400, "7Ftoken+1L": 2400, "8Ftoken": 2500})
-    _publish(tmp_path, "A-T1-deep", "2026-11-29-h100-bbbbbbb", {2: "deadline"}, a_heads - {("T5 deep", "8Ftoken")},
+    _publish(tmp_path, "A-T1-deep", "2026-11-26-h100-bbbbbbb", {2: "deadline"}, a_heads - {("T5 deep", "8Ftoken")},
              {"8L": 1000, "7Ftoken+1L": 1000})
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-ccccccc", {3: "converged"}, a_heads)
     # seed 1: 8L at 1,443 steps (its least trained model); seed 2: its furthest run of each model
-    assert gpu_plan.trained_steps(a_slice, tmp_path) == {1: 1443, 2: 2400}
+    assert gpu_plan.trained_steps(a_slice, tmp_path) == {1: gpu_plan.Trained(1443, None),
+                                                         2: gpu_plan.Trained(2400, None)}
     assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
         converged=[3], never_run=[], undertrained=[1], short=[2], at_limit=[])
     assert gpu_plan.choose(plan, tmp_path).seeds == [1]
@@ -144,11 +145,19 @@ def test_an_undertrained_seed_is_rerun_with_the_new_seeds_and_only_its_slices_mo
     assert gpu_plan.sittings_to_go(a_slice, tmp_path) == (1, 1)
     assert "undertrained (under 1444 steps) [1]; sittings to go: 1 first-pass + 1 rerun" in gpu_plan.queue_line(
         a_slice, tmp_path)
-    # at 1,444 steps (half the window) it is merely short of convergence: C's first seed comes first
+    # its rerun cut short again (1,500: under 10% further): at its limit, not rerun again
     _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-ddddddd", {1: "deadline"}, a_heads,
+             dict.fromkeys(a_slice.heads, 1500))
+    assert gpu_plan.trained_steps(a_slice, tmp_path)[1] == gpu_plan.Trained(1500, 1443)
+    assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
+        converged=[3], never_run=[], undertrained=[], short=[2], at_limit=[1])
+    assert gpu_plan.choose(plan, tmp_path, "A-T1-deep").seeds == [2]
+    # at 1,444 steps (half the window) a seed is merely short of convergence: C's first seed comes first
+    other = tmp_path / "other"
+    _publish(other, "A-T1-deep", "2026-12-01-h100-ddddddd", {1: "deadline", 2: "deadline", 3: "converged"}, a_heads,
              {"8L": 1444, "7Ftoken+1L": 1444, "8Ftoken": 2000})
-    assert gpu_plan.seed_states(a_slice, tmp_path).short == [1, 2]
-    assert gpu_plan.choose(plan, tmp_path).slice.name == "C-core-base"
+    assert gpu_plan.seed_states(a_slice, other).short == [1, 2]
+    assert gpu_plan.choose(plan, other).slice.name == "C-core-base"
 
 
 def test_a_seed_without_a_measured_training_is_not_undertrained(tmp_path):
@@ -168,7 +177,7 @@ def test_a_seed_without_a_measured_training_is_not_undertrained(tmp_path):
              d_rows - {("Baseline (converged)", "8L")}, {"8L": 400})
     _publish(tmp_path, "D-gates-8L", "2026-11-28-h100-bbbbbbb", {1: "deadline"},
              {("Baseline (converged)", "8L")}, {"8L": 1720})
-    assert gpu_plan.trained_steps(d_slice, tmp_path) == {1: 1720}
+    assert gpu_plan.trained_steps(d_slice, tmp_path) == {1: gpu_plan.Trained(1720, None)}
     assert gpu_plan.seed_states(d_slice, tmp_path) == gpu_plan.SeedStates(
         converged=[], never_run=[2, 3], undertrained=[], short=[], at_limit=[1])
 
@@ -189,16 +198,57 @@ def test_a_seed_at_a_sittings_limit_is_never_rerun_and_reruns_go_least_trained_f
     assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
         converged=[], never_run=[], undertrained=[], short=[3, 2], at_limit=[1])
     assert gpu_plan.choose(plan, tmp_path, "A-T1-deep").seeds == [3]
-    assert "at a sitting's limit [1]; short of convergence [3, 2]; sittings to go: 2 rerun" in gpu_plan.queue_line(
+    assert "at their limit [1]; short of convergence [3, 2]; sittings to go: 2 rerun" in gpu_plan.queue_line(
         a_slice, tmp_path)
     for seed in (2, 3):
         _publish(tmp_path, "A-T1-deep", f"2026-11-29-h100-{seed}aaaaaa", {seed: "deadline"}, a_heads,
                  dict.fromkeys(a_slice.heads, 2888))
     with pytest.raises(ConfigError, match=r"slice A-T1-deep is done: seeds \[\] published as converged; seeds "
-                                          r"\[1, 2, 3\] at a sitting's limit \(~2,888 steps, of ~3,000 to converge\)"):
+                                          r"\[1, 2, 3\] at their limit \(a sitting reaches ~2,888 of the ~3,000 "
+                                          r"steps to converge\): a rerun would add under 10% more training"):
         gpu_plan.choose(plan, tmp_path, "A-T1-deep")
     choice = gpu_plan.choose(plan, tmp_path)
     assert choice.slice.name == "C-core-base" and choice.skipped[0].startswith("A-T1-deep: done (seeds [1, 2, 3] at")
+
+
+def test_a_model_that_converged_early_is_done_not_the_seeds_least_trained(tmp_path):
+    """Only the models not yet converged say how far a seed trained: C's three converged at
+    1,800-2,000 while +LPEA+RHE ran to the clock at a sitting's 2,437 steps: the seed is at its
+    limit, not short; A-lowres' 8L stopped early at 1,400 while 7Ftoken+1L reached 3,250: at
+    its limit, not undertrained (under 1,625)."""
+    plan = gpu_plan.load()
+    c_slice, low = plan.slice("C-core-base"), plan.slice("A-lowres")
+    c_rows = dict((heads, row) for row, heads in c_slice.rows)
+    folder = "2026-12-01-h100-aaaaaaa"
+    for heads, status, step in (("8L", "converged", 1800), ("8DEA.*8L", "converged", 1900),
+                                ("8LPEA.*8L", "converged", 2000), ("8RHElpea.*8L", "deadline", 2437)):
+        _publish(tmp_path, "C-core-base", f"{folder}-{heads}", {1: status}, {(c_rows[heads], heads)}, {heads: step})
+    assert gpu_plan.trained_steps(c_slice, tmp_path) == {1: gpu_plan.Trained(2437, None)}
+    assert gpu_plan.seed_states(c_slice, tmp_path).at_limit == [1]
+    (row, _), = {key for key in low.rows if key[1] == "8L"}
+    _publish(tmp_path, "A-lowres", folder, {1: "converged"}, {(row, "8L")}, {"8L": 1400})
+    _publish(tmp_path, "A-lowres", folder + "b", {1: "deadline"}, {(row, "7Ftoken+1L")}, {"7Ftoken+1L": 3250})
+    assert gpu_plan.seed_states(low, tmp_path) == gpu_plan.SeedStates(
+        converged=[], never_run=[2, 3], undertrained=[], short=[], at_limit=[1])
+
+
+def test_three_sittings_of_a_seed_are_its_limit_and_a_spare_seat_takes_a_rerun(tmp_path):
+    """A seed whose runs say nothing of its training (diverged, partial) is rerun, but not
+    after three sittings; B (two seeds a sitting) trains a new seed and a rerun together,
+    one sitting, as the queue counts it."""
+    plan = gpu_plan.load()
+    a_slice, b_slice = plan.slice("A-T1-deep"), plan.slice("B-base-dhicm")
+    for number, status in enumerate(("diverged", "partial")):
+        _publish(tmp_path, "A-T1-deep", f"2026-12-0{number + 1}-h100-aaaaaaa", {1: status}, a_slice.rows)
+    assert gpu_plan.seed_states(a_slice, tmp_path).short == [1]
+    _publish(tmp_path, "A-T1-deep", "2026-12-03-h100-aaaaaaa", {1: "diverged"}, a_slice.rows)
+    assert gpu_plan.seed_states(a_slice, tmp_path).at_limit == [1]
+    _publish(tmp_path, "B-base-dhicm", "2026-12-01-h100-aaaaaaa", {1: "deadline", 2: "converged"}, b_slice.rows,
+             dict.fromkeys(b_slice.heads, 2000))
+    assert gpu_plan.seed_states(b_slice, tmp_path) == gpu_plan.SeedStates(
+        converged=[2], never_run=[3], undertrained=[], short=[1], at_limit=[])
+    assert gpu_plan.choose(plan, tmp_path, "B-base-dhicm").seeds == [3, 1]
+    assert gpu_plan.sittings_to_go(b_slice, tmp_path) == (1, 0)
 
 
 def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
@@ -212,7 +262,7 @@ def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
         ("B-base-dhicm", [1, 2]), ("B-base-dhicm", [3]), ("D-gates-8L", [1]), ("D-gates-8L", [2]),
         ("D-gates-8L", [3]), ("A-lowres", [1]), ("A-lowres", [2]), ("A-lowres", [3]), ("A-T1-deep", [2])]
     assert [(item.status, item.steps) for item in ahead[:3]] == [("deadline", 2888), ("deadline", 2888),
-                                                                  ("converged", 2437)]
+                                                                  ("converged", 2000)]
     assert ahead[7].status == "deadline" and ahead[7].steps == 1720       # D: 2,000 expected, 1,720 reached
     # the published tree itself is untouched
     assert gpu_plan.choose(plan).seeds == [3]
@@ -223,7 +273,7 @@ def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
         "the next 1 sitting(s), if each ends as the plan expects: A-T1-deep seeds [1] (deadline at ~2,888 steps)")
 
 
-def test_a_published_step_that_is_no_number_is_one_line_naming_its_file_and_line(tmp_path):
+def test_a_published_step_that_is_no_number_is_one_line_naming_its_file_and_line(tmp_path, capsys):
     from headlab.errors import DataError
 
     plan = gpu_plan.load()
@@ -234,6 +284,20 @@ def test_a_published_step_that_is_no_number_is_one_line_naming_its_file_and_line
     rows = tmp_path / "A-T1-deep/2026-11-28-h100-aaaaaaa/rows.csv"
     line = 1 + next(number for number, text in enumerate(rows.read_text().splitlines()) if ",8L," in text)
     assert str(caught.value) == f"{rows}:{line}: [step] step '1,000' is not a number of training steps"
+    # the queue command: that one line, no traceback
+    assert gpu_plan.main(["--published", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"python -m headlab.workflow.gpu_plan: {rows}:{line}: [step] step '1,000' "
+                                       f"is not a number of training steps\n")
+    for number, bad in enumerate(("²", "nan", "-5")):
+        _publish(tmp_path / "bad", "A-T1-deep", f"2026-11-2{number}-h100-a", {1: "deadline"},
+                 plan.slice("A-T1-deep").rows, {"8L": bad})
+        with pytest.raises(DataError, match=f"step '{bad}' is not a number"):
+            gpu_plan.choose(plan, tmp_path / "bad")
+        (tmp_path / "bad" / "A-T1-deep" / f"2026-11-2{number}-h100-a" / "rows.csv").unlink()
+    # a number in any spelling Python reads
+    _publish(tmp_path / "good", "A-T1-deep", "2026-11-28-h100-a", {1: "deadline"}, plan.slice("A-T1-deep").rows,
+             {"8L": "1e3", "7Ftoken+1L": "2000.0", "8Ftoken": " 2500"})
+    assert gpu_plan.trained_steps(plan.slice("A-T1-deep"), tmp_path / "good") == {1: gpu_plan.Trained(1000, None)}
 
 
 def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsys):
@@ -249,7 +313,7 @@ def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsy
                           "short of convergence", "next: A-T1-deep, seeds [3]",
                           "the next 3 sitting(s), if each ends as the plan expects: A-T1-deep seeds [3] (deadline at "
                           "~2,888 steps); A-T1-deep seeds [1] (deadline at ~2,888 steps); C-core-base seeds [1] "
-                          "(converged at ~2,437 steps)"]
+                          "(converged at ~2,000 steps)"]
     plan = gpu_plan.load()
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-aaaaaaa", {1: "deadline", 2: "converged", 3: "converged"},
              plan.slice("A-T1-deep").rows)

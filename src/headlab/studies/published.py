@@ -6,7 +6,8 @@ e.g. ``A-T1-deep/2026-11-27-h100-65e2124``); nothing is overwritten, a slice run
 seeds. A sitting folder holds:
 
 - ``rows.csv`` (:data:`COLUMNS`): one row per model and test set; ``status`` is
-  ``converged`` (its stop rule fired), ``deadline`` (the sitting's clock stopped it),
+  ``converged`` (its stop rule fired: no lower validation cross-entropy for ``patience``
+  validations, or every planned step trained), ``deadline`` (the sitting's clock stopped it),
   ``partial`` (scored on the test sentences translated so far) or ``diverged``;
   ``table``/``row``: the paper's table and row it fills;
 - ``provenance.json`` (with ``slice``, ``status`` and ``lacks``: what it could not do);

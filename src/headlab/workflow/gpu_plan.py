@@ -12,9 +12,10 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
 - :func:`choose`: the first ready slice that fits one sitting and has a seed never
   published or *undertrained* (published, but trained to under half the steps a sitting
   reaches now: by slower code, before the learning rate's peak); only when no slice has
-  one, the first with a seed published short of convergence that a sitting would train
-  further (its rerun, least trained first). A seed at a sitting's limit is never rerun, so a
-  slice whose models cannot converge in one sitting never holds the queue;
+  one, the first with a seed published short of convergence (its rerun, least trained
+  first). A seed at its limit (a rerun would add under 10% more training, or three sittings
+  ran it) is never rerun, so a slice whose models cannot converge in one sitting never holds
+  the queue;
 - :func:`forecast`: the next sittings if each ends as the plan expects.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from headlab.errors import ConfigError, DataError
+from headlab.errors import ConfigError, DataError, HeadlabError
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN = REPO / "config/gpu-plan.yaml"
@@ -44,9 +45,13 @@ COST_TOLERANCE = 0.05
 #: steps at 0.33 s a step, where a sitting now reaches ~2,890)
 UNDERTRAINED_SHARE = 0.5
 #: a seed published short of convergence is rerun only if a sitting now trains its models at
-#: least this many times further (else it is at a sitting's limit: same seed, same code,
-#: same models; a measured faster throughput raises a sitting's steps and reopens it)
+#: least this many times further, and its latest sitting did so over the ones before it
+#: (else it is at its limit: same seed, same code, same models; a measured faster throughput
+#: raises a sitting's steps and reopens the first kind)
 RERUN_MIN_GAIN = 1.1
+#: sittings a seed may take without converging: after them it waits for a person (a seed
+#: that diverges or is cut short again and again would otherwise hold the queue)
+MAX_SITTINGS_A_SEED = 3
 #: the statuses whose runs are a seed's rows in the tables (headlab.studies.published.AVERAGED)
 TRAINED = ("converged", "deadline")
 
@@ -254,22 +259,36 @@ def _seed(text: str) -> int:
     return int(str(text).removeprefix("seed"))
 
 
-def _seed_runs(found: Slice, published: Path | str) -> dict[int, dict[tuple[str, str], list[tuple[str, str]]]]:
-    """seed -> (row, heads) -> [(status, step)] over the slice's sitting folders
-    (``results/published/<slice>/<sitting>/rows.csv``)."""
-    runs: dict[int, dict[tuple[str, str], list[tuple[str, str]]]] = {}
+def _step(text: str, rows: Path, line: int) -> float | None:
+    """A published row's ``step`` (None: not written); anything but a finite number is one line."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        step = float(text)
+    except ValueError:
+        step = math.nan
+    if not math.isfinite(step) or step < 0:
+        raise DataError(f"step {text!r} is not a number of training steps", path=str(rows), line=line, key="step")
+    return step
+
+
+#: one published run of a model: (its sitting's folder name, status, step or None)
+Run = tuple[str, str, "float | None"]
+
+
+def _seed_runs(found: Slice, published: Path | str) -> dict[int, dict[tuple[str, str], list[Run]]]:
+    """seed -> (row, heads) -> its runs over the slice's sitting folders
+    (``results/published/<slice>/<sitting>/rows.csv``), oldest sitting first."""
+    runs: dict[int, dict[tuple[str, str], list[Run]]] = {}
     for rows in sorted((Path(published) / found.name).glob("*/rows.csv")):
         with open(rows, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
                 if not row.get("seed"):
                     continue
-                step = (row.get("step") or "").strip()
-                if step and not step.replace(".", "", 1).isdigit():
-                    raise DataError(f"step {step!r} is not a number of training steps", path=str(rows),
-                                    line=reader.line_num, key="step")
                 runs.setdefault(_seed(row["seed"]), {}).setdefault((row["row"], row["heads"]), []).append(
-                    (row["status"], step))
+                    (rows.parent.name, row["status"], _step(row.get("step"), rows, reader.line_num)))
     return runs
 
 
@@ -278,24 +297,41 @@ def published_seeds(found: Slice, published: Path | str = PUBLISHED) -> dict[int
     every model of the slice has a converged row of that seed)."""
     result = {}
     for seed, per_model in _seed_runs(found, published).items():
-        converged = all(any(status == "converged" for status, _ in per_model.get(key, [])) for key in found.rows)
+        converged = all(any(status == "converged" for _, status, _ in per_model.get(key, [])) for key in found.rows)
         result[seed] = "converged" if converged else "published"
     return result
 
 
-def trained_steps(found: Slice, published: Path | str = PUBLISHED) -> dict[int, int]:
-    """seed -> the steps its least-trained model reached in its furthest converged or
-    deadline run (the slice's own models: a chain's fine-tunes are short by design); a seed
-    missing such a run of some model, or its step, is left out (nothing to measure)."""
+@dataclass(frozen=True)
+class Trained:
+    """How far a seed's models not yet converged trained (the slice's own models: a
+    chain's fine-tunes are short by design)."""
+    steps: int                  # the least trained of them, each at its furthest run
+    steps_before: int | None    # the same without its latest sitting (None: one sitting)
+
+
+def trained_steps(found: Slice, published: Path | str = PUBLISHED) -> dict[int, Trained]:
+    """seed -> how far its models not yet converged trained, in converged or deadline runs;
+    a seed left out has nothing to measure: every model converged, or one without such a
+    run with its step."""
     from headlab.naming import heads_name
 
     keys = {(model["row"], heads_name(model["heads"])) for model in found.entry["models"]}
     result = {}
     for seed, per_model in _seed_runs(found, published).items():
-        reached = [max((int(float(step)) for status, step in per_model.get(key, []) if status in TRAINED and step),
-                       default=None) for key in keys]
-        if reached and None not in reached:
-            result[seed] = min(reached)
+        open_keys = [key for key in keys if not any(status == "converged" for _, status, _ in per_model.get(key, []))]
+        measured = sorted({sitting for key in open_keys for sitting, status, step in per_model.get(key, [])
+                           if status in TRAINED and step is not None})
+
+        def reached(sittings: list[str], keys_open=open_keys, runs=per_model) -> int | None:
+            furthest = [max((step for sitting, status, step in runs.get(key, [])
+                             if status in TRAINED and step is not None and sitting in sittings), default=None)
+                        for key in keys_open]
+            return None if not furthest or None in furthest else int(min(furthest))
+
+        now = reached(measured)
+        if now is not None:
+            result[seed] = Trained(now, reached(measured[:-1]) if len(measured) > 1 else None)
     return result
 
 
@@ -308,9 +344,10 @@ class SeedStates:
     undertrained: list[int]
     #: published short of convergence, a rerun would train them further: least trained first
     short: list[int]
-    #: published short of convergence at what a sitting reaches now: a rerun of the same
-    #: seed with the same code would train the same models again (faster code, which raises
-    #: the plan's throughput and so a sitting's steps, reopens them)
+    #: published short of convergence, and a rerun would add nothing: trained to within
+    #: RERUN_MIN_GAIN of a sitting's steps now, or its last sitting gained less than that over
+    #: the ones before it, or MAX_SITTINGS_A_SEED sittings ran it (faster code, which raises the
+    #: plan's throughput and so a sitting's steps, reopens the first kind)
     at_limit: list[int]
 
     @property
@@ -324,19 +361,31 @@ class SeedStates:
 
 def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
     """The slice's seeds by state, from its published ``rows.csv`` files. A seed whose
-    training was not measured (no converged or deadline run of some model, or no step) is
-    short of convergence, never undertrained or at the limit."""
+    training was not measured (:func:`trained_steps` leaves it out) is short of convergence,
+    never undertrained, and at its limit only after :data:`MAX_SITTINGS_A_SEED` sittings."""
     done = published_seeds(found, published)
-    steps = trained_steps(found, published)
+    trained = trained_steps(found, published)
     window = found.steps_in_window
     published_short = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
-    undertrained = [seed for seed in published_short if steps.get(seed, math.inf) < UNDERTRAINED_SHARE * window]
-    at_limit = [seed for seed in published_short if seed in steps and steps[seed] * RERUN_MIN_GAIN > window]
-    short = sorted((seed for seed in published_short if seed not in undertrained + at_limit),
-                   key=lambda seed: (steps.get(seed, 0), seed))
+    sittings = {seed: len({sitting for runs in per_model.values() for sitting, _, _ in runs})
+                for seed, per_model in _seed_runs(found, published).items()}
+
+    def at_limit(seed: int) -> bool:
+        if sittings.get(seed, 0) >= MAX_SITTINGS_A_SEED:
+            return True
+        if seed not in trained:
+            return False
+        steps, before = trained[seed].steps, trained[seed].steps_before
+        return steps * RERUN_MIN_GAIN > window or (before is not None and steps < before * RERUN_MIN_GAIN)
+
+    limit = [seed for seed in published_short if at_limit(seed)]
+    undertrained = [seed for seed in published_short if seed not in limit and seed in trained
+                    and trained[seed].steps < UNDERTRAINED_SHARE * window]
+    short = sorted((seed for seed in published_short if seed not in undertrained + limit),
+                   key=lambda seed: (trained[seed].steps if seed in trained else 0, seed))
     return SeedStates(converged=[seed for seed in found.entry["seeds"] if done.get(seed) == "converged"],
                       never_run=[seed for seed in found.entry["seeds"] if seed not in done],
-                      undertrained=undertrained, short=short, at_limit=at_limit)
+                      undertrained=undertrained, short=short, at_limit=limit)
 
 
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
@@ -353,8 +402,9 @@ class Choice:
 
 
 def _limit_text(found: Slice, seeds: list[int]) -> str:
-    return (f"seeds {seeds} at a sitting's limit (~{found.steps_in_window:,} steps, of ~"
-            f"{found.entry['expected_steps']:,} to converge): a rerun would train the same models")
+    return (f"seeds {seeds} at their limit (a sitting reaches ~{found.steps_in_window:,} of the ~"
+            f"{found.entry['expected_steps']:,} steps to converge): a rerun would add under "
+            f"{RERUN_MIN_GAIN - 1:.0%} more training, or {MAX_SITTINGS_A_SEED} sittings ran them")
 
 
 def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = None) -> Choice:
@@ -377,7 +427,7 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
     # labelled deadline row into a converged one, and a slice whose models cannot converge in
     # one sitting would otherwise hold the queue for ever; a new seed or a paper's first row
     # adds more. An undertrained seed's rerun is a model of the slice's regime at last. No
-    # seed is rerun at a sitting's limit: the same seed and code would give the same models.
+    # seed is rerun at its limit: the same seed and code would give the same models.
     skipped, runnable = [], []
     for found in plan.slices:
         states = seed_states(found, published)
@@ -405,10 +455,12 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
 
 def sittings_to_go(found: Slice, published: Path | str = PUBLISHED) -> tuple[int, int]:
     """(sittings of the first pass: never-published and undertrained seeds, reruns of seeds
-    short of convergence after it) the slice needs."""
+    short of convergence after it) the slice needs; a first-pass sitting with a seat to spare
+    takes a rerun too (:func:`choose` fills it)."""
     per_sitting = found.entry["seeds_per_sitting"]
     states = seed_states(found, published)
-    return math.ceil(len(states.first_pass) / per_sitting), math.ceil(len(states.short) / per_sitting)
+    first = math.ceil(len(states.first_pass) / per_sitting)
+    return first, math.ceil(len(states.pending) / per_sitting) - first
 
 
 def queue_line(found: Slice, published: Path | str = PUBLISHED) -> str:
@@ -417,7 +469,7 @@ def queue_line(found: Slice, published: Path | str = PUBLISHED) -> str:
     sittings = [f"{count} {what}" for count, what in zip(sittings_to_go(found, published), ("first-pass", "rerun"))
                 if count]
     described = [f"{what} {seeds}" for seeds, what in (
-        (states.converged, "converged"), (states.at_limit, "at a sitting's limit"),
+        (states.converged, "converged"), (states.at_limit, "at their limit"),
         (states.short, "short of convergence"),
         (states.undertrained, f"undertrained (under {UNDERTRAINED_SHARE * found.steps_in_window:.0f} steps)"),
         (states.never_run, "never run")) if seeds]
@@ -455,11 +507,14 @@ def forecast(plan: Plan, published: Path | str = PUBLISHED, count: int = 3) -> l
             except ConfigError:
                 break
             found = choice.slice
-            steps = found.steps_in_window
-            status = "converged" if found.entry["expected_steps"] <= steps else "deadline"
+            steps = min(found.entry["expected_steps"], found.steps_in_window)
+            status = "converged" if found.entry["expected_steps"] <= found.steps_in_window else "deadline"
             found_ahead.append(Forecast(choice, status, steps))
+            # a chain's fine-tunes train their planned steps; an initial checkpoint none
             chain_steps = {(link["row"], heads_name(link["parent"])): link["options"]["train_steps"]
                            for link in found.chain}
+            chain_steps.update({(link["initial_row"], heads_name(link["parent"])): ""
+                                for link in found.chain if link.get("initial_row")})
             folder = Path(scratch) / found.name / f"forecast-{number}"
             folder.mkdir(parents=True)
             with open(folder / "rows.csv", "w", newline="", encoding="utf-8") as handle:
@@ -480,6 +535,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ahead", type=int, default=3,
                         help="sittings forecast, each ending as the plan expects (default: 3)")
     args = parser.parse_args(argv)
+    try:
+        return _queue(args)
+    except HeadlabError as err:
+        print(f"{parser.prog}: {err}", file=sys.stderr)
+        return 1
+
+
+def _queue(args) -> int:
     plan = load(args.plan)
     for found in plan.slices:
         print(queue_line(found, args.published))

@@ -110,6 +110,10 @@ def stop_of(model: dict, rows: list[dict], rc, patience) -> tuple[str, str]:
         return "diverged", f"training cross-entropy rose from {min(train):.2f} to {train[-1]:.2f} by step {last}"
     if EARLY_STOP in text:
         return "converged", f"no valid improvement for {patience} checks (stopped at step {last})"
+    if rc == 0:
+        # ended by itself without an early stop: it trained every step it was given (a chain's
+        # fine-tune of fixed length, as the paper's; the runner stops the others at the clock)
+        return "converged", f"trained all its planned steps (step {last})"
     if isinstance(rc, int) and rc > 0:
         return "partial", f"training exited with status {rc} at step {last}"
     return "deadline", f"deadline at step {last}"
