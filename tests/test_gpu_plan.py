@@ -232,6 +232,22 @@ def test_a_model_that_converged_early_is_done_not_the_seeds_least_trained(tmp_pa
         converged=[], never_run=[2, 3], undertrained=[], short=[], at_limit=[1])
 
 
+def test_a_seeds_sittings_are_ordered_by_when_they_published(tmp_path):
+    """Two sittings of one day: the folder names order them by commit, the provenance by
+    time. Seed 1 at 1,000 steps at 10:00, then 2,000 at 12:00 (a folder that sorts first):
+    its latest sitting doubled it, so it stays short of convergence, not at its limit."""
+    import json
+
+    plan = gpu_plan.load()
+    a_slice = plan.slice("A-T1-deep")
+    for folder, created, steps in (("2026-12-01-h100-bbbbbbb", "2026-12-01 10:00:00 UTC", 1000),
+                                   ("2026-12-01-h100-aaaaaaa", "2026-12-01 12:00:00 UTC", 2000)):
+        _publish(tmp_path, "A-T1-deep", folder, {1: "deadline"}, a_slice.rows, dict.fromkeys(a_slice.heads, steps))
+        (tmp_path / "A-T1-deep" / folder / "provenance.json").write_text(json.dumps({"created": created}))
+    assert gpu_plan.trained_steps(a_slice, tmp_path) == {1: gpu_plan.Trained(2000, 1000)}
+    assert gpu_plan.seed_states(a_slice, tmp_path).short == [1]
+
+
 def test_three_sittings_of_a_seed_are_its_limit_and_a_spare_seat_takes_a_rerun(tmp_path):
     """A seed whose runs say nothing of its training (diverged, partial) is rerun, but not
     after three sittings; B (two seeds a sitting) trains a new seed and a rerun together,

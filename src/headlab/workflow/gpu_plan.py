@@ -277,11 +277,29 @@ def _step(text: str, rows: Path, line: int) -> float | None:
 Run = tuple[str, str, "float | None"]
 
 
+def _sitting_time(folder: Path) -> str:
+    """When a sitting published, as text that sorts in time: its provenance's ``created``
+    (two sittings of one day: a folder name orders them by commit), else its folder's date."""
+    import json
+
+    try:
+        created = json.loads((folder / "provenance.json").read_text(encoding="utf-8")).get("created")
+    except (OSError, ValueError):
+        created = None
+    return str(created or folder.name[:10])
+
+
+def _sittings_in_order(found: Slice, published: Path | str) -> list[Path]:
+    """The slice's published ``rows.csv`` files, oldest sitting first."""
+    return sorted((Path(published) / found.name).glob("*/rows.csv"),
+                  key=lambda rows: (_sitting_time(rows.parent), rows.parent.name))
+
+
 def _seed_runs(found: Slice, published: Path | str) -> dict[int, dict[tuple[str, str], list[Run]]]:
     """seed -> (row, heads) -> its runs over the slice's sitting folders
     (``results/published/<slice>/<sitting>/rows.csv``), oldest sitting first."""
     runs: dict[int, dict[tuple[str, str], list[Run]]] = {}
-    for rows in sorted((Path(published) / found.name).glob("*/rows.csv")):
+    for rows in _sittings_in_order(found, published):
         with open(rows, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
@@ -317,11 +335,13 @@ def trained_steps(found: Slice, published: Path | str = PUBLISHED) -> dict[int, 
     from headlab.naming import heads_name
 
     keys = {(model["row"], heads_name(model["heads"])) for model in found.entry["models"]}
+    order = [rows.parent.name for rows in _sittings_in_order(found, published)]
     result = {}
     for seed, per_model in _seed_runs(found, published).items():
         open_keys = [key for key in keys if not any(status == "converged" for _, status, _ in per_model.get(key, []))]
-        measured = sorted({sitting for key in open_keys for sitting, status, step in per_model.get(key, [])
-                           if status in TRAINED and step is not None})
+        trained_in = {sitting for key in open_keys for sitting, status, step in per_model.get(key, [])
+                      if status in TRAINED and step is not None}
+        measured = [sitting for sitting in order if sitting in trained_in]
 
         def reached(sittings: list[str], keys_open=open_keys, runs=per_model) -> int | None:
             furthest = [max((step for sitting, status, step in runs.get(key, [])
@@ -515,7 +535,7 @@ def forecast(plan: Plan, published: Path | str = PUBLISHED, count: int = 3) -> l
                            for link in found.chain}
             chain_steps.update({(link["initial_row"], heads_name(link["parent"])): ""
                                 for link in found.chain if link.get("initial_row")})
-            folder = Path(scratch) / found.name / f"forecast-{number}"
+            folder = Path(scratch) / found.name / f"forecast-{number:04d}"
             folder.mkdir(parents=True)
             with open(folder / "rows.csv", "w", newline="", encoding="utf-8") as handle:
                 writer = csv.DictWriter(handle, ROW_COLUMNS)
