@@ -521,6 +521,9 @@ def forecast(plan: Plan, published: Path | str = PUBLISHED, count: int = 3) -> l
             target = Path(scratch) / rows.relative_to(published)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(rows, target)
+            # its time, which orders a seed's sittings
+            if (rows.parent / "provenance.json").is_file():
+                shutil.copyfile(rows.parent / "provenance.json", target.parent / "provenance.json")
         for number in range(count):
             try:
                 choice = choose(plan, scratch)
