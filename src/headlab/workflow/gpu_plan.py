@@ -289,17 +289,20 @@ def _sitting_time(folder: Path) -> str:
     return str(created or folder.name[:10])
 
 
-def _sittings_in_order(found: Slice, published: Path | str) -> list[Path]:
-    """The slice's published ``rows.csv`` files, oldest sitting first."""
-    return sorted((Path(published) / found.name).glob("*/rows.csv"),
-                  key=lambda rows: (_sitting_time(rows.parent), rows.parent.name))
+@dataclass(frozen=True)
+class Runs:
+    """A slice's published runs, read once: ``by_seed``: seed -> (row, heads) -> its runs;
+    ``order``: its sitting folders, oldest first (their runs come in that order)."""
+    by_seed: dict[int, dict[tuple[str, str], list[Run]]]
+    order: list[str]
 
 
-def _seed_runs(found: Slice, published: Path | str) -> dict[int, dict[tuple[str, str], list[Run]]]:
-    """seed -> (row, heads) -> its runs over the slice's sitting folders
-    (``results/published/<slice>/<sitting>/rows.csv``), oldest sitting first."""
+def _seed_runs(found: Slice, published: Path | str) -> Runs:
+    """The slice's runs over its sitting folders (``results/published/<slice>/<sitting>/rows.csv``)."""
+    files = sorted((Path(published) / found.name).glob("*/rows.csv"),
+                   key=lambda rows: (_sitting_time(rows.parent), rows.parent.name))
     runs: dict[int, dict[tuple[str, str], list[Run]]] = {}
-    for rows in _sittings_in_order(found, published):
+    for rows in files:
         with open(rows, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
@@ -307,14 +310,14 @@ def _seed_runs(found: Slice, published: Path | str) -> dict[int, dict[tuple[str,
                     continue
                 runs.setdefault(_seed(row["seed"]), {}).setdefault((row["row"], row["heads"]), []).append(
                     (rows.parent.name, row["status"], _step(row.get("step"), rows, reader.line_num)))
-    return runs
+    return Runs(runs, [rows.parent.name for rows in files])
 
 
-def published_seeds(found: Slice, published: Path | str = PUBLISHED) -> dict[int, str]:
+def published_seeds(found: Slice, published: Path | str = PUBLISHED, runs: Runs | None = None) -> dict[int, str]:
     """seed -> its best status over the slice's sitting folders (``converged`` only when
-    every model of the slice has a converged row of that seed)."""
+    every model of the slice has a converged row of that seed); ``runs``: already read."""
     result = {}
-    for seed, per_model in _seed_runs(found, published).items():
+    for seed, per_model in (runs or _seed_runs(found, published)).by_seed.items():
         converged = all(any(status == "converged" for _, status, _ in per_model.get(key, [])) for key in found.rows)
         result[seed] = "converged" if converged else "published"
     return result
@@ -328,23 +331,23 @@ class Trained:
     steps_before: int | None    # the same without its latest sitting (None: one sitting)
 
 
-def trained_steps(found: Slice, published: Path | str = PUBLISHED) -> dict[int, Trained]:
+def trained_steps(found: Slice, published: Path | str = PUBLISHED, runs: Runs | None = None) -> dict[int, Trained]:
     """seed -> how far its models not yet converged trained, in converged or deadline runs;
     a seed left out has nothing to measure: every model converged, or one without such a
-    run with its step."""
+    run with its step. ``runs``: already read."""
     from headlab.naming import heads_name
 
     keys = {(model["row"], heads_name(model["heads"])) for model in found.entry["models"]}
-    order = [rows.parent.name for rows in _sittings_in_order(found, published)]
+    runs = runs or _seed_runs(found, published)
     result = {}
-    for seed, per_model in _seed_runs(found, published).items():
+    for seed, per_model in runs.by_seed.items():
         open_keys = [key for key in keys if not any(status == "converged" for _, status, _ in per_model.get(key, []))]
         trained_in = {sitting for key in open_keys for sitting, status, step in per_model.get(key, [])
                       if status in TRAINED and step is not None}
-        measured = [sitting for sitting in order if sitting in trained_in]
+        measured = [sitting for sitting in runs.order if sitting in trained_in]
 
-        def reached(sittings: list[str], keys_open=open_keys, runs=per_model) -> int | None:
-            furthest = [max((step for sitting, status, step in runs.get(key, [])
+        def reached(sittings: list[str], keys_open=open_keys, model_runs=per_model) -> int | None:
+            furthest = [max((step for sitting, status, step in model_runs.get(key, [])
                              if status in TRAINED and step is not None and sitting in sittings), default=None)
                         for key in keys_open]
             return None if not furthest or None in furthest else int(min(furthest))
@@ -383,12 +386,13 @@ def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
     """The slice's seeds by state, from its published ``rows.csv`` files. A seed whose
     training was not measured (:func:`trained_steps` leaves it out) is short of convergence,
     never undertrained, and at its limit only after :data:`MAX_SITTINGS_A_SEED` sittings."""
-    done = published_seeds(found, published)
-    trained = trained_steps(found, published)
+    runs = _seed_runs(found, published)
+    done = published_seeds(found, runs=runs)
+    trained = trained_steps(found, runs=runs)
     window = found.steps_in_window
     published_short = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
-    sittings = {seed: len({sitting for runs in per_model.values() for sitting, _, _ in runs})
-                for seed, per_model in _seed_runs(found, published).items()}
+    sittings = {seed: len({sitting for model_runs in per_model.values() for sitting, _, _ in model_runs})
+                for seed, per_model in runs.by_seed.items()}
 
     def at_limit(seed: int) -> bool:
         if sittings.get(seed, 0) >= MAX_SITTINGS_A_SEED:
