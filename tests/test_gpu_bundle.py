@@ -43,13 +43,21 @@ def test_the_gpu_side_of_the_shipped_bundle_config_is_model_work(tmp_path):
     bundle.check_gpu_side(stats)
 
 
-def test_a_bundle_of_the_full_gpu_config_is_refused_before_any_preparation(tmp_path):
+def test_a_bundle_of_the_full_gpu_config_is_refused_before_any_preparation(tmp_path, capsys):
     """The full GPU config scores MuCoW with spaCy after translating: it is for a GPU box
-    with the whole environment, and gpu-bundle says so at once, naming the rule."""
+    with the whole environment, and gpu-bundle says so at once, naming the rule. Before
+    that, a plan whose throughput is off the newest sitting's clock is warned of."""
+    from test_gpu_plan import _clock
+
+    _clock(tmp_path / "published", "A-T1-deep", "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC",
+           {"8L": 95, "7Ftoken+1L": 100, "8Ftoken": 98})
     with pytest.raises(ConfigError, match=r"rule\(s\) mucow_accuracy would still run"):
-        bundle.build(tmp_path / "b", configfiles=["config/multi30k-gpu.yaml"],
+        bundle.build(tmp_path / "b", configfiles=["config/multi30k-gpu.yaml"], published=tmp_path / "published",
                      targets=["tables", "paper_A", "paper_B", "paper_C", "paper_D"])
     assert not (tmp_path / "b").exists()
+    assert ("headlab gpu-bundle: warning: the plan's throughput is stale: throughput.seconds_per_step.3: the plan "
+            "says 0.135, the sitting A-T1-deep/2026-12-04-h100-ddddddd measured 0.100 s a step with 3 side by "
+            "side") in capsys.readouterr().err.splitlines()
 
 
 def test_check_gpu_side_names_rules_that_need_cpu_tools():
@@ -359,6 +367,16 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
         assert float(speed[name]["step_ms"]) > 0 and speed[name]["profile_where"] == (
             "side by side" if "profile" in clock else ""), (name, clock)
     assert set(clocks) - {"8L"} == {name for name, clock in clocks.items() if "profile" not in clock} - {"8L"}
+    # the GPU plan reads those clocks back (its throughput is checked against them)
+    with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data", members=[
+            tar.getmember(f"{published}/{name}") for name in ("throughput.csv", "provenance.json")])
+    timed = [row for row in speed.values() if row["step_ms"]]
+    starts = [float(row["start_first_batch_s"]) for row in timed if row["start_first_batch_s"]]
+    assert gpu_plan.measured_speed(tmp_path / "unpacked/results/published") == (
+        {3: gpu_plan.Measured(published.removeprefix("results/published/"), provenance["created"], "cpu", 3,
+                              max(float(row["step_ms"]) for row in timed) / 1000, max(starts, default=None))}
+        if timed else {})
     assert ("profile" in clocks.get("8L", {})) == (f"{published}/profile.8L.txt" in names)
     assert "logs/gpu-tests.log" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
     # a second call on the same machine: the remainder only, the models untouched
@@ -474,8 +492,10 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
                         for h in models]
     provenance = {"status": status, "lacks": lacks, "lacks_by_cause": causes,
                   "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
+    speed = "gpu,model,models_side_by_side,step_ms,start_first_batch_s\ncpu,8L,2,900.5,31\ncpu,7Ftoken+1L,2,870,30\n"
     out = _rehearsal_out(tmp_path / "out", {"published": True, "publication": folder, "models": models, "calls": []},
-                         {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/rows.csv": "\n".join(lines)})
+                         {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/rows.csv": "\n".join(lines),
+                          f"{folder}/throughput.csv": speed})
     second = tmp_path / "out2"
     second.mkdir()
     (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}}}]}))
@@ -484,6 +504,26 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
     # what it still lacks is printed, with why; a call that published nothing has no such lines
     assert rehearsal.final_lacks(out) == [(cause, what) for cause, lines in causes.items() for what in lines]
     assert rehearsal.final_lacks(second) == []
+
+
+def test_the_rehearsal_reads_the_sittings_clock_back_as_the_plan_does():
+    """The sitting's throughput.csv as gpu_plan.measured_speed reads it: the slowest model's
+    step with both side by side (900.5 ms), the later first batch (31 s)."""
+    from headlab.workflow import rehearsal
+
+    folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+    header = "gpu,model,models_side_by_side,step_ms,start_first_batch_s\n"
+    assert rehearsal.speed_check(folder, {"created": "2026-11-27 10:00:00 UTC"},
+                                 (header + "cpu,8L,2,900.5,31\ncpu,7Ftoken+1L,2,870,30\n").encode()) == (
+        "the plan reads the sitting's clock: 2 side by side 0.900 s a step, first batch in 31 s", True)
+    assert rehearsal.speed_check(folder, {}, None) == ("the plan reads the sitting's clock: no throughput.csv "
+                                                       "published", False)
+    # a sitting whose clock wrote nothing, or nonsense
+    assert rehearsal.speed_check(folder, {}, (header + "cpu,8L,2,,\n").encode()) == (
+        "the plan reads the sitting's clock: no step_ms", False)
+    text, passed = rehearsal.speed_check(folder, {}, (header + "cpu,8L,2,-3,\n").encode())
+    assert not passed and text.endswith("A-T1-deep/2026-11-27-cpu-abcdef0/throughput.csv:2: [step_ms] step_ms '-3' "
+                                        "is not a positive number")
 
 
 def test_the_rehearsal_expects_a_row_per_trained_model_and_initial_checkpoint():

@@ -402,3 +402,76 @@ def test_a_bad_chain_is_one_line_naming_its_key_and_line(tmp_path, old, new, mes
     with pytest.raises(ConfigError, match=message) as caught:
         gpu_plan.load(path)
     assert "\n" not in str(caught.value) and re.search(r"gpu-plan.yaml:\d+:", str(caught.value))
+
+
+def _clock(root: Path, slice_name: str, sitting: str, created: str, step_ms: dict[str, object],
+           first_batch_s: float | str = "") -> Path:
+    """A sitting folder's throughput.csv with the training's own clock (``step_ms`` per model,
+    all side by side) and its provenance's time; the other columns as a sitting writes them."""
+    from headlab.workflow.sitting_speed import SPEED_COLUMNS
+
+    folder = root / slice_name / sitting
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text(f'{{"created": "{created}"}}\n')
+    with open(folder / "throughput.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, SPEED_COLUMNS)
+        writer.writeheader()
+        for model, value in step_ms.items():
+            writer.writerow({"gpu": sitting.split("-")[3], "slice": slice_name, "sitting": sitting, "model": model,
+                             "models_side_by_side": len(step_ms), "step_ms": value,
+                             "start_first_batch_s": first_batch_s, "src_tok_s_side_by_side": 40000})
+    return folder / "throughput.csv"
+
+
+def test_the_shipped_plan_agrees_with_the_newest_sittings_clock():
+    """Fails once a sitting whose clock disagrees with config/gpu-plan.yaml's throughput is
+    committed without the plan's figures (the queue's steps a sitting rest on them)."""
+    assert gpu_plan.stale_throughput(gpu_plan.load()) == []
+
+
+def test_a_plan_off_the_newest_sittings_clock_says_which_figure_and_by_how_much(tmp_path, capsys):
+    """Plan (h100): 0.135 s a step with 3 side by side, 0.16 with 4, start-up 55 s; stale
+    beyond 10% of the newest sitting's slowest model (its step_ms) and first batch."""
+    import shutil
+
+    from headlab.errors import DataError
+
+    plan = gpu_plan.load()
+    # the published sittings (993e600 and before) have no clock: nothing to compare
+    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
+    assert gpu_plan.measured_speed(tmp_path) == {} and gpu_plan.stale_throughput(plan, tmp_path) == []
+    # 3 side by side, slowest 131 ms (|0.135 - 0.131| under 0.0131), first batch 52.5 s (under 5.25 off)
+    _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
+           {"8L": 120.0, "7Ftoken+1L": 131.0, "8Ftoken": 125}, 52.5)
+    assert gpu_plan.measured_speed(tmp_path) == {3: gpu_plan.Measured(
+        "A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100", 3, 0.131, 52.5)}
+    assert gpu_plan.stale_throughput(plan, tmp_path) == []
+    assert gpu_plan.main(["--published", str(tmp_path)]) == 0
+    assert ("throughput: the plan agrees with the newest sittings' clocks (within 10%): 3 side by side 0.131 s a "
+            "step (A-T1-deep/2026-12-01-h100-aaaaaaa)") in capsys.readouterr().out.splitlines()
+    # an older sitting (by its provenance, whatever its folder's name says) does not count
+    _clock(tmp_path, "A-T1-deep", "2026-12-03-h100-ccccccc", "2026-11-30 09:00:00 UTC",
+           {"8L": 200, "7Ftoken+1L": 210, "8Ftoken": 190}, 90)
+    assert gpu_plan.stale_throughput(plan, tmp_path) == []
+    # four side by side on an H200, newest of all: 0.16 against 0.220, 55 s against 80 s
+    _clock(tmp_path, "C-core-base", "2026-12-02-h200-bbbbbbb", "2026-12-02 10:00:00 UTC",
+           {"8L": 190, "8DEA": 200, "8LPEA": 210, "8RHElpea": 220}, 80)
+    stale = ["throughput.seconds_per_step.4: the plan says 0.16, the sitting C-core-base/2026-12-02-h200-bbbbbbb "
+             "(on h200; the plan's gpu: h100) measured 0.220 s a step with 4 side by side",
+             "throughput.startup_s: the plan says 55 s, the sitting C-core-base/2026-12-02-h200-bbbbbbb (on h200; "
+             "the plan's gpu: h100) measured 80 s to its first batch"]
+    assert gpu_plan.stale_throughput(plan, tmp_path) == stale
+    gpu_plan.main(["--published", str(tmp_path)])
+    assert ("throughput stale: write the measures into gpu-plan.yaml (and each slice's cost_gpu_s): "
+            + "; ".join(stale)) in capsys.readouterr().out.splitlines()
+    # a newer sitting of three: 0.100 s a step, 0.035 under the plan's 0.135
+    _clock(tmp_path, "A-T1-deep", "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC",
+           {"8L": 95, "7Ftoken+1L": 100, "8Ftoken": 98})
+    assert gpu_plan.stale_throughput(plan, tmp_path)[0] == (
+        "throughput.seconds_per_step.3: the plan says 0.135, the sitting A-T1-deep/2026-12-04-h100-ddddddd "
+        "measured 0.100 s a step with 3 side by side")
+    # a clock that is no number: one line naming its file, line and column
+    table = _clock(tmp_path, "A-T1-deep", "2026-12-05-h100-eeeeeee", "2026-12-05 10:00:00 UTC", {"8L": "fast"})
+    with pytest.raises(DataError) as caught:
+        gpu_plan.stale_throughput(plan, tmp_path)
+    assert str(caught.value) == f"{table}:2: [step_ms] step_ms 'fast' is not a positive number"

@@ -504,9 +504,14 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
     import yaml
 
     started = time.time()
-    choice = gpu_plan.choose(gpu_plan.load(plan_path), published, slice_name)
+    plan = gpu_plan.load(plan_path)
+    choice = gpu_plan.choose(plan, published, slice_name)
     print(f"headlab gpu-bundle: slice {choice.slice.name}, seeds {choice.seeds}"
           + (f" (passed over: {'; '.join(choice.skipped)})" if choice.skipped else ""), file=sys.stderr)
+    # a warning, not a refusal: the sitting trains to its deadline whatever the plan says, but
+    # the queue's choice (steps a sitting, seeds undertrained or at their limit) rests on it
+    for line in gpu_plan.stale_throughput(plan, published):
+        print(f"headlab gpu-bundle: warning: the plan's throughput is stale: {line}", file=sys.stderr)
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

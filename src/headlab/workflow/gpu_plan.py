@@ -16,7 +16,10 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
   first). A seed at its limit (a rerun would add under 10% more training, or three sittings
   ran it) is never rerun, so a slice whose models cannot converge in one sitting never holds
   the queue;
-- :func:`forecast`: the next sittings if each ends as the plan expects.
+- :func:`forecast`: the next sittings if each ends as the plan expects;
+- :func:`stale_throughput`: where the plan's throughput is off the newest sitting's own
+  clock (``throughput.csv``), so that the steps a sitting reaches, and with them every
+  seed's state, are never read from figures a later sitting measured otherwise.
 """
 from __future__ import annotations
 
@@ -54,6 +57,9 @@ RERUN_MIN_GAIN = 1.1
 MAX_SITTINGS_A_SEED = 3
 #: the statuses whose runs are a seed's rows in the tables (headlab.studies.published.AVERAGED)
 TRAINED = ("converged", "deadline")
+#: a plan's seconds a step, or start-up, further than this share from the newest sitting's
+#: measure is stale (the three models of the 993e600 sitting ran 0.13-0.135 s a step, ~4% apart)
+SPEED_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)
@@ -412,6 +418,89 @@ def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
                       undertrained=undertrained, short=short, at_limit=limit)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A sitting's own clock (``headlab.engine.steptime``) with some models side by side."""
+    sitting: str                # <slice>/<sitting folder>
+    published: str              # when (:func:`_sitting_time`)
+    gpu: str
+    side_by_side: int
+    #: its slowest model's loop wall time a step, validation and checkpoints in it: the
+    #: plan's ``seconds_per_step`` (every model of a sitting stops at one deadline)
+    step_s: float
+    #: its slowest model's first batch in, from the command's start: the plan's ``startup_s``
+    startup_s: float | None
+
+
+def _measure(text: str, path: Path, line: int, key: str) -> float | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise DataError(f"{key} {text!r} is not a positive number", path=str(path), line=line, key=key)
+    return value
+
+
+def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
+    """models side by side -> the newest published sitting's measure (its ``throughput.csv``
+    rows that carry the training's own clock, ``step_ms``: sittings before that clock have
+    none, and are left out)."""
+    files = sorted(Path(published).glob("*/*/throughput.csv"),
+                   key=lambda table: (_sitting_time(table.parent), table.parent.name))
+    newest: dict[int, Measured] = {}
+    for table in files:
+        by_count: dict[int, list[tuple[float, float | None, str]]] = {}
+        with open(table, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            for row in reader:
+                step_ms = _measure(row.get("step_ms"), table, reader.line_num, "step_ms")
+                if step_ms is None:
+                    continue
+                count = _measure(row.get("models_side_by_side"), table, reader.line_num, "models_side_by_side")
+                startup = _measure(row.get("start_first_batch_s"), table, reader.line_num, "start_first_batch_s")
+                by_count.setdefault(int(count or 1), []).append((step_ms / 1000, startup, row.get("gpu") or "?"))
+        for count, models in by_count.items():
+            startups = [startup for _, startup, _ in models if startup is not None]
+            newest[count] = Measured(f"{table.parent.parent.name}/{table.parent.name}", _sitting_time(table.parent),
+                                     models[0][2], count, max(step for step, _, _ in models),
+                                     max(startups) if startups else None)
+    return newest
+
+
+def stale_throughput(plan: Plan, published: Path | str = PUBLISHED) -> list[str]:
+    """One line for each figure of the plan's ``throughput`` further than
+    :data:`SPEED_TOLERANCE` from the newest published sitting's measure: seconds a step at
+    each number of models side by side measured, and the start-up of the newest sitting of
+    all. Empty: the plan agrees with what the sittings measured (or none measured its clock).
+    The newest sitting is the best guess of the next one, whatever its GPU: each line names
+    a GPU other than the plan's."""
+    measured = measured_speed(published)
+    table, lines = plan.throughput["seconds_per_step"], []
+
+    def far(written: float | None, measure: float) -> bool:
+        return written is None or abs(written - measure) > SPEED_TOLERANCE * measure
+
+    def where(measure: Measured) -> str:
+        other = measure.gpu != plan.throughput["gpu"]
+        return f"the sitting {measure.sitting}" + (f" (on {measure.gpu}; the plan's gpu: {plan.throughput['gpu']})"
+                                                   if other else "")
+
+    for count, measure in sorted(measured.items()):
+        written = table.get(str(count))
+        if far(written, measure.step_s):
+            lines.append(f"throughput.seconds_per_step.{count}: the plan says {written if written is not None else 'nothing'}"
+                         f", {where(measure)} measured {measure.step_s:.3f} s a step with {count} side by side")
+    latest = max(measured.values(), key=lambda measure: (measure.published, measure.sitting), default=None)
+    if latest is not None and latest.startup_s is not None and far(plan.throughput["startup_s"], latest.startup_s):
+        lines.append(f"throughput.startup_s: the plan says {plan.throughput['startup_s']:g} s, {where(latest)} "
+                     f"measured {latest.startup_s:.0f} s to its first batch")
+    return lines
+
+
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
     """The seeds a sitting of the slice can still add to: never published, undertrained,
     then published short of convergence, least trained first."""
@@ -477,12 +566,13 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
                       path=str(plan.path), key="slices")
 
 
-def sittings_to_go(found: Slice, published: Path | str = PUBLISHED) -> tuple[int, int]:
+def sittings_to_go(found: Slice, published: Path | str = PUBLISHED,
+                   states: SeedStates | None = None) -> tuple[int, int]:
     """(sittings of the first pass: never-published and undertrained seeds, reruns of seeds
     short of convergence after it) the slice needs; a first-pass sitting with a seat to spare
-    takes a rerun too (:func:`choose` fills it)."""
+    takes a rerun too (:func:`choose` fills it). ``states``: already read."""
     per_sitting = found.entry["seeds_per_sitting"]
-    states = seed_states(found, published)
+    states = states or seed_states(found, published)
     first = math.ceil(len(states.first_pass) / per_sitting)
     return first, math.ceil(len(states.pending) / per_sitting) - first
 
@@ -490,8 +580,8 @@ def sittings_to_go(found: Slice, published: Path | str = PUBLISHED) -> tuple[int
 def queue_line(found: Slice, published: Path | str = PUBLISHED) -> str:
     """One slice's line of the queue: its cost, its seeds by state, the sittings still to go."""
     states = seed_states(found, published)
-    sittings = [f"{count} {what}" for count, what in zip(sittings_to_go(found, published), ("first-pass", "rerun"))
-                if count]
+    sittings = [f"{count} {what}" for count, what in zip(sittings_to_go(found, published, states),
+                                                         ("first-pass", "rerun")) if count]
     described = [f"{what} {seeds}" for seeds, what in (
         (states.converged, "converged"), (states.at_limit, "at their limit"),
         (states.short, "short of convergence"),
@@ -569,10 +659,24 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _throughput_line(plan: Plan, published: Path | str) -> str:
+    stale = stale_throughput(plan, published)
+    if stale:
+        return (f"throughput stale: write the measures into {plan.path.name} (and each slice's cost_gpu_s): "
+                + "; ".join(stale))
+    measured = measured_speed(published)
+    if not measured:
+        return ("throughput: no published sitting has its training's own clock (throughput.csv step_ms) yet; "
+                "the plan's figures stand as written")
+    return (f"throughput: the plan agrees with the newest sittings' clocks (within {SPEED_TOLERANCE:.0%}): " + "; ".join(
+        f"{count} side by side {measure.step_s:.3f} s a step ({measure.sitting})" for count, measure in sorted(measured.items())))
+
+
 def _queue(args) -> int:
     plan = load(args.plan)
     for found in plan.slices:
         print(queue_line(found, args.published))
+    print(_throughput_line(plan, args.published))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]
     new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)
     print(f"the plan in all: {new} sitting(s) of new and undertrained seeds, then {reruns} rerun(s) of seeds short "

@@ -15,8 +15,8 @@ The bundle holds the GPU plan's next slice (``make gpu-bundle``), so the rehears
    (skipped: no GPU), the bench, the deadline, evaluation, publication, status and packing;
 3. a second call on the same work folder: only the remainder, no training;
 4. the checks: published and labelled (``lacks`` exactly when partial), a row per model,
-   at most three files in OUT, each call within its budget. One line per check; exit
-   status 1 if any fails.
+   at most three files in OUT, each call within its budget, its speed rows read back by
+   the GPU plan. One line per check; exit status 1 if any fails.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from headlab.errors import HeadlabError
+from headlab.errors import DataError, HeadlabError
+from headlab.workflow import gpu_plan
 from headlab.workflow.bundle import MACHINE_FILE, rehearsal_requirements
 
 MACHINE_PYTHON = "3.12"
@@ -102,6 +103,27 @@ def clock_check(clocks: dict[str, dict], trained: list[str]) -> tuple[str, bool]
             set(trained) <= set(clocks) and not clock.get("profile_error"))
 
 
+def speed_check(published: str, provenance: dict, speed: bytes | None) -> tuple[str, bool]:
+    """The sitting's speed rows (``throughput.csv``) read back as the GPU plan reads them
+    (:func:`headlab.workflow.gpu_plan.measured_speed`): the training's own clock, a step's
+    seconds with the models side by side, so that the plan's throughput can be checked."""
+    if speed is None:
+        return ("the plan reads the sitting's clock: no throughput.csv published", False)
+    with tempfile.TemporaryDirectory(prefix="headlab-speed.") as scratch:
+        folder = Path(scratch, *Path(published).parts[-2:])
+        folder.mkdir(parents=True)
+        (folder / "throughput.csv").write_bytes(speed)
+        (folder / "provenance.json").write_text(json.dumps(provenance))
+        try:
+            measured = gpu_plan.measured_speed(scratch)
+        except DataError as err:
+            return (f"the plan reads the sitting's clock: {err}", False)
+    return ("the plan reads the sitting's clock: " + ("; ".join(
+        f"{count} side by side {measure.step_s:.3f} s a step, first batch in "
+        + (f"{measure.startup_s:.0f} s" if measure.startup_s is not None else "(not timed)")
+        for count, measure in sorted(measured.items())) or "no step_ms"), bool(measured))
+
+
 def final_lacks(out: Path) -> list[tuple[str, str]]:
     """(cause, what) of each thing the publication in ``out``'s tarball still lacks."""
     try:
@@ -130,6 +152,8 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
             if f"{published}/rows.csv" in names else []
         clocks = {name.split(".", 1)[1].removesuffix(".json"): json.load(tar.extractfile(name))
                   for name in names if name.startswith("logs/clock.") and name.endswith(".json")}
+        speed = (tar.extractfile(f"{published}/throughput.csv").read()
+                 if f"{published}/throughput.csv" in names else None)
     scored = [row for row in rows if row["bleu"]]
     # a training that ended by itself before the deadline with an error (a crash) is not
     # slowness: on the GPU it would have thrown the sitting away
@@ -154,6 +178,7 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
          "site" not in Path(provenance["machine"]["torch_file"]).parts[-4:-2]),
         (f"first call within its budget ({seconds[0]:.0f} of {budget:.0f} s)", seconds[0] <= budget + 5),
         clock_check(clocks, [model["name"] for model in models if "config" in model]),
+        speed_check(published, provenance, speed),
         ("at most 3 files in OUT", len(list(out.iterdir())) <= 3 and len(list(second.iterdir())) <= 3),
         # (it may first complete the evaluation the first call's deadline cut: no training)
         ("the second call trained nothing",
