@@ -279,7 +279,7 @@ def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
         ("D-gates-8L", [3]), ("A-lowres", [1]), ("A-lowres", [2]), ("A-lowres", [3]), ("A-T1-deep", [2])]
     assert [(item.status, item.steps) for item in ahead[:3]] == [("deadline", 2888), ("deadline", 2888),
                                                                   ("converged", 2000)]
-    assert ahead[7].status == "deadline" and ahead[7].steps == 1720       # D: 2,000 expected, 1,720 reached
+    assert ahead[7].status == "deadline" and ahead[7].steps == 1720       # D: 3,000 expected, 1,720 reached
     # the published tree itself is untouched
     assert gpu_plan.choose(plan).seeds == [3]
     # an empty tree: A's seeds first, one a sitting
@@ -475,3 +475,25 @@ def test_a_plan_off_the_newest_sittings_clock_says_which_figure_and_by_how_much(
     with pytest.raises(DataError) as caught:
         gpu_plan.stale_throughput(plan, tmp_path)
     assert str(caught.value) == f"{table}:2: [step_ms] step_ms 'fast' is not a positive number"
+
+
+def test_the_docs_slice_table_names_each_slices_rows_as_the_plan_does():
+    """docs/studies/gpu-rows.md's table of slices: each slice's study, table and rows (its
+    models', its chain's and the chain's initial checkpoints'), as the plan publishes them;
+    paper A's tables name a row by its heads."""
+    docs = gpu_plan.REPO / "docs/studies/gpu-rows.md"
+    lines = [line for line in docs.read_text().splitlines() if line.startswith("| `")]
+    written = {}
+    for line in lines:
+        name, where, rows, _ = (cell.strip() for cell in line.strip("|").split("|"))
+        written[name.strip("`")] = (where, rows)
+    plan = gpu_plan.load()
+    assert list(written) == [found.name for found in plan.slices]
+    for found in plan.slices:
+        where, rows = written[found.name]
+        study = found.entry["study"].replace("_", " ")
+        assert where.startswith(f"{study}, {found.entry['table']}"), (found.name, where)
+        by = "heads" if found.entry["study"] == "paper_A" else "row"
+        names = [model[by] for model in found.entry["models"]] + [
+            name for link in found.chain for name in (link["row"], link.get("initial_row")) if name]
+        assert re.findall(r"`([^`]+)`", rows) == names, found.name

@@ -300,3 +300,11 @@ def test_paper_Ds_chain_rows_share_their_parents_heads_and_each_keeps_its_row(tm
     for row, bleu in rows.items():
         assert table.values.loc[f"{row} (GPU D-gates-8L)", "BLEU ours"] == bleu
     assert len(gpu) == 4 and "D-gates-8L (GPU)" not in table.values.index
+
+
+def test_the_slices_read_without_the_plan_are_the_shipped_plans(tmp_path):
+    """Where the plan cannot be read (a workflow run from another folder) the tables fall
+    back on a copy of its slices: that copy is the shipped plan's, study and table."""
+    from headlab.studies import published
+
+    assert published.plan_slices(str(tmp_path / "no-plan.yaml")) == published.SLICES == published.plan_slices()

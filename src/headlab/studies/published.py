@@ -61,7 +61,7 @@ SCALE, TOY, GPU, NOT_YET_RUN = "scale", "toy", "GPU base", "not yet run"
 PLAN = "config/gpu-plan.yaml"
 #: the plan's slices where the plan cannot be read (a workflow run from another folder)
 SLICES = {"A-T1-deep": ("paper_A", "T1"), "C-core-base": ("paper_C", "T1"), "B-base-dhicm": ("paper_B", "T3"),
-          "D-gates-8L": ("paper_D", "T3"), "A-lowres": ("paper_A", "T1")}
+          "D-gates-8L": ("paper_D", "T3"), "A-lowres": ("paper_A", "T2")}
 
 
 def plan_slices(plan: str = PLAN) -> dict[str, tuple[str, str]]:
