@@ -377,6 +377,12 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
         {3: gpu_plan.Measured(published.removeprefix("results/published/"), provenance["created"], "cpu", 3,
                               max(float(row["step_ms"]) for row in timed) / 1000, max(starts, default=None))}
         if timed else {})
+    # received as the next session receives a sitting: the plan then counts its seed
+    from headlab.workflow import receive
+
+    received = receive.receive(out / "headlab-sitting.tar.gz", tmp_path / "received")
+    assert received == tmp_path / "received" / published.removeprefix("results/published/")
+    assert gpu_plan.seed_states(gpu_plan.load().slice("A-T1-deep"), tmp_path / "received").never_run == [2, 3]
     assert ("profile" in clocks.get("8L", {})) == (f"{published}/profile.8L.txt" in names)
     assert "logs/gpu-tests.log" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
     # a second call on the same machine: the remainder only, the models untouched

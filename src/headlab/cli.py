@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "atlas-index": ("headlab.report.atlas", "the head atlas's explorer (index.html) and the agreement of its criteria"),
     "gpu-bundle": ("headlab.workflow.bundle", "the GPU plan's next slice (--slice NAME): wheels, prepared data and "
                                               "a runner for an offline GPU machine"),
+    "receive-sitting": ("headlab.workflow.receive", "a GPU sitting's returned tarball: its publication checked and "
+                                                    "moved into results/published/"),
     "table": ("headlab.report.tables", "render result CSVs as CSV/Markdown/LaTeX tables"),
     "figure": ("headlab.report.figures", "render result CSVs as PNG/PDF figures"),
 }

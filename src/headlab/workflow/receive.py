@@ -1,0 +1,184 @@
+"""``headlab receive-sitting``: what a GPU sitting returned, into ``results/published/``.
+
+    headlab receive-sitting OUT/headlab-sitting.tar.gz [--published results/published] [--replace]
+
+A sitting returns ``status.json`` and ``headlab-sitting.tar.gz``. Of the tarball only its
+publication is committed, ``results/published/<slice>/<sitting>/``; its logs, training logs
+and the CUDA suite's report stay with the returned files (unpacking the whole tarball at the
+checkout's root would scatter them there). Before anything is written the publication is
+read as the tables and the GPU plan will read it, and refused in one line naming the
+tarball and the member:
+
+- one publication in the tarball (``status.json`` beside it names which, where there);
+- ``rows.csv`` with the publication contract's columns, statuses and steps
+  (:func:`headlab.studies.published.read`, :func:`headlab.workflow.gpu_plan.seed_states`);
+- ``provenance.json`` naming the folder's slice and a status;
+- ``throughput.csv``, if there, as the plan's throughput check reads it;
+- regular files and folders inside the publication only (tarfile's ``data`` filter).
+
+It is unpacked beside its place and renamed into it, so an interrupted receive leaves
+nothing. A sitting folder already there is kept, unless ``--replace``: a later call's
+tarball of the same sitting, which completes what the deadline cut (BLEU of more test
+sentences, an atlas); one with BLEU for fewer rows than the folder has is refused, as the
+runner itself never publishes less. Then the learning-curves figure where the sitting could
+not make one, ``results/published/throughput.csv`` rebuilt, and the slice's line of the
+queue, the throughput check and what to commit.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from headlab.errors import DataError, HeadlabError
+from headlab.workflow import gpu_plan
+
+#: a publication's place in the tarball (and in the checkout): results/published/<slice>/<sitting>/
+PREFIX = ("results", "published")
+
+
+def publications(names: list[str]) -> list[str]:
+    """The ``results/published/<slice>/<sitting>`` folders that members of a tarball are in."""
+    found = []
+    for name in names:
+        parts = Path(name).parts
+        if len(parts) > 4 and parts[:2] == PREFIX:
+            folder = "/".join(parts[:4])
+            if folder not in found:
+                found.append(folder)
+    return found
+
+
+def _which(tarball: Path, names: list[str]) -> str:
+    """The tarball's publication: the one there, or the one its ``status.json`` names."""
+    found = publications(names)
+    status_path = tarball.with_name("status.json")
+    named = None
+    if status_path.is_file():
+        try:
+            named = json.loads(status_path.read_text(encoding="utf-8")).get("publication")
+        except ValueError:
+            named = None
+    if named and named in found:
+        return named
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise DataError("no publication in it (results/published/<slice>/<sitting>/): the sitting published "
+                        "nothing; its status.json says why", path=str(tarball))
+    raise DataError(f"{len(found)} publications in it ({', '.join(found)}) and no status.json beside it naming "
+                    f"one", path=str(tarball))
+
+
+def _bleu_rows(rows: Path) -> int:
+    with open(rows, newline="", encoding="utf-8") as handle:
+        return sum(1 for row in csv.DictReader(handle) if (row.get("bleu") or "").strip())
+
+
+def _check(folder: Path, published_root: Path, tarball: Path, member: str, plan: gpu_plan.Plan) -> dict:
+    """The unpacked publication read as the tables and the plan read it; its provenance."""
+    from headlab.studies import published
+
+    slice_name = folder.parent.name
+    for name in ("rows.csv", "provenance.json"):
+        if not (folder / name).is_file():
+            raise DataError(f"{member}/{name} is missing: not a publication", path=str(tarball))
+    try:
+        provenance = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise DataError(f"{member}/provenance.json is not JSON: {err}", path=str(tarball)) from None
+    if not isinstance(provenance, dict) or provenance.get("slice") != slice_name \
+            or provenance.get("status") not in gpu_plan.STATUSES:
+        found = provenance if isinstance(provenance, dict) else {}
+        raise DataError(f"{member}/provenance.json: slice {found.get('slice')!r} and status {found.get('status')!r}, "
+                        f"where the folder's slice is {slice_name!r} and a status one of "
+                        f"{', '.join(gpu_plan.STATUSES)}", path=str(tarball))
+    try:
+        published.read(str(published_root))
+        if slice_name in {found.name for found in plan.slices}:
+            gpu_plan.seed_states(plan.slice(slice_name), published_root)
+        gpu_plan.measured_speed(published_root)
+    except HeadlabError as err:
+        # the message names the unpacked copy: name the member of the tarball instead
+        raise DataError(str(err).replace(f"{published_root}/", "results/published/"), path=str(tarball)) from None
+    return provenance
+
+
+def _unpack(tarball: Path, published: Path, scratch_in) -> tuple[str, Path, Path]:
+    """(the publication's member, its place under ``published``, the scratch folder in
+    ``published`` it is unpacked into: one file system, so that a rename puts it in place)."""
+    try:
+        with tarfile.open(tarball) as tar:
+            members = tar.getmembers()
+            member = _which(tarball, [item.name for item in members])
+            target = published / Path(member).relative_to(*PREFIX)
+            published.mkdir(parents=True, exist_ok=True)
+            scratch = scratch_in(published)
+            try:
+                tar.extractall(scratch, filter="data", members=[
+                    item for item in members if item.name == member or item.name.startswith(f"{member}/")])
+            except tarfile.FilterError as err:
+                raise DataError(f"{member}: a member that is no plain file or folder inside it ({err})",
+                                path=str(tarball)) from None
+    except (OSError, tarfile.TarError) as err:
+        raise DataError(f"not a sitting's tarball ({err})", path=str(tarball)) from None
+    return member, target, scratch
+
+
+def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, replace: bool = False,
+            plan_path: Path | str = gpu_plan.PLAN) -> Path:
+    """The tarball's publication checked and moved into ``published``; its folder there."""
+    from headlab.workflow import sitting_speed
+
+    tarball, published = Path(tarball), Path(published)
+    plan = gpu_plan.load(plan_path)
+    scratches: list[Path] = []
+
+    def scratch_in(parent: Path) -> Path:
+        scratches.append(Path(tempfile.mkdtemp(prefix=".receive.", dir=parent)))
+        return scratches[-1]
+
+    try:
+        member, target, scratch = _unpack(tarball, published, scratch_in)
+        provenance = _check(scratch / member, scratch / Path(*PREFIX), tarball, member, plan)
+        if target.exists():
+            if not replace:
+                raise HeadlabError(f"{target} exists; a later call's tarball of the same sitting replaces it with "
+                                   f"--replace", path=str(tarball))
+            before, after = _bleu_rows(target / "rows.csv"), _bleu_rows(scratch / member / "rows.csv")
+            if after < before:
+                raise HeadlabError(f"{member} has BLEU for {after} row(s), {target} for {before}: it would "
+                                   f"publish less", path=str(tarball))
+            # the old folder out of the way first, so that the new one is never half in place
+            target.rename(scratch / "replaced")
+        target.parent.mkdir(exist_ok=True)
+        (scratch / member).rename(target)
+    finally:
+        for scratch in scratches:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if not (target / "learning_curves.png").is_file():
+        sitting_speed.curves_figure(target, f"{target.parent.name}, sitting {target.name}")
+    sitting_speed.collect(published)
+    print(f"headlab receive-sitting: {target}: {provenance['status']}"
+          + (f", lacks: {'; '.join(provenance['lacks'])}" if provenance.get("lacks") else ""))
+    if target.parent.name in {found.name for found in plan.slices}:
+        print(f"  queue: {gpu_plan.queue_line(plan.slice(target.parent.name), published)}")
+    for line in gpu_plan.stale_throughput(plan, published):
+        print(f"  throughput stale: {line}")
+    print(f"  commit: git add {target} {published / 'throughput.csv'}")
+    return target
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="headlab receive-sitting", description=__doc__.splitlines()[0])
+    parser.add_argument("tarball", help="the sitting's headlab-sitting.tar.gz (its status.json beside it, if there)")
+    parser.add_argument("--published", default=str(gpu_plan.PUBLISHED), help="the published tree it joins")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace the sitting's folder already there (a later call's tarball of it)")
+    args = parser.parse_args(argv)
+    receive(args.tarball, args.published, args.replace)
+    return 0

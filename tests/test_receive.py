@@ -1,0 +1,151 @@
+"""``headlab receive-sitting``: a sitting's returned tarball into results/published/, its
+publication only, checked as the tables and the GPU plan read it, never half in place."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from headlab.errors import DataError, HeadlabError
+from headlab.workflow import gpu_plan, receive
+
+SITTING = "results/published/A-T1-deep/2026-12-01-h100-aaaaaaa"
+HEADS = ("8L", "7Ftoken+1L", "8Ftoken")
+
+
+def _rows(seed: int = 3, bleu: str = "36.1", status: str = "deadline", step: str = "2800") -> str:
+    handle = io.StringIO()
+    writer = csv.DictWriter(handle, gpu_plan.ROW_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for heads in HEADS:
+        writer.writerow({"slice": "A-T1-deep", "sitting": SITTING.rsplit("/", 1)[1], "study": "paper_A", "table": "T1",
+                         "row": "T1 deep", "heads": heads, "layers": "6+6", "pair": "de-en", "seed": seed,
+                         "test": "test_2016_flickr", "step": step, "best_step": "2600", "status": status,
+                         "bleu": bleu if heads != "8Ftoken" else "", "gpu": "h100", "commit": "aaaaaaa",
+                         "date": "2026-12-01"})
+    return handle.getvalue()
+
+
+def _files(**changed) -> dict[str, str]:
+    files = {f"{SITTING}/rows.csv": _rows(),
+             f"{SITTING}/provenance.json": json.dumps({"slice": "A-T1-deep", "status": "partial",
+                                                       "created": "2026-12-01 10:00:00 UTC",
+                                                       "lacks": ["BLEU of 8Ftoken: not translated"]}),
+             f"{SITTING}/learning_curve.8L.csv": "step,split,xent,ppl,acc,lr\n100,train,5.9,364.2,23.8,0.00014\n"
+                                                 "200,valid,5.1,164.0,30.1,0.00028\n",
+             f"{SITTING}/throughput.csv": "gpu,slice,sitting,model,models_side_by_side,step_ms,start_first_batch_s\n"
+                                          "h100,A-T1-deep,x,8L,3,131,50\n",
+             f"{SITTING}/atlas/8L/heads.csv": "layer,head\n0,0\n",
+             "logs/gpu-tests.log": "the suite's log\n", "train-logs/8L.log": "a training log\n"}
+    files.update(changed)
+    return {name: text for name, text in files.items() if text is not None}
+
+
+def _tarball(folder: Path, files: dict[str, str], status: dict | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "headlab-sitting.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    if status is not None:
+        (folder / "status.json").write_text(json.dumps(status))
+    return path
+
+
+def test_a_sittings_publication_joins_the_published_tree_and_nothing_else(tmp_path, capsys):
+    published = tmp_path / "published"
+    tarball = _tarball(tmp_path / "out", _files())
+    target = receive.receive(tarball, published)
+    assert target == published / "A-T1-deep/2026-12-01-h100-aaaaaaa"
+    assert sorted(str(path.relative_to(published)) for path in published.rglob("*") if path.is_file()) == [
+        "A-T1-deep/2026-12-01-h100-aaaaaaa/atlas/8L/heads.csv", "A-T1-deep/2026-12-01-h100-aaaaaaa/learning_curve.8L.csv",
+        "A-T1-deep/2026-12-01-h100-aaaaaaa/learning_curves.png", "A-T1-deep/2026-12-01-h100-aaaaaaa/provenance.json",
+        "A-T1-deep/2026-12-01-h100-aaaaaaa/rows.csv", "A-T1-deep/2026-12-01-h100-aaaaaaa/throughput.csv",
+        "throughput.csv"]
+    assert (target / "rows.csv").read_text() == _rows()
+    # the plan now counts seed 3 (its rows, 2,800 steps), and the accumulated speed table has the row
+    states = gpu_plan.seed_states(gpu_plan.load().slice("A-T1-deep"), published)
+    assert states.never_run == [1, 2] and 3 in states.short + states.at_limit
+    assert (published / "throughput.csv").read_text().splitlines()[1].startswith("h100,,,A-T1-deep,x,8L,")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"headlab receive-sitting: {target}: partial, lacks: BLEU of 8Ftoken: not translated"
+    assert out[1].startswith("  queue: A-T1-deep ") and "never run [1, 2]" in out[1]
+    assert out[-1] == f"  commit: git add {target} {published / 'throughput.csv'}"
+    # again: the folder is kept, unless --replace; a replacement publishing less is refused
+    with pytest.raises(HeadlabError, match=r"2026-12-01-h100-aaaaaaa exists; a later call's tarball .* --replace"):
+        receive.receive(tarball, published)
+    fewer = _tarball(tmp_path / "out2", _files(**{f"{SITTING}/rows.csv": _rows(bleu="")}))
+    with pytest.raises(HeadlabError, match="has BLEU for 0 row.s., .* for 2: it would publish less"):
+        receive.receive(fewer, published, replace=True)
+    assert (target / "rows.csv").read_text() == _rows()
+    more = _tarball(tmp_path / "out3", _files(**{f"{SITTING}/rows.csv": _rows(bleu="36.2"),
+                                                  f"{SITTING}/atlas/8L/heads.csv": None}))
+    receive.receive(more, published, replace=True)
+    assert "36.2" in (target / "rows.csv").read_text() and not (target / "atlas").exists()
+    # no scratch folder is left, whatever happened
+    assert sorted(path.name for path in published.iterdir()) == ["A-T1-deep", "throughput.csv"]
+    assert [path.name for path in target.parent.iterdir()] == [target.name]
+
+
+def test_the_publication_is_the_one_its_status_names(tmp_path):
+    other = "results/published/A-T1-deep/2026-12-01-h100-bbbbbbb"
+    files = {**_files(), **{name.replace(SITTING, other): text for name, text in _files().items()
+                            if name.startswith(SITTING)}}
+    with pytest.raises(DataError, match=r"2 publications in it \(.*aaaaaaa, .*bbbbbbb\) and no status.json"):
+        receive.receive(_tarball(tmp_path / "out", files), tmp_path / "published")
+    tarball = _tarball(tmp_path / "named", files, {"publication": other})
+    assert receive.receive(tarball, tmp_path / "published").name == "2026-12-01-h100-bbbbbbb"
+    with pytest.raises(DataError, match=r"no publication in it .* the sitting published nothing"):
+        receive.receive(_tarball(tmp_path / "none", {"logs/gpu-tests.log": "x\n"}), tmp_path / "published")
+
+
+@pytest.mark.parametrize("changed, message", [
+    ({f"{SITTING}/rows.csv": _rows(status="done")}, "results/published/A-T1-deep/2026-12-01-h100-aaaaaaa/rows.csv: "
+                                                      "status 'done' is none of converged, deadline, partial, diverged"),
+    ({f"{SITTING}/rows.csv": _rows(step="2,800")}, "rows.csv:2: [step] step '2,800' is not a number of training steps"),
+    ({f"{SITTING}/rows.csv": "slice,sitting,heads\nA-T1-deep,x,8L\n"}, "published rows lack the column(s) study, table"),
+    ({f"{SITTING}/rows.csv": None}, "2026-12-01-h100-aaaaaaa/rows.csv is missing: not a publication"),
+    ({f"{SITTING}/provenance.json": "{"}, "provenance.json is not JSON"),
+    ({f"{SITTING}/provenance.json": json.dumps({"slice": "C-core-base", "status": "deadline"})},
+     "provenance.json: slice 'C-core-base' and status 'deadline', where the folder's slice is 'A-T1-deep'"),
+    ({f"{SITTING}/throughput.csv": "gpu,models_side_by_side,step_ms\nh100,3,fast\n"},
+     "throughput.csv:2: [step_ms] step_ms 'fast' is not a positive number"),
+])
+def test_a_bad_publication_is_one_line_naming_the_tarball_and_member_and_leaves_nothing(tmp_path, changed, message):
+    tarball = _tarball(tmp_path / "out", _files(**changed))
+    with pytest.raises(DataError) as caught:
+        receive.receive(tarball, tmp_path / "published")
+    text = str(caught.value)
+    assert text.startswith(f"{tarball}: ") and message in text and "\n" not in text and ".receive." not in text
+    assert list((tmp_path / "published").rglob("*")) == []
+
+
+def test_a_member_outside_the_publication_or_a_link_is_refused(tmp_path):
+    tarball = tmp_path / "evil.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        for name, text in _files().items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+        link = tarfile.TarInfo(f"{SITTING}/escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    with pytest.raises(DataError, match="a member that is no plain file or folder inside it"):
+        receive.receive(tarball, tmp_path / "published")
+    assert list((tmp_path / "published").rglob("*")) == []
+    with pytest.raises(DataError, match="not a sitting's tarball"):
+        receive.receive(_tarball(tmp_path / "x", {}).with_name("missing.tar.gz"), tmp_path / "published")
+
+
+def test_the_command_line_is_one_line_on_error(tmp_path, capsys):
+    from headlab.cli import main
+
+    assert main(["receive-sitting", str(tmp_path / "none.tar.gz"), "--published", str(tmp_path / "p")]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
