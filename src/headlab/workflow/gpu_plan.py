@@ -265,17 +265,24 @@ def _seed(text: str) -> int:
     return int(str(text).removeprefix("seed"))
 
 
-def _step(text: str, rows: Path, line: int) -> float | None:
-    """A published row's ``step`` (None: not written); anything but a finite number is one line."""
+def _cell(text: str | None) -> float | None:
+    """A CSV cell as a number: None when empty, NaN when it is no finite number."""
     text = (text or "").strip()
     if not text:
         return None
     try:
-        step = float(text)
+        value = float(text)
     except ValueError:
-        step = math.nan
-    if not math.isfinite(step) or step < 0:
-        raise DataError(f"step {text!r} is not a number of training steps", path=str(rows), line=line, key="step")
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def _step(text: str, rows: Path, line: int) -> float | None:
+    """A published row's ``step`` (None: not written); anything but a finite number is one line."""
+    step = _cell(text)
+    if step is not None and not step >= 0:          # NaN too
+        raise DataError(f"step {text.strip()!r} is not a number of training steps", path=str(rows), line=line,
+                        key="step")
     return step
 
 
@@ -433,15 +440,10 @@ class Measured:
 
 
 def _measure(text: str, path: Path, line: int, key: str) -> float | None:
-    text = (text or "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise DataError(f"{key} {text!r} is not a positive number", path=str(path), line=line, key=key)
+    """A speed row's measure (None: not written); anything but a positive number is one line."""
+    value = _cell(text)
+    if value is not None and not value > 0:         # NaN too
+        raise DataError(f"{key} {text.strip()!r} is not a positive number", path=str(path), line=line, key=key)
     return value
 
 
