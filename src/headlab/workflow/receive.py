@@ -16,8 +16,9 @@ tarball and the member:
 - ``throughput.csv``, if there, as the plan's throughput check reads it;
 - regular files and folders inside the publication only (tarfile's ``data`` filter).
 
-It is unpacked beside its place and renamed into it, so an interrupted receive leaves
-nothing. A sitting folder already there is kept, unless ``--replace``: a later call's
+It is unpacked into a scratch folder of the published tree and renamed into its place,
+so an interrupted receive never leaves a half sitting folder (a killed one may leave a
+hidden ``.receive.*`` folder, which no reader of the tree looks into). A sitting folder already there is kept, unless ``--replace``: a later call's
 tarball of the same sitting, which completes what the deadline cut (BLEU of more test
 sentences, an atlas); one with BLEU for fewer rows than the folder has is refused, as the
 runner itself never publishes less. Then the learning-curves figure where the sitting could
