@@ -149,3 +149,21 @@ def test_the_command_line_is_one_line_on_error(tmp_path, capsys):
 
     assert main(["receive-sitting", str(tmp_path / "none.tar.gz"), "--published", str(tmp_path / "p")]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_replacement_that_cannot_take_its_place_puts_the_old_folder_back(tmp_path, monkeypatch):
+    published = tmp_path / "published"
+    target = receive.receive(_tarball(tmp_path / "out", _files()), published)
+    more = _tarball(tmp_path / "out2", _files(**{f"{SITTING}/rows.csv": _rows(bleu="36.2")}))
+    renamed = Path.rename
+
+    def failing(self, destination):
+        if Path(destination) == target and ".receive." in str(self) and "replaced" not in str(self):
+            raise OSError("no space left on device")
+        return renamed(self, destination)
+
+    monkeypatch.setattr(Path, "rename", failing)
+    with pytest.raises(OSError, match="no space left"):
+        receive.receive(more, published, replace=True)
+    assert (target / "rows.csv").read_text() == _rows()
+    assert sorted(path.name for path in published.iterdir()) == ["A-T1-deep", "throughput.csv"]

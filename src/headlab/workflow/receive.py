@@ -154,10 +154,18 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
             if after < before:
                 raise HeadlabError(f"{member} has BLEU for {after} row(s), {target} for {before}: it would "
                                    f"publish less", path=str(tarball))
-            # the old folder out of the way first, so that the new one is never half in place
-            target.rename(scratch / "replaced")
-        target.parent.mkdir(exist_ok=True)
-        (scratch / member).rename(target)
+            # the old folder out of the way first, so that the new one is never half in place,
+            # and back if the new one cannot take its place
+            replaced = scratch / "replaced"
+            target.rename(replaced)
+            try:
+                (scratch / member).rename(target)
+            except OSError:
+                replaced.rename(target)
+                raise
+        else:
+            target.parent.mkdir(exist_ok=True)
+            (scratch / member).rename(target)
     finally:
         for scratch in scratches:
             shutil.rmtree(scratch, ignore_errors=True)
