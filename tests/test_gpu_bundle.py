@@ -426,6 +426,27 @@ def test_the_speed_rows_accumulate_from_every_sitting_folder(tmp_path):
     assert [(row["gpu"], row["model"]) for row in table] == [("h100", "8L"), ("h200", "8L")]
 
 
+def test_a_speed_row_counts_the_models_that_trained_at_once_with_it(tmp_path):
+    """A chain's stages train one after another (paper D: the parent alone, its gated
+    fine-tune alone, then the pruned model and the control): each row's models_side_by_side
+    is its stage's, which the GPU plan's throughput is checked against; a slice without a
+    chain trains all at once."""
+    def speed(models: list[dict]) -> dict[str, str]:
+        manifest = {"slice": {"name": "D-gates-8L"}, "commit": "abcdef0", "models": models}
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        publication = sitting.Publication(out, manifest, {"sitting": "s", "gpu": "h100", "date": "2026-12-01"}, {})
+        publication.rows = {model["name"]: {"src_tok_s": 40000} for model in models}
+        sitting._speed(publication, manifest, tmp_path / "no-logs", {})
+        with open(out / "throughput.csv", newline="") as handle:
+            return {row["model"]: row["models_side_by_side"] for row in csv.DictReader(handle)}
+
+    chain = [{"name": "8L"}, {"name": "gated", "chain": {"stage": 1}}, {"name": "pruned", "chain": {"stage": 2}},
+             {"name": "control", "chain": {"stage": 2}}]
+    assert speed(chain) == {"8L": "1", "gated": "1", "pruned": "2", "control": "2"}
+    assert speed([{"name": "8L"}, {"name": "7Ftoken+1L"}, {"name": "8Ftoken"}]) == dict.fromkeys(
+        ["8L", "7Ftoken+1L", "8Ftoken"], "3")
+
+
 def test_each_model_is_evaluated_at_its_best_validation_checkpoint(tmp_path):
     """Lowest validation cross-entropy among the checkpoints that load (one cut short by the
     stop is passed over); without validation, the newest that loads, and the criterion says so."""

@@ -511,9 +511,13 @@ def _figure(publication: Publication) -> None:
 
 
 def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -> None:
+    # the models that trained at once: a chain's stages ran one after another (paper D: the
+    # parent alone, its gated fine-tune alone, then the pruned model and the control)
+    stages = [(m.get("chain") or {}).get("stage", 0) for m in manifest["models"]]
     models = [{"name": m["name"], "params": params.get(m["name"]),
                "src_tok_s": publication.rows[m["name"]].get("src_tok_s") or None,
-               "tgt_tok_s": publication.rows[m["name"]].get("tgt_tok_s") or None} for m in manifest["models"]]
+               "tgt_tok_s": publication.rows[m["name"]].get("tgt_tok_s") or None,
+               "side_by_side": stages.count(stage)} for m, stage in zip(manifest["models"], stages)]
     extra = _read_json(logs / "speed-extra.json")
     ident = {**publication.ident, "slice": manifest["slice"]["name"], "commit": manifest["commit"],
              "mps": extra.get("mps", "")}

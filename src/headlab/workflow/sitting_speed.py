@@ -67,7 +67,8 @@ def matrix_share(params: int | None, tokens_s: float | None, gpu: str) -> float 
 
 def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict,
                clocks: dict | None = None) -> list[dict]:
-    """``models``: dicts with name, params, src_tok_s, tgt_tok_s; ``alone``: name -> (src, tgt)
+    """``models``: dicts with name, params, src_tok_s, tgt_tok_s (and side_by_side: how many
+    trained at once with it, a chain's stage; all of them otherwise); ``alone``: name -> (src, tgt)
     tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
     ``clocks``: name -> the training's clock JSON (side by side), whose profile wins."""
     from headlab.engine.steptime import step_shares
@@ -84,7 +85,8 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
         rows.append({**{key: ident.get(key, "") for key in ("gpu", "commit", "date", "slice", "sitting", "mps")},
                      "model": model["name"], "params": model.get("params") or "",
                      "src_tok_s_side_by_side": model.get("src_tok_s") or "",
-                     "tgt_tok_s_side_by_side": model.get("tgt_tok_s") or "", "models_side_by_side": len(models),
+                     "tgt_tok_s_side_by_side": model.get("tgt_tok_s") or "",
+                     "models_side_by_side": model.get("side_by_side") or len(models),
                      "src_tok_s_alone": alone_src, "tgt_tok_s_alone": alone_tgt,
                      "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
                      "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
