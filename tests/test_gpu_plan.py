@@ -497,3 +497,35 @@ def test_the_docs_slice_table_names_each_slices_rows_as_the_plan_does():
         names = [model[by] for model in found.entry["models"]] + [
             name for link in found.chain for name in (link["row"], link.get("initial_row")) if name]
         assert re.findall(r"`([^`]+)`", rows) == names, found.name
+
+
+def test_a_chain_sittings_start_up_is_its_slowest_models_whatever_its_stage(tmp_path):
+    """Paper D's sitting: the parent alone (no start-up timed), then a pair at 80 and 78 s:
+    the plan's 55 s start-up is 45% off, whichever count's measure comes first."""
+    from headlab.errors import DataError
+    from headlab.workflow.sitting_speed import SPEED_COLUMNS
+
+    folder = tmp_path / "D-gates-8L/2026-12-01-h100-aaaaaaa"
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text('{"created": "2026-12-01 10:00:00 UTC"}\n')
+
+    def write(rows):
+        with open(folder / "throughput.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, SPEED_COLUMNS)
+            writer.writeheader()
+            for model, count, step_ms, start in rows:
+                writer.writerow({"gpu": "h100", "model": model, "models_side_by_side": count, "step_ms": step_ms,
+                                 "start_first_batch_s": start})
+
+    rows = [("8L", 1, 100, ""), ("gated", 1, 100, ""), ("pruned", 2, 120, 80), ("control", 2, 118, 78)]
+    write(rows)
+    measured = gpu_plan.measured_speed(tmp_path)
+    assert {count: (measure.step_s, measure.startup_s) for count, measure in measured.items()} == {
+        1: (0.1, 80), 2: (0.12, 80)}
+    assert gpu_plan.stale_throughput(gpu_plan.load(), tmp_path) == [
+        "throughput.startup_s: the plan says 55 s, the sitting D-gates-8L/2026-12-01-h100-aaaaaaa measured 80 s "
+        "to its first batch"]
+    write(rows[:3] + [("control", 2.5, 118, 78)])
+    with pytest.raises(DataError, match=r"throughput.csv:5: \[models_side_by_side\] models_side_by_side '2.5' is not "
+                                        r"a whole number"):
+        gpu_plan.measured_speed(tmp_path)

@@ -127,21 +127,55 @@ def test_a_bad_publication_is_one_line_naming_the_tarball_and_member_and_leaves_
     assert list((tmp_path / "published").rglob("*")) == []
 
 
-def test_a_member_outside_the_publication_or_a_link_is_refused(tmp_path):
+@pytest.mark.parametrize("name, kind, target", [
+    ("escape", tarfile.SYMTYPE, "/etc/passwd"),                   # out of it
+    ("up", tarfile.SYMTYPE, "../../../../x"),                     # inside the scratch folder, out of the tree
+    ("hard", tarfile.LNKTYPE, f"{SITTING}/rows.csv"),              # a hard link inside it
+    ("../../../../../evil", tarfile.REGTYPE, "")])                # a path out of it
+def test_a_link_or_a_path_out_of_the_publication_is_refused(tmp_path, name, kind, target):
     tarball = tmp_path / "evil.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:
-        for name, text in _files().items():
-            info = tarfile.TarInfo(name)
+        for member, text in _files().items():
+            info = tarfile.TarInfo(member)
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
-        link = tarfile.TarInfo(f"{SITTING}/escape")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
-        tar.addfile(link)
-    with pytest.raises(DataError, match="a member that is no plain file or folder inside it"):
+        odd = tarfile.TarInfo(f"{SITTING}/{name}")
+        odd.type, odd.linkname = kind, target
+        tar.addfile(odd)
+    with pytest.raises(DataError, match=r"is no plain file or folder inside it \(a link, a device, a path out of it\)"):
         receive.receive(tarball, tmp_path / "published")
-    assert list((tmp_path / "published").rglob("*")) == []
+    assert list((tmp_path / "published").rglob("*")) == [] and not (tmp_path / "evil").exists()
+
+
+def test_a_file_that_is_no_tarball_is_one_line(tmp_path):
     with pytest.raises(DataError, match="not a sitting's tarball"):
-        receive.receive(_tarball(tmp_path / "x", {}).with_name("missing.tar.gz"), tmp_path / "published")
+        receive.receive(tmp_path / "missing.tar.gz", tmp_path / "published")
+    (tmp_path / "text.tar.gz").write_text("not gzip\n")
+    with pytest.raises(DataError, match="not a sitting's tarball"):
+        receive.receive(tmp_path / "text.tar.gz", tmp_path / "published")
+
+
+def test_members_written_with_a_leading_dot_are_the_same_publication(tmp_path):
+    """``tar -C dir .`` writes ``./results/published/...``."""
+    tarball = _tarball(tmp_path / "out", {f"./{name}": text for name, text in _files().items()})
+    target = receive.receive(tarball, tmp_path / "published")
+    assert (target / "rows.csv").read_text() == _rows()
+
+
+def test_a_status_naming_a_publication_the_tarball_lacks_is_refused(tmp_path):
+    tarball = _tarball(tmp_path / "out", _files(), {"publication": "results/published/A-T1-deep/2026-12-02-h100-b"})
+    with pytest.raises(DataError, match=r"its status.json names the publication results/published/A-T1-deep/"
+                                        r"2026-12-02-h100-b, which it does not hold \(it holds: " + SITTING):
+        receive.receive(tarball, tmp_path / "published")
+
+
+def test_a_curve_cut_short_by_the_deadline_still_receives_and_says_there_is_no_figure(tmp_path, capsys):
+    cut = "step,split,xent,ppl,acc,lr\n100,train,5.9,364.2,23.8,0.00014\n200,valid,,,,\n"
+    target = receive.receive(_tarball(tmp_path / "out", _files(**{f"{SITTING}/learning_curve.8L.csv": cut})),
+                             tmp_path / "published")
+    assert (target / "rows.csv").is_file() and (tmp_path / "published/throughput.csv").is_file()
+    out = capsys.readouterr().out
+    assert ("no learning-curves figure" in out) != (target / "learning_curves.png").is_file()
 
 
 def test_the_command_line_is_one_line_on_error(tmp_path, capsys):

@@ -510,8 +510,12 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
           + (f" (passed over: {'; '.join(choice.skipped)})" if choice.skipped else ""), file=sys.stderr)
     # a warning, not a refusal: the sitting trains to its deadline whatever the plan says, but
     # the queue's choice (steps a sitting, seeds undertrained or at their limit) rests on it
-    for line in gpu_plan.stale_throughput(plan, published):
-        print(f"headlab gpu-bundle: warning: the plan's throughput is stale: {line}", file=sys.stderr)
+    try:
+        warnings = [f"the plan's throughput is stale: {line}" for line in gpu_plan.stale_throughput(plan, published)]
+    except HeadlabError as err:
+        warnings = [f"the plan's throughput is not checked: {err}"]
+    for line in warnings:
+        print(f"headlab gpu-bundle: warning: {line}", file=sys.stderr)
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

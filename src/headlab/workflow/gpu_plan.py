@@ -435,7 +435,8 @@ class Measured:
     #: its slowest model's loop wall time a step, validation and checkpoints in it: the
     #: plan's ``seconds_per_step`` (every model of a sitting stops at one deadline)
     step_s: float
-    #: its slowest model's first batch in, from the command's start: the plan's ``startup_s``
+    #: its slowest model's first batch in, from the command's start, over every model of the
+    #: sitting (whatever stage of a chain it trained in): the plan's ``startup_s``
     startup_s: float | None
 
 
@@ -455,7 +456,8 @@ def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
                    key=lambda table: (_sitting_time(table.parent), table.parent.name))
     newest: dict[int, Measured] = {}
     for table in files:
-        by_count: dict[int, list[tuple[float, float | None, str]]] = {}
+        by_count: dict[int, list[float]] = {}
+        startups, gpu = [], "?"
         with open(table, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
@@ -463,13 +465,16 @@ def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
                 if step_ms is None:
                     continue
                 count = _measure(row.get("models_side_by_side"), table, reader.line_num, "models_side_by_side")
+                if count is not None and not count.is_integer():
+                    raise DataError(f"models_side_by_side {row['models_side_by_side'].strip()!r} is not a whole "
+                                    f"number", path=str(table), line=reader.line_num, key="models_side_by_side")
                 startup = _measure(row.get("start_first_batch_s"), table, reader.line_num, "start_first_batch_s")
-                by_count.setdefault(int(count or 1), []).append((step_ms / 1000, startup, row.get("gpu") or "?"))
-        for count, models in by_count.items():
-            startups = [startup for _, startup, _ in models if startup is not None]
+                startups += [startup] if startup is not None else []
+                gpu = row.get("gpu") or gpu
+                by_count.setdefault(int(count or 1), []).append(step_ms / 1000)
+        for count, steps in by_count.items():
             newest[count] = Measured(f"{table.parent.parent.name}/{table.parent.name}", _sitting_time(table.parent),
-                                     models[0][2], count, max(step for step, _, _ in models),
-                                     max(startups) if startups else None)
+                                     gpu, count, max(steps), max(startups, default=None))
     return newest
 
 

@@ -14,7 +14,8 @@ tarball and the member:
   (:func:`headlab.studies.published.read`, :func:`headlab.workflow.gpu_plan.seed_states`);
 - ``provenance.json`` naming the folder's slice and a status;
 - ``throughput.csv``, if there, as the plan's throughput check reads it;
-- regular files and folders inside the publication only (tarfile's ``data`` filter).
+- regular files and folders inside the publication only: no link of any kind, no ``..``
+  (and tarfile's ``data`` filter besides).
 
 It is unpacked into a scratch folder of the published tree and renamed into its place,
 so an interrupted receive never leaves a half sitting folder (a killed one may leave a
@@ -42,11 +43,16 @@ from headlab.workflow import gpu_plan
 PREFIX = ("results", "published")
 
 
+def _normal(name: str) -> str:
+    """A member's name as a relative path without ``./`` (``tar -C dir .`` writes those)."""
+    return "/".join(part for part in Path(name).parts if part != ".")
+
+
 def publications(names: list[str]) -> list[str]:
     """The ``results/published/<slice>/<sitting>`` folders that members of a tarball are in."""
     found = []
     for name in names:
-        parts = Path(name).parts
+        parts = Path(_normal(name)).parts
         if len(parts) > 4 and parts[:2] == PREFIX:
             folder = "/".join(parts[:4])
             if folder not in found:
@@ -66,6 +72,9 @@ def _which(tarball: Path, names: list[str]) -> str:
             named = None
     if named and named in found:
         return named
+    if named:
+        raise DataError(f"its status.json names the publication {named}, which it does not hold (it holds: "
+                        f"{', '.join(found) or 'none'})", path=str(tarball))
     if len(found) == 1:
         return found[0]
     if not found:
@@ -117,17 +126,37 @@ def _unpack(tarball: Path, published: Path, scratch_in) -> tuple[str, Path, Path
             members = tar.getmembers()
             member = _which(tarball, [item.name for item in members])
             target = published / Path(member).relative_to(*PREFIX)
+            chosen = [item for item in members
+                      if _normal(item.name) == member or _normal(item.name).startswith(f"{member}/")]
+            odd = [item.name for item in chosen if not (item.isreg() or item.isdir())
+                   or item.name.startswith("/") or ".." in Path(item.name).parts]
+            if odd:
+                raise DataError(f"{member}: {odd[0]} is no plain file or folder inside it (a link, a device, "
+                                f"a path out of it)", path=str(tarball))
             published.mkdir(parents=True, exist_ok=True)
             scratch = scratch_in(published)
             try:
-                tar.extractall(scratch, filter="data", members=[
-                    item for item in members if item.name == member or item.name.startswith(f"{member}/")])
+                tar.extractall(scratch, filter="data", members=chosen)
             except tarfile.FilterError as err:
                 raise DataError(f"{member}: a member that is no plain file or folder inside it ({err})",
                                 path=str(tarball)) from None
     except (OSError, tarfile.TarError) as err:
         raise DataError(f"not a sitting's tarball ({err})", path=str(tarball)) from None
     return member, target, scratch
+
+
+def _figure(folder: Path, target: Path) -> None:
+    """The learning-curves figure where the sitting made none (no matplotlib there): made
+    before the folder moves into place, and never the receive's failure (a curve cut short
+    by the deadline may end in an empty cell)."""
+    from headlab.workflow import sitting_speed
+
+    if (folder / "learning_curves.png").is_file():
+        return
+    try:
+        sitting_speed.curves_figure(folder, f"{target.parent.name}, sitting {target.name}")
+    except Exception as err:             # a figure is never worth the publication
+        print(f"headlab receive-sitting: no learning-curves figure: {err}")
 
 
 def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, replace: bool = False,
@@ -146,6 +175,7 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
     try:
         member, target, scratch = _unpack(tarball, published, scratch_in)
         provenance = _check(scratch / member, scratch / Path(*PREFIX), tarball, member, plan)
+        _figure(scratch / member, target)
         if target.exists():
             if not replace:
                 raise HeadlabError(f"{target} exists; a later call's tarball of the same sitting replaces it with "
@@ -169,8 +199,6 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
     finally:
         for scratch in scratches:
             shutil.rmtree(scratch, ignore_errors=True)
-    if not (target / "learning_curves.png").is_file():
-        sitting_speed.curves_figure(target, f"{target.parent.name}, sitting {target.name}")
     sitting_speed.collect(published)
     print(f"headlab receive-sitting: {target}: {provenance['status']}"
           + (f", lacks: {'; '.join(provenance['lacks'])}" if provenance.get("lacks") else ""))
