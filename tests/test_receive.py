@@ -174,8 +174,8 @@ def test_a_curve_cut_short_by_the_deadline_still_receives_and_says_there_is_no_f
     target = receive.receive(_tarball(tmp_path / "out", _files(**{f"{SITTING}/learning_curve.8L.csv": cut})),
                              tmp_path / "published")
     assert (target / "rows.csv").is_file() and (tmp_path / "published/throughput.csv").is_file()
-    out = capsys.readouterr().out
-    assert ("no learning-curves figure" in out) != (target / "learning_curves.png").is_file()
+    said = capsys.readouterr()
+    assert ("no learning-curves figure" in said.out + said.err) != (target / "learning_curves.png").is_file()
 
 
 def test_the_command_line_is_one_line_on_error(tmp_path, capsys):

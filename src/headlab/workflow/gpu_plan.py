@@ -478,14 +478,15 @@ def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
     return newest
 
 
-def stale_throughput(plan: Plan, published: Path | str = PUBLISHED) -> list[str]:
+def stale_throughput(plan: Plan, published: Path | str = PUBLISHED,
+                     measured: dict[int, Measured] | None = None) -> list[str]:
     """One line for each figure of the plan's ``throughput`` further than
     :data:`SPEED_TOLERANCE` from the newest published sitting's measure: seconds a step at
     each number of models side by side measured, and the start-up of the newest sitting of
     all. Empty: the plan agrees with what the sittings measured (or none measured its clock).
     The newest sitting is the best guess of the next one, whatever its GPU: each line names
-    a GPU other than the plan's."""
-    measured = measured_speed(published)
+    a GPU other than the plan's. ``measured``: already read (:func:`measured_speed`)."""
+    measured = measured_speed(published) if measured is None else measured
     table, lines = plan.throughput["seconds_per_step"], []
 
     def far(written: float | None, measure: float) -> bool:
@@ -667,11 +668,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _throughput_line(plan: Plan, published: Path | str) -> str:
-    stale = stale_throughput(plan, published)
+    measured = measured_speed(published)
+    stale = stale_throughput(plan, published, measured)
     if stale:
         return (f"throughput stale: write the measures into {plan.path.name} (and each slice's cost_gpu_s): "
                 + "; ".join(stale))
-    measured = measured_speed(published)
     if not measured:
         return ("throughput: no published sitting has its training's own clock (throughput.csv step_ms) yet; "
                 "the plan's figures stand as written")

@@ -145,20 +145,6 @@ def _unpack(tarball: Path, published: Path, scratch_in) -> tuple[str, Path, Path
     return member, target, scratch
 
 
-def _figure(folder: Path, target: Path) -> None:
-    """The learning-curves figure where the sitting made none (no matplotlib there): made
-    before the folder moves into place, and never the receive's failure (a curve cut short
-    by the deadline may end in an empty cell)."""
-    from headlab.workflow import sitting_speed
-
-    if (folder / "learning_curves.png").is_file():
-        return
-    try:
-        sitting_speed.curves_figure(folder, f"{target.parent.name}, sitting {target.name}")
-    except Exception as err:             # a figure is never worth the publication
-        print(f"headlab receive-sitting: no learning-curves figure: {err}")
-
-
 def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, replace: bool = False,
             plan_path: Path | str = gpu_plan.PLAN) -> Path:
     """The tarball's publication checked and moved into ``published``; its folder there."""
@@ -175,7 +161,10 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
     try:
         member, target, scratch = _unpack(tarball, published, scratch_in)
         provenance = _check(scratch / member, scratch / Path(*PREFIX), tarball, member, plan)
-        _figure(scratch / member, target)
+        # the figure the sitting could not make (no matplotlib there), before the move
+        if not (scratch / member / "learning_curves.png").is_file():
+            sitting_speed.figure_or_say(scratch / member, f"{target.parent.name}, sitting {target.name}",
+                                        "headlab receive-sitting")
         if target.exists():
             if not replace:
                 raise HeadlabError(f"{target} exists; a later call's tarball of the same sitting replaces it with "

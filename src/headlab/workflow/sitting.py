@@ -503,11 +503,8 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
 def _figure(publication: Publication) -> None:
     """The learning-curves figure, where matplotlib is at hand (the CPU side makes it
     otherwise: ``python -m headlab.workflow.sitting_speed``); never the sitting's failure."""
-    try:
-        sitting_speed.curves_figure(publication.out, f"{publication.manifest['slice']['name']}, sitting "
-                                                     f"{publication.ident['sitting']}")
-    except Exception as err:             # a figure is never worth the publication
-        print(f"sitting: no learning-curves figure: {err}", file=sys.stderr)
+    sitting_speed.figure_or_say(publication.out, f"{publication.manifest['slice']['name']}, sitting "
+                                                 f"{publication.ident['sitting']}", "sitting")
 
 
 def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -> None:

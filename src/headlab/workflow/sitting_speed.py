@@ -146,6 +146,17 @@ def curves_figure(folder: Path, title: str) -> Path | None:
     return target
 
 
+def figure_or_say(folder: Path, title: str, who: str) -> Path | None:
+    """:func:`curves_figure`, never its caller's failure (a figure is never worth a
+    publication: a curve cut short by a deadline may end in an empty cell); a failure is
+    one line on stderr, from ``who``."""
+    try:
+        return curves_figure(folder, title)
+    except Exception as err:
+        print(f"{who}: no learning-curves figure: {err}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """On the CPU side, after a sitting's tarball is unpacked: the figures it could not make
     and the accumulated throughput table."""
