@@ -248,6 +248,43 @@ def test_a_first_call_too_short_for_the_slices_min_steps_trains_nothing(budget, 
         assert "min_steps" not in status.get("error", "") and "phases" in status["calls"][0]
 
 
+@pytest.mark.parametrize("figures, refused", [({"budget_s": 570, "pack_s": 15, "eval_reserve_s": 60}, False),
+                                              ({"budget_s": 570, "pack_s": 15, "eval_reserve_s": 110}, True),
+                                              ({"budget_s": 520, "pack_s": 15, "eval_reserve_s": 60}, True),
+                                              ({"budget_s": 570, "pack_s": 65, "eval_reserve_s": 60}, True)])
+def test_the_sitting_trains_in_the_window_of_the_plans_sitting_figures(figures, refused, tmp_path):
+    """The plan's budget, packing and evaluation reserve are the sitting's own (the manifest
+    carries them): a reserve cut to 60 s in config/gpu-plan.yaml leaves 570 - 15 - 60 - 55 =
+    440 s, 3,259 steps at 0.135 s, enough for a slice needing 3,000; the runner's own 110 s
+    would leave 2,889. A budget or packing raised by 50 s takes the same 50 s away."""
+    fake = _fake_bundle(tmp_path / "bundle", "innocent-1.0-py3-none-any.whl")
+    manifest = json.loads((fake / "manifest.json").read_text())
+    manifest["slice"] = {"name": "A-T1-deep", "min_steps": 3000, "seconds_per_step": 0.135, "startup_s": 55,
+                         "sitting": figures}
+    (fake / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(fake / "run.py"), "--out", str(out), "--work", str(tmp_path / "work")],
+                            capture_output=True, text=True, timeout=60)
+    status = json.loads((out / "status.json").read_text())
+    assert status["calls"][0]["budget_s"] == figures["budget_s"]
+    if refused:
+        assert result.returncode == 1 and "leaves ~2889 training steps, under the slice's min_steps 3000" in status["error"]
+        assert f"--budget {figures['budget_s']:g} " in status["error"]
+    else:
+        assert "min_steps" not in status.get("error", "") and "phases" in status["calls"][0]
+
+
+def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner():
+    """What ``make gpu-bundle`` writes into the manifest for the shipped plan's next slice."""
+    plan = gpu_plan.load()
+    choice = gpu_plan.choose(plan)
+    written = bundle.slice_manifest(choice)
+    assert written["sitting"] == plan.sitting == {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 110}
+    figures = gpu_runner.sitting_figures({"slice": written}, "cuda")
+    assert written["train_window_s"] == figures["budget_s"] - figures["pack_s"] - figures["eval_reserve_s"]
+    assert gpu_runner.sitting_figures({"slice": written}, "cpu")["eval_reserve_s"] == gpu_runner.EVAL_RESERVE_S["cpu"]
+
+
 @pytest.mark.parametrize("budget, refused", [(420, True), (570, False)])
 def test_a_chain_s_stages_count_against_the_first_call_s_window(budget, refused, tmp_path):
     """D-gates-8L: the parent trains in what its chain's stages leave (218 of the plan's 445

@@ -333,7 +333,10 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
             # the runner's stage deadlines: the time the plan keeps for each chain stage, out
             # of its training window (scaled with the window of a rehearsal)
             "train_window_s": choice.slice.plan.train_window_s,
-            "chain_stage_s": {str(stage): seconds for stage, seconds in choice.slice.chain_stage_s.items()}}
+            "chain_stage_s": {str(stage): seconds for stage, seconds in choice.slice.chain_stage_s.items()},
+            # the budget, packing and evaluation reserve the window above is made of: run.py
+            # keeps these, so the sitting trains in the window the queue forecast from
+            "sitting": dict(choice.slice.plan.sitting)}
 
 
 def chain_models(choice: gpu_plan.Choice, models: list[dict]) -> list[dict]:
@@ -591,7 +594,7 @@ def _readme(manifest: dict, folder: str) -> str:
 headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['python_version']}
 from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{folder}/`:
 
-    {START.format(bundle=folder)}                  # one command, --budget 570 s
+    {START.format(bundle=folder)}                  # one command, --budget {plan['sitting']['budget_s']:g} s
     {START.format(bundle=folder)} --budget 150     # again on the same, still warm machine: what is left
 
 Or both in one device command (`...; {START.format(bundle=folder)} --budget 150`): a machine given

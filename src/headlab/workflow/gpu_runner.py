@@ -4,8 +4,10 @@ standard library only, since it runs before anything is installed.
     python3 gpu-bundle/run.py --out "$OUT" [--budget 570] [--work /tmp/headlab-gpu]
     python3 gpu-bundle/run.py --out OUT --device cpu --budget 300      (a rehearsal)
 
-Everything is driven by one deadline, ``--budget`` seconds after the start (570: a 10-minute
-command less the machine's start-up of the files and their return):
+Everything is driven by one deadline, ``--budget`` seconds after the start (by default the
+GPU plan's ``sitting.budget_s``, 570: a 10-minute command less the machine's start-up of the
+files and their return). The plan's ``sitting`` figures travel in the manifest, so the window
+a sitting trains in is the one the queue forecast from (:func:`sitting_figures`):
 
 1. install, bounded (:data:`INSTALL_S`) and checked first: a wheel that would replace the
    machine's torch, numpy or a CUDA library is refused by name before anything is unpacked;
@@ -67,6 +69,9 @@ PROTECTED = re.compile(r"^(torch|numpy|triton|nvidia-.*|cuda-.*)$")
 INSTALL_S = 120          # unpack + pip + import check; fails the sitting past this
 STATUS_EVERY_S = 30
 POLL_S = 2
+#: a manifest without the plan's ``sitting`` figures (a bundle of before they travelled
+#: in it, or a test's): the plan's own, as shipped
+BUDGET_S = 570
 PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
 BENCH_S = 60
@@ -88,6 +93,18 @@ MAX_FILE_BYTES = 4 * 2**20
 #: its first batch, a minute of two shared cores, which once left no checkpoint at all)
 CPU_SETTINGS = {"save_every": 2, "valid_steps": 10**6, "sentences": 16, "batch_size": 256, "max_length": 40,
                 "bucket_size": 2048}
+
+
+def sitting_figures(manifest: dict, device: str) -> dict:
+    """The call's budget, packing and evaluation reserve (seconds): the GPU plan's
+    ``sitting`` block as the bundle copied it into the manifest, so that a reserve changed
+    in config/gpu-plan.yaml changes the sitting's training window and not only the queue's
+    forecast. A CPU rehearsal keeps its own reserve (two cores translate ~2x slower than the
+    reserve a GPU needs) and is given its budget (``--budget 300``)."""
+    plan = (manifest.get("slice") or {}).get("sitting") or {}
+    return {"budget_s": plan.get("budget_s", BUDGET_S), "pack_s": plan.get("pack_s", PACK_S),
+            "eval_reserve_s": plan.get("eval_reserve_s", EVAL_RESERVE_S["cuda"]) if device == "cuda"
+            else EVAL_RESERVE_S[device]}
 
 
 def chain_stages(models: list[dict]) -> list[list[str]]:
@@ -194,6 +211,11 @@ class Sitting:
         self.resolved = self.work / "manifest.json"
         if self.resolved.is_file() and (self.work / "state.json").is_file():
             self.manifest = json.loads(self.resolved.read_text())
+        self.figures = sitting_figures(self.manifest, args.device)
+        if args.budget is None:
+            args.budget = self.figures["budget_s"]
+        if args.eval_reserve is not None:
+            self.figures["eval_reserve_s"] = args.eval_reserve
         self.state_path = self.work / "state.json"
         previous = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
         if not previous and args.after:      # a fresh machine after a sitting on another one
@@ -212,7 +234,7 @@ class Sitting:
         return time.monotonic() - self.started
 
     def left(self) -> float:
-        return self.args.budget - PACK_S - self.elapsed()
+        return self.args.budget - self.figures["pack_s"] - self.elapsed()
 
     def phase(self, name: str) -> None:
         self.call.setdefault("phases", {})[name] = {"start_s": round(self.elapsed(), 1)}
@@ -440,8 +462,7 @@ class Sitting:
         return cmd
 
     def training_window_s(self) -> float:
-        reserve = EVAL_RESERVE_S[self.args.device] if self.args.eval_reserve is None else self.args.eval_reserve
-        return self.args.budget - PACK_S - reserve
+        return self.args.budget - self.figures["pack_s"] - self.figures["eval_reserve_s"]
 
     def check_manifest(self) -> None:
         """Before anything: the runner keys each model's process, logs and rows by its name."""
@@ -797,14 +818,16 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default=os.environ.get("HEADLAB_GPU_WORK",
                                                          os.path.join(tempfile.gettempdir(), "headlab-gpu")),
                         help="scratch folder: the installation, the models (default: TMPDIR/headlab-gpu)")
-    parser.add_argument("--budget", type=float, default=570, help="seconds this call may take in all")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds this call may take in all (default: the GPU plan's sitting.budget_s, 570)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: a rehearsal of every step (small settings, see CPU_SETTINGS)")
     parser.add_argument("--after", default=None,
                         help="status.json of a sitting on another machine: do only what it left "
                              "(its CUDA test report, if any, as WORK/logs/gpu-tests.jsonl)")
     parser.add_argument("--eval-reserve", type=float, default=None,
-                        help="seconds kept for translation and scoring after the trainings stop")
+                        help="seconds kept for translation and scoring after the trainings stop "
+                             "(default: the GPU plan's sitting.eval_reserve_s on a GPU)")
     # on by default: the H100 sitting with it (993e600) trained 4.4x the tokens/s per model of
     # the one without (65e2124); a daemon that does not start or serve falls back to off
     parser.add_argument("--mps", choices=("off", "on"), default="on",
