@@ -420,6 +420,10 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     received = receive.receive(out / "headlab-sitting.tar.gz", tmp_path / "received")
     assert received == tmp_path / "received" / published.removeprefix("results/published/")
     assert gpu_plan.seed_states(gpu_plan.load().slice("A-T1-deep"), tmp_path / "received").never_run == [2, 3]
+    # with the runner's status, whose evaluate phase the plan's evaluation check reads
+    assert (received / "status-sitting.json").read_text() == (out / "status.json").read_text()
+    evaluation = gpu_plan.measured_evaluation(tmp_path / "received")
+    assert (evaluation.evaluated if evaluation else 0) == sum(1 for row in rows if row["bleu"])
     assert ("profile" in clocks.get("8L", {})) == (f"{published}/profile.8L.txt" in names)
     assert "logs/gpu-tests.log" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
     # a second call on the same machine: the remainder only, the models untouched

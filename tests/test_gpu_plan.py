@@ -477,6 +477,54 @@ def test_a_plan_off_the_newest_sittings_clock_says_which_figure_and_by_how_much(
     assert str(caught.value) == f"{table}:2: [step_ms] step_ms 'fast' is not a positive number"
 
 
+def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluation(tmp_path, capsys):
+    """993e600 (the newest with the runner's status): evaluate 60.4 s less its atlas's 7.0 s =
+    53.4 s for 3 rows; D-gates-8L evaluates the most of the ready slices, 5 rows (8L, gated,
+    pruned, control, initial): 53.4 / 3 x 5 = 89 s, under the shipped 110 s reserve."""
+    import dataclasses
+    import json
+    import shutil
+
+    from headlab.errors import DataError
+
+    plan = gpu_plan.load()
+    measured = gpu_plan.measured_evaluation()
+    assert measured == gpu_plan.EvaluationMeasured("A-T1-deep/2026-11-27-h100-993e600", "2026-11-27 19:49:28 UTC", 3,
+                                                   pytest.approx(53.4))
+    assert measured.for_rows(5) == pytest.approx(89.0)
+    assert {found.name: found.evaluations for found in plan.slices} == {
+        "A-T1-deep": 3, "C-core-base": 4, "B-base-dhicm": 4, "D-gates-8L": 5, "A-lowres": 2}
+    assert gpu_plan.stale_throughput(plan) == []
+    gpu_plan.main([])
+    assert ("evaluation: the plan keeps 110 s; the sitting A-T1-deep/2026-11-27-h100-993e600 evaluated 3 rows in 53 s "
+            "(its head atlas aside): ~89 s for D-gates-8L's 5") in capsys.readouterr().out.splitlines()
+    # a reserve of 85 s would cut D's evaluation: stale, by name
+    short = dataclasses.replace(plan, data={**plan.data, "sitting": {**plan.sitting, "eval_reserve_s": 85}})
+    assert gpu_plan.stale_throughput(short) == [
+        "sitting.eval_reserve_s: the plan keeps 85 s, the sitting A-T1-deep/2026-11-27-h100-993e600 evaluated 3 rows "
+        "in 53 s (its head atlas aside): ~89 s for D-gates-8L's 5"]
+    # D not ready: C and B's 4 rows, 71 s, fit 85 s
+    entries = [{**entry, "ready": entry["name"] != "D-gates-8L"} for entry in plan.data["slices"]]
+    assert gpu_plan.stale_throughput(dataclasses.replace(short, data={**short.data, "slices": entries})) == []
+    # the newest sitting with a status counts; one whose evaluation never ran (no phase) is passed over
+    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
+    newer = tmp_path / "A-T1-deep/2026-12-01-h100-aaaaaaa"
+    shutil.copytree(tmp_path / "A-T1-deep/2026-11-27-h100-993e600", newer)
+    provenance = json.loads((newer / "provenance.json").read_text())
+    (newer / "provenance.json").write_text(json.dumps({**provenance, "created": "2026-12-01 10:00:00 UTC",
+                                                       "atlas": {"wall_s": 30.0}}))
+    (newer / "status-sitting.json").write_text(json.dumps({"calls": [{"phases": {"evaluate": {"wall_s": 90.0}}}]}))
+    assert gpu_plan.measured_evaluation(tmp_path).seconds == 60.0
+    (newer / "status-sitting.json").write_text(json.dumps({"calls": [{"phases": {"train": {"wall_s": 400}}}]}))
+    assert gpu_plan.measured_evaluation(tmp_path).sitting == "A-T1-deep/2026-11-27-h100-993e600"
+    (newer / "status-sitting.json").write_text("{")
+    with pytest.raises(DataError, match=r"2026-12-01-h100-aaaaaaa/status-sitting.json: not a runner's status"):
+        gpu_plan.measured_evaluation(tmp_path)
+    # no sitting with a status: nothing to check, and the queue says so
+    assert gpu_plan.measured_evaluation(tmp_path / "none") is None
+    assert gpu_plan.stale_throughput(short, tmp_path / "none") == []
+
+
 def test_the_docs_slice_table_names_each_slices_rows_as_the_plan_does():
     """docs/studies/gpu-rows.md's table of slices: each slice's study, table and rows (its
     models', its chain's and the chain's initial checkpoints'), as the plan publishes them;

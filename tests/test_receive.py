@@ -201,3 +201,23 @@ def test_a_replacement_that_cannot_take_its_place_puts_the_old_folder_back(tmp_p
         receive.receive(more, published, replace=True)
     assert (target / "rows.csv").read_text() == _rows()
     assert sorted(path.name for path in published.iterdir()) == ["A-T1-deep", "throughput.csv"]
+
+
+def test_the_runners_status_is_kept_in_the_sitting_folder_and_read_as_the_plan_reads_it(tmp_path):
+    """status.json beside the tarball (the call's phases and their clock) becomes the folder's
+    status-sitting.json, as in every sitting folder published before the command; the plan's
+    evaluation check reads it: 2 rows with BLEU, evaluate 61.5 s less the atlas's 9.5 s."""
+    status = {"publication": SITTING, "calls": [{"budget_s": 570, "phases": {"evaluate": {"wall_s": 61.5}}}]}
+    provenance = json.dumps({"slice": "A-T1-deep", "status": "partial", "created": "2026-12-01 10:00:00 UTC",
+                             "atlas": {"wall_s": 9.5}, "lacks": ["BLEU of 8Ftoken: not translated"]})
+    tarball = _tarball(tmp_path / "out", _files(**{f"{SITTING}/provenance.json": provenance}), status)
+    target = receive.receive(tarball, tmp_path / "published")
+    assert json.loads((target / "status-sitting.json").read_text()) == status
+    assert gpu_plan.measured_evaluation(tmp_path / "published") == gpu_plan.EvaluationMeasured(
+        "A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", 2, 52.0)
+    # a status whose calls are no list of calls: refused by name, nothing left
+    bad = _tarball(tmp_path / "bad", _files(), {"calls": "none"})
+    with pytest.raises(DataError, match=r"bad/headlab-sitting.tar.gz: results/published/A-T1-deep/2026-12-01-h100-"
+                                        r"aaaaaaa/status-sitting.json: not a runner's status"):
+        receive.receive(bad, tmp_path / "elsewhere")
+    assert list((tmp_path / "elsewhere").rglob("*")) == []

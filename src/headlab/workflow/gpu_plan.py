@@ -19,7 +19,9 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
 - :func:`forecast`: the next sittings if each ends as the plan expects;
 - :func:`stale_throughput`: where the plan's throughput is off the newest sitting's own
   clock (``throughput.csv``), so that the steps a sitting reaches, and with them every
-  seed's state, are never read from figures a later sitting measured otherwise.
+  seed's state, are never read from figures a later sitting measured otherwise; and where
+  its evaluation reserve is short of what the newest sitting's evaluation took, scaled to
+  the slice that evaluates the most models (:func:`measured_evaluation`).
 """
 from __future__ import annotations
 
@@ -115,6 +117,11 @@ class Slice:
     @property
     def seconds_per_step(self) -> float:
         return self._step_s(self.side_by_side)
+
+    @property
+    def evaluations(self) -> int:
+        """Rows one sitting translates and scores: every row of the slice for each of its seeds."""
+        return len(self.rows) * self.entry["seeds_per_sitting"]
 
     @property
     def computed_cost_s(self) -> float:
@@ -478,14 +485,68 @@ def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
     return newest
 
 
-def stale_throughput(plan: Plan, published: Path | str = PUBLISHED,
-                     measured: dict[int, Measured] | None = None) -> list[str]:
+@dataclass(frozen=True)
+class EvaluationMeasured:
+    """What a sitting's evaluation took: its first call's ``evaluate`` phase (the runner's
+    clock in ``status-sitting.json``: the sitting's start, translation, scoring and writing)
+    less its head atlas, which takes what is left of the reserve and is skipped short of it."""
+    sitting: str                # <slice>/<sitting folder>
+    published: str              # when (:func:`_sitting_time`)
+    evaluated: int              # rows scored (with BLEU)
+    seconds: float
+
+    def for_rows(self, rows: int) -> float:
+        """Seconds for ``rows`` evaluations: linear in the rows, an upper estimate (the models
+        translate at once, so more of them share the GPU rather than queue)."""
+        return self.seconds / self.evaluated * rows
+
+
+def measured_evaluation(published: Path | str = PUBLISHED) -> EvaluationMeasured | None:
+    """The newest published sitting's evaluation (None: no sitting has its runner's status)."""
+    import json
+
+    newest = None
+    for status_path in Path(published).glob("*/*/status-sitting.json"):
+        folder = status_path.parent
+        try:
+            calls = json.loads(status_path.read_text(encoding="utf-8")).get("calls") or [{}]
+            wall = ((calls[0].get("phases") or {}).get("evaluate") or {}).get("wall_s")
+        except (OSError, ValueError, AttributeError) as err:
+            raise DataError(f"not a runner's status ({err})", path=str(status_path)) from None
+        if not isinstance(wall, (int, float)) or not (folder / "rows.csv").is_file():
+            continue                 # trained nothing, or published no rows
+        with open(folder / "rows.csv", newline="", encoding="utf-8") as handle:
+            bleu = [_cell(row.get("bleu")) for row in csv.DictReader(handle)]
+        evaluated = sum(1 for value in bleu if value is not None and not math.isnan(value))
+        try:
+            provenance = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise DataError(f"unreadable ({err})", path=str(folder / "provenance.json")) from None
+        if not evaluated:
+            continue                 # its evaluation scored nothing
+        atlas = (provenance.get("atlas") or {}).get("wall_s") or 0.0
+        found = EvaluationMeasured(f"{folder.parent.name}/{folder.name}", _sitting_time(folder), evaluated,
+                                   max(wall - atlas, 0.0))
+        if newest is None or (found.published, found.sitting) > (newest.published, newest.sitting):
+            newest = found
+    return newest
+
+
+def _dearest_evaluation(plan: Plan) -> Slice | None:
+    """The ready slice whose sitting evaluates the most rows (the reserve must hold it)."""
+    return max((found for found in plan.slices if found.entry["ready"]), key=lambda found: found.evaluations,
+               default=None)
+
+
+def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: dict[int, Measured] | None = None,
+                     evaluation: EvaluationMeasured | None = None) -> list[str]:
     """One line for each figure of the plan's ``throughput`` further than
     :data:`SPEED_TOLERANCE` from the newest published sitting's measure: seconds a step at
     each number of models side by side measured, and the start-up of the newest sitting of
     all. Empty: the plan agrees with what the sittings measured (or none measured its clock).
     The newest sitting is the best guess of the next one, whatever its GPU: each line names
-    a GPU other than the plan's. ``measured``: already read (:func:`measured_speed`)."""
+    a GPU other than the plan's. ``measured``, ``evaluation``: already read
+    (:func:`measured_speed`, :func:`measured_evaluation`)."""
     measured = measured_speed(published) if measured is None else measured
     table, lines = plan.throughput["seconds_per_step"], []
 
@@ -506,7 +567,21 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED,
     if latest is not None and latest.startup_s is not None and far(plan.throughput["startup_s"], latest.startup_s):
         lines.append(f"throughput.startup_s: the plan says {plan.throughput['startup_s']:g} s, {where(latest)} "
                      f"measured {latest.startup_s:.0f} s to its first batch")
+    evaluation = measured_evaluation(published) if evaluation is None else evaluation
+    if evaluation is not None:
+        # a reserve is a bound, not a measure: stale only when short (a cut evaluation costs a
+        # second call); a generous one is the queue's evaluation line, a lever to pull by hand
+        dearest = _dearest_evaluation(plan)
+        if dearest is not None and evaluation.for_rows(dearest.evaluations) > plan.sitting["eval_reserve_s"]:
+            lines.append(f"sitting.eval_reserve_s: the plan keeps {plan.sitting['eval_reserve_s']:g} s, "
+                         + _evaluation_text(evaluation, dearest))
     return lines
+
+
+def _evaluation_text(evaluation: EvaluationMeasured, dearest: Slice) -> str:
+    return (f"the sitting {evaluation.sitting} evaluated {evaluation.evaluated} rows in {evaluation.seconds:.0f} s "
+            f"(its head atlas aside): ~{evaluation.for_rows(dearest.evaluations):.0f} s for {dearest.name}'s "
+            f"{dearest.evaluations}")
 
 
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
@@ -667,9 +742,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _evaluation_line(plan: Plan, evaluation: EvaluationMeasured | None) -> str:
+    if evaluation is None or _dearest_evaluation(plan) is None:
+        return ("evaluation: no published sitting has its runner's status (status-sitting.json) yet; "
+                f"the plan keeps {plan.sitting['eval_reserve_s']:g} s")
+    return (f"evaluation: the plan keeps {plan.sitting['eval_reserve_s']:g} s; "
+            + _evaluation_text(evaluation, _dearest_evaluation(plan)))
+
+
 def _throughput_line(plan: Plan, published: Path | str) -> str:
     measured = measured_speed(published)
-    stale = stale_throughput(plan, published, measured)
+    stale = stale_throughput(plan, published, measured, measured_evaluation(published))
     if stale:
         return (f"throughput stale: write the measures into {plan.path.name} (and each slice's cost_gpu_s): "
                 + "; ".join(stale))
@@ -685,6 +768,7 @@ def _queue(args) -> int:
     for found in plan.slices:
         print(queue_line(found, args.published))
     print(_throughput_line(plan, args.published))
+    print(_evaluation_line(plan, measured_evaluation(args.published)))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]
     new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)
     print(f"the plan in all: {new} sitting(s) of new and undertrained seeds, then {reruns} rerun(s) of seeds short "

@@ -14,6 +14,8 @@ tarball and the member:
   (:func:`headlab.studies.published.read`, :func:`headlab.workflow.gpu_plan.seed_states`);
 - ``provenance.json`` naming the folder's slice and a status;
 - ``throughput.csv``, if there, as the plan's throughput check reads it;
+- ``status.json`` beside the tarball, if it is this publication's, kept in the folder as
+  ``status-sitting.json`` and read as the plan's evaluation check reads it;
 - regular files and folders inside the publication only: no link of any kind, no ``..``
   (and tarfile's ``data`` filter besides).
 
@@ -84,6 +86,20 @@ def _which(tarball: Path, names: list[str]) -> str:
                     f"one", path=str(tarball))
 
 
+def _keep_status(tarball: Path, folder: Path, member: str) -> None:
+    """The runner's ``status.json`` beside the tarball, of this publication, kept in it as
+    ``status-sitting.json`` (as every sitting folder before this command): the call's phases
+    and their clock (the plan's evaluation check reads the ``evaluate`` phase), budget,
+    installation and errors. A later call's status holds every call of the sitting."""
+    status_path = tarball.with_name("status.json")
+    try:
+        status = json.loads(status_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return                   # none, or unreadable: the tarball alone is the publication
+    if isinstance(status, dict) and status.get("publication") in (None, member):
+        (folder / "status-sitting.json").write_text(status_path.read_text(encoding="utf-8"), encoding="utf-8")
+
+
 def _bleu_rows(rows: Path) -> int:
     with open(rows, newline="", encoding="utf-8") as handle:
         return sum(1 for row in csv.DictReader(handle) if (row.get("bleu") or "").strip())
@@ -112,6 +128,7 @@ def _check(folder: Path, published_root: Path, tarball: Path, member: str, plan:
         if slice_name in {found.name for found in plan.slices}:
             gpu_plan.seed_states(plan.slice(slice_name), published_root)
         gpu_plan.measured_speed(published_root)
+        gpu_plan.measured_evaluation(published_root)
     except HeadlabError as err:
         # the message names the unpacked copy: name the member of the tarball instead
         raise DataError(str(err).replace(f"{published_root}/", "results/published/"), path=str(tarball)) from None
@@ -160,6 +177,7 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
 
     try:
         member, target, scratch = _unpack(tarball, published, scratch_in)
+        _keep_status(tarball, scratch / member, member)
         provenance = _check(scratch / member, scratch / Path(*PREFIX), tarball, member, plan)
         # the figure the sitting could not make (no matplotlib there), before the move
         if not (scratch / member / "learning_curves.png").is_file():
