@@ -279,7 +279,9 @@ def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner():
     plan = gpu_plan.load()
     choice = gpu_plan.choose(plan)
     written = bundle.slice_manifest(choice)
-    assert written["sitting"] == plan.sitting == {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 110}
+    # A-T1-deep keeps 80 s for its evaluation, the sitting's 110 s otherwise
+    assert plan.sitting == {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 110}
+    assert choice.slice.name == "A-T1-deep" and written["sitting"] == {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 80}
     figures = gpu_runner.sitting_figures({"slice": written}, "cuda")
     assert written["train_window_s"] == figures["budget_s"] - figures["pack_s"] - figures["eval_reserve_s"]
     assert gpu_runner.sitting_figures({"slice": written}, "cpu")["eval_reserve_s"] == gpu_runner.EVAL_RESERVE_S["cpu"]

@@ -101,7 +101,7 @@ def test_the_next_slice_follows_the_published_tree(tmp_path):
 
 def test_the_shipped_queue_puts_a_new_seed_before_a_rerun(tmp_path):
     """What results/published/ holds now: A-T1-deep seed 1 at its deadline at step 1,000
-    (undertrained: a sitting now reaches ~2,890), seed 2 at 2,400-2,550; so the next sitting
+    (undertrained: a sitting now reaches ~3,111), seed 2 at 2,400-2,550; so the next sitting
     is seed 3, then seed 1's rerun before paper C; seed 2's only after every slice's new seeds."""
     import shutil
 
@@ -109,53 +109,53 @@ def test_the_shipped_queue_puts_a_new_seed_before_a_rerun(tmp_path):
     choice = gpu_plan.choose(plan)
     assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [3])
     shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
-    heads = {name: 2888 for name in plan.slice("A-T1-deep").heads}
+    heads = {name: 3111 for name in plan.slice("A-T1-deep").heads}
     _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", {3: "deadline"}, plan.slice("A-T1-deep").rows, heads)
     choice = gpu_plan.choose(plan, tmp_path)
     assert (choice.slice.name, choice.seeds) == ("A-T1-deep", [1])
     _publish(tmp_path, "A-T1-deep", "2026-12-02-h100-bbbbbbb", {1: "deadline"}, plan.slice("A-T1-deep").rows, heads)
     choice = gpu_plan.choose(plan, tmp_path)
     assert (choice.slice.name, choice.seeds) == ("C-core-base", [1])
-    # seeds 1 and 3 at their limit (2,888 steps), seed 2 (2,400) to be rerun later
+    # seeds 1 and 3 at their limit (3,111 steps, the deadline), seed 2 (2,400) to be rerun later
     assert choice.skipped == ["A-T1-deep: seeds [2] published short of convergence, rerun after every "
                               "slice's new seeds"]
 
 
 def test_an_undertrained_seed_is_rerun_with_the_new_seeds_and_only_its_slices_models_count(tmp_path):
     """Undertrained: every model of the seed has a converged or deadline run, the least
-    trained under half the steps a sitting reaches now (A-T1-deep: 2,888 -> under 1,444)."""
+    trained under half the steps a sitting reaches now (A-T1-deep: 3,111 -> under 1,555.5)."""
     plan = gpu_plan.load()
     a_slice = plan.slice("A-T1-deep")
-    assert a_slice.steps_in_window == 2888
+    assert a_slice.steps_in_window == 3111
     a_heads = a_slice.rows
     _publish(tmp_path, "A-T1-deep", "2026-11-27-h100-aaaaaaa", {1: "deadline"}, a_heads,
-             {"8L": 1443, "7Ftoken+1L": 2400, "8Ftoken": 2500})
+             {"8L": 1555, "7Ftoken+1L": 2400, "8Ftoken": 2500})
     _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-bbbbbbb", {2: "deadline"}, a_heads,
              {"8L": 2400, "7Ftoken+1L": 2400, "8Ftoken": 2500})
     _publish(tmp_path, "A-T1-deep", "2026-11-26-h100-bbbbbbb", {2: "deadline"}, a_heads - {("T5 deep", "8Ftoken")},
              {"8L": 1000, "7Ftoken+1L": 1000})
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-ccccccc", {3: "converged"}, a_heads)
-    # seed 1: 8L at 1,443 steps (its least trained model); seed 2: its furthest run of each model
-    assert gpu_plan.trained_steps(a_slice, tmp_path) == {1: gpu_plan.Trained(1443, None),
+    # seed 1: 8L at 1,555 steps (its least trained model); seed 2: its furthest run of each model
+    assert gpu_plan.trained_steps(a_slice, tmp_path) == {1: gpu_plan.Trained(1555, None),
                                                          2: gpu_plan.Trained(2400, None)}
     assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
         converged=[3], never_run=[], undertrained=[1], short=[2], at_limit=[])
     assert gpu_plan.choose(plan, tmp_path).seeds == [1]
     assert gpu_plan.pending_seeds(a_slice, tmp_path) == [1, 2]
     assert gpu_plan.sittings_to_go(a_slice, tmp_path) == (1, 1)
-    assert "undertrained (under 1444 steps) [1]; sittings to go: 1 first-pass + 1 rerun" in gpu_plan.queue_line(
+    assert "undertrained (under 1556 steps) [1]; sittings to go: 1 first-pass + 1 rerun" in gpu_plan.queue_line(
         a_slice, tmp_path)
-    # its rerun cut short again (1,500: under 10% further): at its limit, not rerun again
+    # its rerun cut short again (1,600: under 10% further): at its limit, not rerun again
     _publish(tmp_path, "A-T1-deep", "2026-12-01-h100-ddddddd", {1: "deadline"}, a_heads,
-             dict.fromkeys(a_slice.heads, 1500))
-    assert gpu_plan.trained_steps(a_slice, tmp_path)[1] == gpu_plan.Trained(1500, 1443)
+             dict.fromkeys(a_slice.heads, 1600))
+    assert gpu_plan.trained_steps(a_slice, tmp_path)[1] == gpu_plan.Trained(1600, 1555)
     assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
         converged=[3], never_run=[], undertrained=[], short=[2], at_limit=[1])
     assert gpu_plan.choose(plan, tmp_path, "A-T1-deep").seeds == [2]
-    # at 1,444 steps (half the window) a seed is merely short of convergence: C's first seed comes first
+    # at 1,556 steps (over half the window) a seed is merely short of convergence: C's first seed comes first
     other = tmp_path / "other"
     _publish(other, "A-T1-deep", "2026-12-01-h100-ddddddd", {1: "deadline", 2: "deadline", 3: "converged"}, a_heads,
-             {"8L": 1444, "7Ftoken+1L": 1444, "8Ftoken": 2000})
+             {"8L": 1556, "7Ftoken+1L": 1556, "8Ftoken": 2000})
     assert gpu_plan.seed_states(a_slice, other).short == [1, 2]
     assert gpu_plan.choose(plan, other).slice.name == "C-core-base"
 
@@ -183,16 +183,16 @@ def test_a_seed_without_a_measured_training_is_not_undertrained(tmp_path):
 
 
 def test_a_seed_at_a_sittings_limit_is_never_rerun_and_reruns_go_least_trained_first(tmp_path):
-    """A deadline seed trained to within 10% of what a sitting reaches now (2,888 / 1.1 =
-    2,625.5 steps for A-T1-deep) would train the same models again: no rerun, and a slice of
+    """A deadline seed trained to within 10% of what a sitting reaches now (3,111 / 1.1 =
+    2,828.2 steps for A-T1-deep) would train the same models again: no rerun, and a slice of
     such seeds is done; the seeds short of convergence are rerun least trained first."""
     plan = gpu_plan.load()
     a_slice = plan.slice("A-T1-deep")
     a_heads = a_slice.rows
     _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "deadline"}, a_heads,
-             dict.fromkeys(a_slice.heads, 2626))
+             dict.fromkeys(a_slice.heads, 2829))
     _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-bbbbbbb", {2: "deadline"}, a_heads,
-             dict.fromkeys(a_slice.heads, 2625))
+             dict.fromkeys(a_slice.heads, 2828))
     _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-ccccccc", {3: "deadline"}, a_heads,
              dict.fromkeys(a_slice.heads, 2000))
     assert gpu_plan.seed_states(a_slice, tmp_path) == gpu_plan.SeedStates(
@@ -202,9 +202,9 @@ def test_a_seed_at_a_sittings_limit_is_never_rerun_and_reruns_go_least_trained_f
         a_slice, tmp_path)
     for seed in (2, 3):
         _publish(tmp_path, "A-T1-deep", f"2026-11-29-h100-{seed}aaaaaa", {seed: "deadline"}, a_heads,
-                 dict.fromkeys(a_slice.heads, 2888))
+                 dict.fromkeys(a_slice.heads, 3111))
     with pytest.raises(ConfigError, match=r"slice A-T1-deep is done: seeds \[\] published as converged; seeds "
-                                          r"\[1, 2, 3\] at their limit \(a sitting reaches ~2,888 of the ~3,000 "
+                                          r"\[1, 2, 3\] at their limit \(a sitting reaches ~3,111 of the ~3,000 "
                                           r"steps to converge\): a rerun would add under 10% more training"):
         gpu_plan.choose(plan, tmp_path, "A-T1-deep")
     choice = gpu_plan.choose(plan, tmp_path)
@@ -277,8 +277,10 @@ def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
         ("A-T1-deep", [3]), ("A-T1-deep", [1]), ("C-core-base", [1]), ("C-core-base", [2]), ("C-core-base", [3]),
         ("B-base-dhicm", [1, 2]), ("B-base-dhicm", [3]), ("D-gates-8L", [1]), ("D-gates-8L", [2]),
         ("D-gates-8L", [3]), ("A-lowres", [1]), ("A-lowres", [2]), ("A-lowres", [3]), ("A-T1-deep", [2])]
-    assert [(item.status, item.steps) for item in ahead[:3]] == [("deadline", 2888), ("deadline", 2888),
+    # A converges at its expected 3,000 steps: a sitting reaches 3,111 with its 80-s reserve
+    assert [(item.status, item.steps) for item in ahead[:3]] == [("converged", 3000), ("converged", 3000),
                                                                   ("converged", 2000)]
+    assert (ahead[-1].status, ahead[-1].steps) == ("converged", 3000)      # seed 2's rerun
     assert ahead[7].status == "deadline" and ahead[7].steps == 1720       # D: 3,000 expected, 1,720 reached
     # the published tree itself is untouched
     assert gpu_plan.choose(plan).seeds == [3]
@@ -286,7 +288,7 @@ def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
     assert [item.choice.seeds for item in gpu_plan.forecast(plan, tmp_path, 2)] == [[1], [2]]
     gpu_plan.main(["--published", str(tmp_path), "--ahead", "1"])
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "the next 1 sitting(s), if each ends as the plan expects: A-T1-deep seeds [1] (deadline at ~2,888 steps)")
+        "the next 1 sitting(s), if each ends as the plan expects: A-T1-deep seeds [1] (converged at ~3,000 steps)")
 
 
 def test_a_published_step_that_is_no_number_is_one_line_naming_its_file_and_line(tmp_path, capsys):
@@ -322,13 +324,13 @@ def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsy
     and B (two seeds a sitting) published seed 1."""
     assert gpu_plan.main([]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == ("A-T1-deep      cost   570 GPU-s,  2888 steps a sitting (3 side by side): seeds short of "
-                        "convergence [2]; undertrained (under 1444 steps) [1]; never run [3]; sittings to go: "
+    assert lines[0] == ("A-T1-deep      cost   540 GPU-s,  3111 steps a sitting (3 side by side): seeds short of "
+                        "convergence [2]; undertrained (under 1556 steps) [1]; never run [3]; sittings to go: "
                         "2 first-pass + 1 rerun")
     assert lines[-3:] == ["the plan in all: 13 sitting(s) of new and undertrained seeds, then 1 rerun(s) of seeds "
                           "short of convergence", "next: A-T1-deep, seeds [3]",
-                          "the next 3 sitting(s), if each ends as the plan expects: A-T1-deep seeds [3] (deadline at "
-                          "~2,888 steps); A-T1-deep seeds [1] (deadline at ~2,888 steps); C-core-base seeds [1] "
+                          "the next 3 sitting(s), if each ends as the plan expects: A-T1-deep seeds [3] (converged at "
+                          "~3,000 steps); A-T1-deep seeds [1] (converged at ~3,000 steps); C-core-base seeds [1] "
                           "(converged at ~2,000 steps)"]
     plan = gpu_plan.load()
     _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-aaaaaaa", {1: "deadline", 2: "converged", 3: "converged"},
@@ -479,8 +481,9 @@ def test_a_plan_off_the_newest_sittings_clock_says_which_figure_and_by_how_much(
 
 def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluation(tmp_path, capsys):
     """993e600 (the newest with the runner's status): evaluate 60.4 s less its atlas's 7.0 s =
-    53.4 s for 3 rows; D-gates-8L evaluates the most of the ready slices, 5 rows (8L, gated,
-    pruned, control, initial): 53.4 / 3 x 5 = 89 s, under the shipped 110 s reserve."""
+    53.4 s for 3 rows, 17.8 s a row. Each ready slice's rows against its reserve: A-T1-deep 3
+    (53 of its own 80 s), C and B 4 (71 of the sitting's 110), D-gates-8L 5 (8L, gated,
+    pruned, control, initial: 89 of 110), A-lowres 2 (36 of 110)."""
     import dataclasses
     import json
     import shutil
@@ -492,19 +495,26 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     assert measured == gpu_plan.EvaluationMeasured("A-T1-deep/2026-11-27-h100-993e600", "2026-11-27 19:49:28 UTC", 3,
                                                    pytest.approx(53.4))
     assert measured.for_rows(5) == pytest.approx(89.0)
-    assert {found.name: found.evaluations for found in plan.slices} == {
-        "A-T1-deep": 3, "C-core-base": 4, "B-base-dhicm": 4, "D-gates-8L": 5, "A-lowres": 2}
+    assert {found.name: (found.evaluations, found.eval_reserve_s, found.train_window_s) for found in plan.slices} == {
+        "A-T1-deep": (3, 80, 475), "C-core-base": (4, 110, 445), "B-base-dhicm": (4, 110, 445),
+        "D-gates-8L": (5, 110, 445), "A-lowres": (2, 110, 445)}
     assert gpu_plan.stale_throughput(plan) == []
     gpu_plan.main([])
-    assert ("evaluation: the plan keeps 110 s; the sitting A-T1-deep/2026-11-27-h100-993e600 evaluated 3 rows in 53 s "
-            "(its head atlas aside): ~89 s for D-gates-8L's 5") in capsys.readouterr().out.splitlines()
-    # a reserve of 85 s would cut D's evaluation: stale, by name
-    short = dataclasses.replace(plan, data={**plan.data, "sitting": {**plan.sitting, "eval_reserve_s": 85}})
+    assert ("evaluation: at the rate of the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, its head atlas "
+            "aside), each ready slice's rows against its reserve: A-T1-deep ~53 of 80 s, C-core-base ~71 of 110 s, "
+            "B-base-dhicm ~71 of 110 s, D-gates-8L ~89 of 110 s, A-lowres ~36 of 110 s"
+            ) in capsys.readouterr().out.splitlines()
+    # the sitting's reserve cut to 85 s would cut D's evaluation; A's own 50 s, A's: stale, by key
+    entries = [{**entry, "eval_reserve_s": 50} if entry["name"] == "A-T1-deep" else entry
+               for entry in plan.data["slices"]]
+    short = dataclasses.replace(plan, data={**plan.data, "sitting": {**plan.sitting, "eval_reserve_s": 85},
+                                            "slices": entries})
+    rate = "the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, its head atlas aside)"
     assert gpu_plan.stale_throughput(short) == [
-        "sitting.eval_reserve_s: the plan keeps 85 s, the sitting A-T1-deep/2026-11-27-h100-993e600 evaluated 3 rows "
-        "in 53 s (its head atlas aside): ~89 s for D-gates-8L's 5"]
-    # D not ready: C and B's 4 rows, 71 s, fit 85 s
-    entries = [{**entry, "ready": entry["name"] != "D-gates-8L"} for entry in plan.data["slices"]]
+        f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 50 s to score its 3 rows, ~53 s at the rate of {rate}",
+        f"sitting.eval_reserve_s: D-gates-8L keeps 85 s to score its 5 rows, ~89 s at the rate of {rate}"]
+    # a slice not ready is not checked
+    entries = [{**entry, "ready": entry["name"] not in ("A-T1-deep", "D-gates-8L")} for entry in short.data["slices"]]
     assert gpu_plan.stale_throughput(dataclasses.replace(short, data={**short.data, "slices": entries})) == []
     # the newest sitting with a status counts; one whose evaluation never ran (no phase) is passed over
     shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")

@@ -332,11 +332,11 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
             "startup_s": choice.slice.plan.throughput["startup_s"],
             # the runner's stage deadlines: the time the plan keeps for each chain stage, out
             # of its training window (scaled with the window of a rehearsal)
-            "train_window_s": choice.slice.plan.train_window_s,
+            "train_window_s": choice.slice.train_window_s,
             "chain_stage_s": {str(stage): seconds for stage, seconds in choice.slice.chain_stage_s.items()},
             # the budget, packing and evaluation reserve the window above is made of: run.py
             # keeps these, so the sitting trains in the window the queue forecast from
-            "sitting": dict(choice.slice.plan.sitting)}
+            "sitting": {**choice.slice.plan.sitting, "eval_reserve_s": choice.slice.eval_reserve_s}}
 
 
 def chain_models(choice: gpu_plan.Choice, models: list[dict]) -> list[dict]:

@@ -47,7 +47,7 @@ COST_TOLERANCE = 0.05
 #: a seed whose models trained fewer steps than this share of what one sitting reaches now
 #: is rerun with the new seeds, not after them: its rerun at least doubles the training, a
 #: different model rather than a deadline row made converged (paper A's seed 1: 1,000
-#: steps at 0.33 s a step, where a sitting now reaches ~2,890)
+#: steps at 0.33 s a step, where a sitting now reaches ~3,110)
 UNDERTRAINED_SHARE = 0.5
 #: a seed published short of convergence is rerun only if a sitting now trains its models at
 #: least this many times further, and its latest sitting did so over the ones before it
@@ -124,14 +124,24 @@ class Slice:
         return len(self.rows) * self.entry["seeds_per_sitting"]
 
     @property
+    def eval_reserve_s(self) -> float:
+        """Seconds its sitting keeps for evaluation: the slice's own, else the plan's."""
+        return self.entry.get("eval_reserve_s", self.plan.sitting["eval_reserve_s"])
+
+    @property
+    def train_window_s(self) -> float:
+        """The sitting's budget less packing and this slice's evaluation reserve."""
+        return self.plan.sitting["budget_s"] - self.plan.sitting["pack_s"] - self.eval_reserve_s
+
+    @property
     def computed_cost_s(self) -> float:
         return (self.plan.throughput["startup_s"] + self.entry["expected_steps"] * self.seconds_per_step
-                + sum(self.chain_stage_s.values()) + self.plan.sitting["eval_reserve_s"])
+                + sum(self.chain_stage_s.values()) + self.eval_reserve_s)
 
     @property
     def steps_in_window(self) -> int:
         """Steps each model reaches in one sitting's training window (less its chain's stages)."""
-        window = self.plan.train_window_s - self.plan.throughput["startup_s"] - sum(self.chain_stage_s.values())
+        window = self.train_window_s - self.plan.throughput["startup_s"] - sum(self.chain_stage_s.values())
         return int(window / self.seconds_per_step)
 
     @property
@@ -152,10 +162,6 @@ class Plan:
     @property
     def sitting(self) -> dict:
         return self.data["sitting"]
-
-    @property
-    def train_window_s(self) -> float:
-        return self.sitting["budget_s"] - self.sitting["pack_s"] - self.sitting["eval_reserve_s"]
 
     @property
     def slices(self) -> list[Slice]:
@@ -532,12 +538,6 @@ def measured_evaluation(published: Path | str = PUBLISHED) -> EvaluationMeasured
     return newest
 
 
-def _dearest_evaluation(plan: Plan) -> Slice | None:
-    """The ready slice whose sitting evaluates the most rows (the reserve must hold it)."""
-    return max((found for found in plan.slices if found.entry["ready"]), key=lambda found: found.evaluations,
-               default=None)
-
-
 def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: dict[int, Measured] | None = None,
                      evaluation: EvaluationMeasured | None = None) -> list[str]:
     """One line for each figure of the plan's ``throughput`` further than
@@ -568,20 +568,19 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
         lines.append(f"throughput.startup_s: the plan says {plan.throughput['startup_s']:g} s, {where(latest)} "
                      f"measured {latest.startup_s:.0f} s to its first batch")
     evaluation = measured_evaluation(published) if evaluation is None else evaluation
-    if evaluation is not None:
+    for found in plan.slices if evaluation is not None else []:
         # a reserve is a bound, not a measure: stale only when short (a cut evaluation costs a
         # second call); a generous one is the queue's evaluation line, a lever to pull by hand
-        dearest = _dearest_evaluation(plan)
-        if dearest is not None and evaluation.for_rows(dearest.evaluations) > plan.sitting["eval_reserve_s"]:
-            lines.append(f"sitting.eval_reserve_s: the plan keeps {plan.sitting['eval_reserve_s']:g} s, "
-                         + _evaluation_text(evaluation, dearest))
+        if found.entry["ready"] and evaluation.for_rows(found.evaluations) > found.eval_reserve_s:
+            key = f"slices.{found.name}.eval_reserve_s" if "eval_reserve_s" in found.entry else "sitting.eval_reserve_s"
+            lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s to score its {found.evaluations} rows, "
+                         f"~{evaluation.for_rows(found.evaluations):.0f} s at the rate of {_evaluation_text(evaluation)}")
     return lines
 
 
-def _evaluation_text(evaluation: EvaluationMeasured, dearest: Slice) -> str:
-    return (f"the sitting {evaluation.sitting} evaluated {evaluation.evaluated} rows in {evaluation.seconds:.0f} s "
-            f"(its head atlas aside): ~{evaluation.for_rows(dearest.evaluations):.0f} s for {dearest.name}'s "
-            f"{dearest.evaluations}")
+def _evaluation_text(evaluation: EvaluationMeasured) -> str:
+    return (f"the sitting {evaluation.sitting} ({evaluation.evaluated} rows in {evaluation.seconds:.0f} s, "
+            f"its head atlas aside)")
 
 
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
@@ -743,11 +742,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _evaluation_line(plan: Plan, evaluation: EvaluationMeasured | None) -> str:
-    if evaluation is None or _dearest_evaluation(plan) is None:
-        return ("evaluation: no published sitting has its runner's status (status-sitting.json) yet; "
-                f"the plan keeps {plan.sitting['eval_reserve_s']:g} s")
-    return (f"evaluation: the plan keeps {plan.sitting['eval_reserve_s']:g} s; "
-            + _evaluation_text(evaluation, _dearest_evaluation(plan)))
+    if evaluation is None:
+        return ("evaluation: no published sitting has its runner's status (status-sitting.json) yet; the slices "
+                "keep their reserves as written")
+    return (f"evaluation: at the rate of {_evaluation_text(evaluation)}, each ready slice's rows against its reserve: "
+            + ", ".join(f"{found.name} ~{evaluation.for_rows(found.evaluations):.0f} of {found.eval_reserve_s:g} s"
+                        for found in plan.slices if found.entry["ready"]))
 
 
 def _throughput_line(plan: Plan, published: Path | str) -> str:
