@@ -49,6 +49,19 @@ def test_a_cost_that_disagrees_with_the_measured_throughput_is_refused(tmp_path)
         gpu_plan.load(path)
 
 
+def test_a_slices_evaluation_reserve_is_in_its_cost_and_checked_by_the_schema(tmp_path):
+    """A-T1-deep keeps 80 s: 55 + 3,000 x 0.135 + 80 = 540 s; the sitting's 110 s in its
+    place would make it 570, over 5% from the 540 written. A reserve under 0 is refused."""
+    path = _bad_plan(tmp_path, "    eval_reserve_s: 80\n", "    eval_reserve_s: 110\n")
+    with pytest.raises(ConfigError, match=r"\[cost_gpu_s\] slice A-T1-deep: cost_gpu_s 540 disagrees"):
+        gpu_plan.load(path)
+    path = _bad_plan(tmp_path, "    eval_reserve_s: 80\n", "    eval_reserve_s: -80\n")
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    line = path.read_text().splitlines().index("    eval_reserve_s: -80") + 1
+    assert f"gpu-plan.yaml:{line}:" in str(caught.value) and "eval_reserve_s" in str(caught.value)
+
+
 def _publish(root: Path, slice_name: str, sitting: str, seeds_status: dict[int, str], rows,
              steps: dict | None = None) -> None:
     """rows.csv of one sitting: ``rows`` (row, heads) for each seed, trained ``steps[heads]``
