@@ -563,7 +563,9 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
     provenance = {"status": status, "lacks": lacks, "lacks_by_cause": causes,
                   "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
     speed = "gpu,model,models_side_by_side,step_ms,start_first_batch_s\ncpu,8L,2,900.5,31\ncpu,7Ftoken+1L,2,870,30\n"
-    out = _rehearsal_out(tmp_path / "out", {"published": True, "publication": folder, "models": models, "calls": []},
+    first_call = {"phases": {"evaluate": {"wall_s": 40.0}}}
+    out = _rehearsal_out(tmp_path / "out", {"published": True, "publication": folder, "models": models,
+                                            "calls": [first_call]},
                          {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/rows.csv": "\n".join(lines),
                           f"{folder}/throughput.csv": speed})
     second = tmp_path / "out2"
@@ -594,6 +596,24 @@ def test_the_rehearsal_reads_the_sittings_clock_back_as_the_plan_does():
     text, passed = rehearsal.speed_check(folder, {}, (header + "cpu,8L,2,-3,\n").encode())
     assert not passed and text.endswith("A-T1-deep/2026-11-27-cpu-abcdef0/throughput.csv:2: [step_ms] step_ms '-3' "
                                         "is not a positive number")
+
+
+def test_the_rehearsal_reads_the_sittings_evaluation_back_as_the_plan_does():
+    """The call's status as gpu_plan.measured_evaluation reads a received sitting's: the
+    evaluate phase (42.5 s) less the atlas (12.5 s), 2 of 3 rows scored."""
+    from headlab.workflow import rehearsal
+
+    folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+    rows = ("heads,bleu\n8L,30.1\n7Ftoken+1L,31.0\n8Ftoken,\n").encode()
+    status = {"calls": [{"phases": {"evaluate": {"wall_s": 42.5}}}]}
+    provenance = {"created": "2026-11-27 10:00:00 UTC", "atlas": {"wall_s": 12.5}}
+    assert rehearsal.evaluation_check(folder, provenance, rows, status) == (
+        "the plan reads the sitting's evaluation: 2 rows in 30 s (its head atlas aside)", True)
+    assert rehearsal.evaluation_check(folder, provenance, None, status)[1] is False
+    assert rehearsal.evaluation_check(folder, provenance, rows, {"calls": [{"phases": {}}]}) == (
+        "the plan reads the sitting's evaluation: no evaluate phase or no row scored", False)
+    text, passed = rehearsal.evaluation_check(folder, provenance, rows, {"calls": "x"})
+    assert not passed and "status-sitting.json: not a runner's status" in text
 
 
 def test_the_rehearsal_expects_a_row_per_trained_model_and_initial_checkpoint():

@@ -124,6 +124,28 @@ def speed_check(published: str, provenance: dict, speed: bytes | None) -> tuple[
         for count, measure in sorted(measured.items())) or "no step_ms"), bool(measured))
 
 
+def evaluation_check(published: str, provenance: dict, rows: bytes | None, status: dict) -> tuple[str, bool]:
+    """The call's status read back as the GPU plan reads a received sitting's
+    (:func:`headlab.workflow.gpu_plan.measured_evaluation`: its ``evaluate`` phase, per row
+    scored), so that the plan's evaluation reserves can be checked against it."""
+    if rows is None:
+        return ("the plan reads the sitting's evaluation: no rows.csv published", False)
+    with tempfile.TemporaryDirectory(prefix="headlab-evaluation.") as scratch:
+        folder = Path(scratch, *Path(published).parts[-2:])
+        folder.mkdir(parents=True)
+        (folder / "rows.csv").write_bytes(rows)
+        (folder / "provenance.json").write_text(json.dumps(provenance))
+        (folder / "status-sitting.json").write_text(json.dumps(status))
+        try:
+            measured = gpu_plan.measured_evaluation(scratch)
+        except DataError as err:
+            return (f"the plan reads the sitting's evaluation: {err}", False)
+    if measured is None:
+        return ("the plan reads the sitting's evaluation: no evaluate phase or no row scored", False)
+    return (f"the plan reads the sitting's evaluation: {measured.evaluated} rows in {measured.seconds:.0f} s "
+            f"(its head atlas aside)", True)
+
+
 def final_lacks(out: Path) -> list[tuple[str, str]]:
     """(cause, what) of each thing the publication in ``out``'s tarball still lacks."""
     try:
@@ -148,8 +170,8 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         if f"{published}/provenance.json" not in names:
             return [("published", False)]
         provenance = json.load(tar.extractfile(f"{published}/provenance.json"))
-        rows = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines())) \
-            if f"{published}/rows.csv" in names else []
+        rows_bytes = tar.extractfile(f"{published}/rows.csv").read() if f"{published}/rows.csv" in names else None
+        rows = list(csv.DictReader(rows_bytes.decode().splitlines())) if rows_bytes is not None else []
         clocks = {name.split(".", 1)[1].removesuffix(".json"): json.load(tar.extractfile(name))
                   for name in names if name.startswith("logs/clock.") and name.endswith(".json")}
         speed = (tar.extractfile(f"{published}/throughput.csv").read()
@@ -179,6 +201,7 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         (f"first call within its budget ({seconds[0]:.0f} of {budget:.0f} s)", seconds[0] <= budget + 5),
         clock_check(clocks, [model["name"] for model in models if "config" in model]),
         speed_check(published, provenance, speed),
+        evaluation_check(published, provenance, rows_bytes, status),
         ("at most 3 files in OUT", len(list(out.iterdir())) <= 3 and len(list(second.iterdir())) <= 3),
         # (it may first complete the evaluation the first call's deadline cut: no training)
         ("the second call trained nothing",
