@@ -103,21 +103,30 @@ def clock_check(clocks: dict[str, dict], trained: list[str]) -> tuple[str, bool]
             set(trained) <= set(clocks) and not clock.get("profile_error"))
 
 
+def _read_back(published: str, files: dict[str, str | bytes], reader):
+    """``reader`` (a GPU plan reader of a published tree) over a scratch tree holding only
+    ``files`` in the publication's folder: what it read, or the one line of its error."""
+    with tempfile.TemporaryDirectory(prefix="headlab-read-back.") as scratch:
+        folder = Path(scratch, *Path(published).parts[-2:])
+        folder.mkdir(parents=True)
+        for name, content in files.items():
+            (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        try:
+            return reader(scratch), None
+        except DataError as err:
+            return None, str(err)
+
+
 def speed_check(published: str, provenance: dict, speed: bytes | None) -> tuple[str, bool]:
     """The sitting's speed rows (``throughput.csv``) read back as the GPU plan reads them
     (:func:`headlab.workflow.gpu_plan.measured_speed`): the training's own clock, a step's
     seconds with the models side by side, so that the plan's throughput can be checked."""
     if speed is None:
         return ("the plan reads the sitting's clock: no throughput.csv published", False)
-    with tempfile.TemporaryDirectory(prefix="headlab-speed.") as scratch:
-        folder = Path(scratch, *Path(published).parts[-2:])
-        folder.mkdir(parents=True)
-        (folder / "throughput.csv").write_bytes(speed)
-        (folder / "provenance.json").write_text(json.dumps(provenance))
-        try:
-            measured = gpu_plan.measured_speed(scratch)
-        except DataError as err:
-            return (f"the plan reads the sitting's clock: {err}", False)
+    measured, error = _read_back(published, {"throughput.csv": speed, "provenance.json": json.dumps(provenance)},
+                                 gpu_plan.measured_speed)
+    if error:
+        return (f"the plan reads the sitting's clock: {error}", False)
     return ("the plan reads the sitting's clock: " + ("; ".join(
         f"{count} side by side {measure.step_s:.3f} s a step, first batch in "
         + (f"{measure.startup_s:.0f} s" if measure.startup_s is not None else "(not timed)")
@@ -130,16 +139,10 @@ def evaluation_check(published: str, provenance: dict, rows: bytes | None, statu
     scored), so that the plan's evaluation reserves can be checked against it."""
     if rows is None:
         return ("the plan reads the sitting's evaluation: no rows.csv published", False)
-    with tempfile.TemporaryDirectory(prefix="headlab-evaluation.") as scratch:
-        folder = Path(scratch, *Path(published).parts[-2:])
-        folder.mkdir(parents=True)
-        (folder / "rows.csv").write_bytes(rows)
-        (folder / "provenance.json").write_text(json.dumps(provenance))
-        (folder / "status-sitting.json").write_text(json.dumps(status))
-        try:
-            measured = gpu_plan.measured_evaluation(scratch)
-        except DataError as err:
-            return (f"the plan reads the sitting's evaluation: {err}", False)
+    measured, error = _read_back(published, {"rows.csv": rows, "provenance.json": json.dumps(provenance),
+                                             "status-sitting.json": json.dumps(status)}, gpu_plan.measured_evaluation)
+    if error:
+        return (f"the plan reads the sitting's evaluation: {error}", False)
     if measured is None:
         return ("the plan reads the sitting's evaluation: no evaluate phase or no row scored", False)
     return (f"the plan reads the sitting's evaluation: {measured.evaluated} rows in {measured.seconds:.0f} s "
