@@ -543,6 +543,19 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     (newer / "status-sitting.json").write_text("{")
     with pytest.raises(DataError, match=r"2026-12-01-h100-aaaaaaa/status-sitting.json: not a runner's status"):
         gpu_plan.measured_evaluation(tmp_path)
+    # an evaluation its deadline cut (a BLEU lack for time): its slice's reserve is short, whatever the rate
+    (newer / "status-sitting.json").write_text(json.dumps({"calls": [{"phases": {"evaluate": {"wall_s": 70.0}}}]}))
+    (newer / "provenance.json").write_text(json.dumps({
+        **provenance, "created": "2026-12-01 10:00:00 UTC", "atlas": {"wall_s": 0.0},
+        "lacks_by_cause": {"deadline": ["BLEU and chrF on test sentences 251-1000 of test_2016_flickr: not translated "
+                                        "before the deadline (scored on the first 250)"]}}))
+    cut = gpu_plan.measured_evaluation(tmp_path)
+    assert (cut.sitting, cut.evaluated, cut.seconds, cut.cut) == ("A-T1-deep/2026-12-01-h100-aaaaaaa", 3, 70.0, True)
+    rate = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa (3 rows in 70 s, its head atlas aside; cut by its "
+            "deadline: at least that rate)")
+    assert gpu_plan.stale_throughput(plan, tmp_path) == [
+        f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 80 s, which {rate} ran out of",
+        f"sitting.eval_reserve_s: D-gates-8L keeps 110 s to score its 5 rows, ~117 s at the rate of {rate}"]
     # no sitting with a status: nothing to check, and the queue says so
     assert gpu_plan.measured_evaluation(tmp_path / "none") is None
     assert gpu_plan.stale_throughput(short, tmp_path / "none") == []

@@ -20,8 +20,8 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
 - :func:`stale_throughput`: where the plan's throughput is off the newest sitting's own
   clock (``throughput.csv``), so that the steps a sitting reaches, and with them every
   seed's state, are never read from figures a later sitting measured otherwise; and where
-  its evaluation reserve is short of what the newest sitting's evaluation took, scaled to
-  the slice that evaluates the most models (:func:`measured_evaluation`).
+  a slice's evaluation reserve is short of what the newest sitting's evaluation took a row,
+  times the rows the slice scores (:func:`measured_evaluation`).
 """
 from __future__ import annotations
 
@@ -500,6 +500,9 @@ class EvaluationMeasured:
     published: str              # when (:func:`_sitting_time`)
     evaluated: int              # rows scored (with BLEU)
     seconds: float
+    #: its deadline cut the scores (a BLEU lack of cause ``deadline``): its slice's reserve
+    #: is short, and its rate only a lower bound
+    cut: bool = False
 
     def for_rows(self, rows: int) -> float:
         """Seconds for ``rows`` evaluations: linear in the rows, an upper estimate (the models
@@ -531,8 +534,9 @@ def measured_evaluation(published: Path | str = PUBLISHED) -> EvaluationMeasured
         if not evaluated:
             continue                 # its evaluation scored nothing
         atlas = (provenance.get("atlas") or {}).get("wall_s") or 0.0
+        cut = any(str(lack).startswith("BLEU") for lack in (provenance.get("lacks_by_cause") or {}).get("deadline") or [])
         found = EvaluationMeasured(f"{folder.parent.name}/{folder.name}", _sitting_time(folder), evaluated,
-                                   max(wall - atlas, 0.0))
+                                   max(wall - atlas, 0.0), cut)
         if newest is None or (found.published, found.sitting) > (newest.published, newest.sitting):
             newest = found
     return newest
@@ -571,16 +575,20 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
     for found in plan.slices if evaluation is not None else []:
         # a reserve is a bound, not a measure: stale only when short (a cut evaluation costs a
         # second call); a generous one is the queue's evaluation line, a lever to pull by hand
-        if found.entry["ready"] and evaluation.for_rows(found.evaluations) > found.eval_reserve_s:
-            key = f"slices.{found.name}.eval_reserve_s" if "eval_reserve_s" in found.entry else "sitting.eval_reserve_s"
+        key = f"slices.{found.name}.eval_reserve_s" if "eval_reserve_s" in found.entry else "sitting.eval_reserve_s"
+        need = evaluation.for_rows(found.evaluations)
+        if evaluation.cut and evaluation.sitting.split("/")[0] == found.name:
+            lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s, which "
+                         f"{_evaluation_text(evaluation)} ran out of")
+        elif found.entry["ready"] and need > found.eval_reserve_s:
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s to score its {found.evaluations} rows, "
-                         f"~{evaluation.for_rows(found.evaluations):.0f} s at the rate of {_evaluation_text(evaluation)}")
+                         f"~{need:.0f} s at the rate of {_evaluation_text(evaluation)}")
     return lines
 
 
 def _evaluation_text(evaluation: EvaluationMeasured) -> str:
     return (f"the sitting {evaluation.sitting} ({evaluation.evaluated} rows in {evaluation.seconds:.0f} s, "
-            f"its head atlas aside)")
+            f"its head atlas aside" + ("; cut by its deadline: at least that rate" if evaluation.cut else "") + ")")
 
 
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
