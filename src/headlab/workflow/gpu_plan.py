@@ -758,9 +758,9 @@ def _evaluation_line(plan: Plan, evaluation: EvaluationMeasured | None) -> str:
                         for found in plan.slices if found.entry["ready"]))
 
 
-def _throughput_line(plan: Plan, published: Path | str) -> str:
+def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMeasured | None) -> str:
     measured = measured_speed(published)
-    stale = stale_throughput(plan, published, measured, measured_evaluation(published))
+    stale = stale_throughput(plan, published, measured, evaluation)
     if stale:
         return (f"throughput stale: write the measures into {plan.path.name} (and each slice's cost_gpu_s): "
                 + "; ".join(stale))
@@ -775,8 +775,9 @@ def _queue(args) -> int:
     plan = load(args.plan)
     for found in plan.slices:
         print(queue_line(found, args.published))
-    print(_throughput_line(plan, args.published))
-    print(_evaluation_line(plan, measured_evaluation(args.published)))
+    evaluation = measured_evaluation(args.published)
+    print(_throughput_line(plan, args.published, evaluation))
+    print(_evaluation_line(plan, evaluation))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]
     new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)
     print(f"the plan in all: {new} sitting(s) of new and undertrained seeds, then {reruns} rerun(s) of seeds short "

@@ -62,16 +62,21 @@ def publications(names: list[str]) -> list[str]:
     return found
 
 
-def _which(tarball: Path, names: list[str]) -> str:
+def _status(tarball: Path) -> tuple[dict, str]:
+    """The runner's ``status.json`` beside the tarball, read once: (its JSON, its text);
+    ``({}, "")`` where there is none or it is unreadable (the tarball alone is the publication)."""
+    try:
+        text = tarball.with_name("status.json").read_text(encoding="utf-8")
+        status = json.loads(text)
+    except (OSError, ValueError):
+        return {}, ""
+    return (status, text) if isinstance(status, dict) else ({}, "")
+
+
+def _which(tarball: Path, names: list[str], status: dict) -> str:
     """The tarball's publication: the one there, or the one its ``status.json`` names."""
     found = publications(names)
-    status_path = tarball.with_name("status.json")
-    named = None
-    if status_path.is_file():
-        try:
-            named = json.loads(status_path.read_text(encoding="utf-8")).get("publication")
-        except ValueError:
-            named = None
+    named = status.get("publication")
     if named and named in found:
         return named
     if named:
@@ -86,18 +91,13 @@ def _which(tarball: Path, names: list[str]) -> str:
                     f"one", path=str(tarball))
 
 
-def _keep_status(tarball: Path, folder: Path, member: str) -> None:
+def _keep_status(folder: Path, member: str, status: dict, text: str) -> None:
     """The runner's ``status.json`` beside the tarball, of this publication, kept in it as
     ``status-sitting.json`` (as every sitting folder before this command): the call's phases
     and their clock (the plan's evaluation check reads the ``evaluate`` phase), budget,
     installation and errors. A later call's status holds every call of the sitting."""
-    status_path = tarball.with_name("status.json")
-    try:
-        status = json.loads(status_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return                   # none, or unreadable: the tarball alone is the publication
-    if isinstance(status, dict) and status.get("publication") in (None, member):
-        (folder / "status-sitting.json").write_text(status_path.read_text(encoding="utf-8"), encoding="utf-8")
+    if text and status.get("publication") in (None, member):
+        (folder / "status-sitting.json").write_text(text, encoding="utf-8")
 
 
 def _bleu_rows(rows: Path) -> int:
@@ -135,13 +135,13 @@ def _check(folder: Path, published_root: Path, tarball: Path, member: str, plan:
     return provenance
 
 
-def _unpack(tarball: Path, published: Path, scratch_in) -> tuple[str, Path, Path]:
+def _unpack(tarball: Path, published: Path, scratch_in, status: dict) -> tuple[str, Path, Path]:
     """(the publication's member, its place under ``published``, the scratch folder in
     ``published`` it is unpacked into: one file system, so that a rename puts it in place)."""
     try:
         with tarfile.open(tarball) as tar:
             members = tar.getmembers()
-            member = _which(tarball, [item.name for item in members])
+            member = _which(tarball, [item.name for item in members], status)
             target = published / Path(member).relative_to(*PREFIX)
             chosen = [item for item in members
                       if _normal(item.name) == member or _normal(item.name).startswith(f"{member}/")]
@@ -176,8 +176,9 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
         return scratches[-1]
 
     try:
-        member, target, scratch = _unpack(tarball, published, scratch_in)
-        _keep_status(tarball, scratch / member, member)
+        status, status_text = _status(tarball)
+        member, target, scratch = _unpack(tarball, published, scratch_in, status)
+        _keep_status(scratch / member, member, status, status_text)
         provenance = _check(scratch / member, scratch / Path(*PREFIX), tarball, member, plan)
         # the figure the sitting could not make (no matplotlib there), before the move
         if not (scratch / member / "learning_curves.png").is_file():
