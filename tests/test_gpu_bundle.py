@@ -13,6 +13,7 @@
   3.12, torch 2.11 and numpy 2.5)."""
 from __future__ import annotations
 
+import argparse
 import csv
 import re
 import json
@@ -573,6 +574,12 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
     (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}}}]}))
     results = dict(rehearsal.checks(out, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))
     assert all(results.values()) is passes
+    # the second call's speed rows that ended in an error (the probe's measures lost) fail it
+    assert results["the second call's speed rows rewritten without an error (status None)"]
+    (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}},
+                                                                                 "speed_rows_rc": 1}]}))
+    assert not dict(rehearsal.checks(out, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))[
+        "the second call's speed rows rewritten without an error (status 1)"]
     # what it still lacks is printed, with why; a call that published nothing has no such lines
     assert rehearsal.final_lacks(out) == [(cause, what) for cause, lines in causes.items() for what in lines]
     assert rehearsal.final_lacks(second) == []
@@ -819,3 +826,43 @@ def test_make_gpu_rehearsal_plan_rehearses_every_slice_in_the_plans_order():
     slices = re.findall(r"gpu-bundle --out gpu-bundle --slice (\S+)", result.stdout)
     assert result.returncode == 0 and slices == [entry.name for entry in gpu_plan.load().slices] and len(slices) == 5
     assert result.stdout.count("-m headlab.workflow.rehearsal --bundle gpu-bundle") == 5
+
+
+@pytest.mark.parametrize("first_suite_rc", [0, 1, None])
+def test_a_later_call_probes_alone_before_the_idle_bench(first_suite_rc, tmp_path):
+    """The second call (200 s less 15 of packing) after the evaluation's rest: the CUDA suite
+    only where the first call's did not pass whole (kept to the 185 s less the probe's 90:
+    both benches' too would leave it under 30 s), then the probe alone (the plan's seconds a
+    step with one model, never measured), then the idle bench, each path half of what is left
+    less the speed rows' 15 s, then the speed rows, which carry the probe into the
+    publication. Each step takes what it is given, the suite 20 s; a fake clock."""
+    runner = object.__new__(gpu_runner.Sitting)
+    runner.args = argparse.Namespace(device="cuda", budget=200)
+    runner.src, runner.logs, runner.resolved = tmp_path, tmp_path / "logs", tmp_path / "manifest.json"
+    runner.state_path = tmp_path / "state.json"
+    runner.logs.mkdir()
+    runner.manifest = {"models": [{"name": "8L", "config": "8L/onmt.yaml"}], "results": "results"}
+    runner.state = {"publication": "pub", "sitting": "s", "gpu": "h100",
+                    "calls": [{"gpu_tests_rc": first_suite_rc}, {}]}
+    runner.call = runner.state["calls"][-1]
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "pub" / "rows.csv").write_text("model\n8L\n")
+    clock = {"left": 185.0}
+    ran = []
+
+    def run(name, cmd, timeout, extra_env=None):
+        ran.append((name, round(timeout)))
+        clock["left"] -= min(timeout, 20.0) if name == "gpu-tests-rest" else timeout
+        return 0
+
+    runner.left, runner.run = (lambda: clock["left"]), run
+    runner.complete_evaluation = runner.phase = lambda *args: None
+    runner.end_phase = lambda *args, **kwargs: None
+    runner.remainder()
+    if first_suite_rc == 0:       # passed whole beside the trainings: nothing to run again
+        assert ran == [("probe", 90), ("bench-idle-fused", 40), ("bench-idle-blocked", 40), ("speed-rows", 15)]
+        assert runner.call["gpu_tests_rest"] == "none: the suite passed whole in an earlier call"
+    else:                         # failed, or stopped at the trainings' end: the rest runs first
+        assert ran == [("gpu-tests-rest", 95), ("probe", 90), ("bench-idle-fused", 30), ("bench-idle-blocked", 30),
+                       ("speed-rows", 15)]
+        assert "gpu_tests_rest" not in runner.call

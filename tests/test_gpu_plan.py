@@ -420,9 +420,10 @@ def test_a_bad_chain_is_one_line_naming_its_key_and_line(tmp_path, old, new, mes
 
 
 def _clock(root: Path, slice_name: str, sitting: str, created: str, step_ms: dict[str, object],
-           first_batch_s: float | str = "") -> Path:
+           first_batch_s: float | str = "", columns: dict[str, dict] | None = None) -> Path:
     """A sitting folder's throughput.csv with the training's own clock (``step_ms`` per model,
-    all side by side) and its provenance's time; the other columns as a sitting writes them."""
+    all side by side) and its provenance's time; the other columns as a sitting writes them
+    (``columns``: model -> more of its row's cells)."""
     from headlab.workflow.sitting_speed import SPEED_COLUMNS
 
     folder = root / slice_name / sitting
@@ -434,7 +435,8 @@ def _clock(root: Path, slice_name: str, sitting: str, created: str, step_ms: dic
         for model, value in step_ms.items():
             writer.writerow({"gpu": sitting.split("-")[3], "slice": slice_name, "sitting": sitting, "model": model,
                              "models_side_by_side": len(step_ms), "step_ms": value,
-                             "start_first_batch_s": first_batch_s, "src_tok_s_side_by_side": 40000})
+                             "start_first_batch_s": first_batch_s, "src_tok_s_side_by_side": 40000,
+                             **(columns or {}).get(model, {})})
     return folder / "throughput.csv"
 
 
@@ -490,6 +492,45 @@ def test_a_plan_off_the_newest_sittings_clock_says_which_figure_and_by_how_much(
     with pytest.raises(DataError) as caught:
         gpu_plan.stale_throughput(plan, tmp_path)
     assert str(caught.value) == f"{table}:2: [step_ms] step_ms 'fast' is not a positive number"
+
+
+def test_one_model_alone_is_measured_by_the_probe_where_no_model_trained_alone(tmp_path, capsys):
+    """The plan's 0.10 s a step for one model (D's chain trains one at a time) was never
+    measured: three side by side at 120-131 ms, and the second call's probe of 8L alone at
+    80 ms a step past its warm-up; with 8L's validation (5%) and checkpoints (2%) of its
+    120 ms side by side: (80 + 120 x 0.07) / 1000 = 0.0884 s, more than 10% under 0.10."""
+    from headlab.errors import DataError
+
+    plan = gpu_plan.load()
+    _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
+           {"8L": 120.0, "7Ftoken+1L": 131.0, "8Ftoken": 125}, 52.5,
+           {"8L": {"step_ms_alone": 80.0, "validation_share": 0.05, "checkpoints_share": 0.02}})
+    measured = gpu_plan.measured_speed(tmp_path)
+    assert measured[1] == gpu_plan.Measured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100",
+                                            1, pytest.approx(0.0884), 52.5, probe=True)
+    assert measured[3].step_s == 0.131 and not measured[3].probe
+    assert gpu_plan.stale_throughput(plan, tmp_path) == [
+        "throughput.seconds_per_step.1: the plan says 0.1, the sitting A-T1-deep/2026-12-01-h100-aaaaaaa measured "
+        "0.088 s a step alone (its probe, validation and checkpoints as side by side)"]
+    # within 10% of the plan: the queue says where its figure comes from
+    _clock(tmp_path, "A-T1-deep", "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC",
+           {"8L": 130.0, "7Ftoken+1L": 131.0, "8Ftoken": 125}, 52.5, {"8L": {"step_ms_alone": 96.0}})
+    assert gpu_plan.stale_throughput(plan, tmp_path) == []
+    gpu_plan.main(["--published", str(tmp_path)])
+    assert ("throughput: the plan agrees with the newest sittings' clocks (within 10%): 1 alone (a probe) 0.096 s a "
+            "step (A-T1-deep/2026-12-02-h100-bbbbbbb); 3 side by side 0.131 s a step "
+            "(A-T1-deep/2026-12-02-h100-bbbbbbb)") in capsys.readouterr().out.splitlines()
+    # a sitting that trained one model alone measures it by its training, not its probe
+    _clock(tmp_path, "D-gates-8L", "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 125.0}, 50,
+           {"8L": {"step_ms_alone": 70.0}})
+    assert gpu_plan.measured_speed(tmp_path)[1] == gpu_plan.Measured(
+        "D-gates-8L/2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", "h100", 1, 0.125, 50)
+    # a probe's step that is no number: one line naming its file, line and column
+    table = _clock(tmp_path, "A-T1-deep", "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", {"8L": 120.0}, 50,
+                   {"8L": {"step_ms_alone": "-3"}})
+    with pytest.raises(DataError) as caught:
+        gpu_plan.measured_speed(tmp_path)
+    assert str(caught.value) == f"{table}:2: [step_ms_alone] step_ms_alone '-3' is not a positive number"
 
 
 def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluation(tmp_path, capsys):

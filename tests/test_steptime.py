@@ -92,6 +92,30 @@ def test_a_profile_window_must_hold_a_step():
         steptime.ProfileWindow(0, 20)
     with pytest.raises(ValueError, match="first >= 1 and steps >= 1"):
         steptime.ProfileWindow(151, 0)
+    with pytest.raises(ValueError, match="lead must be 0 .. 40"):
+        steptime.ProfileWindow(41, 20, lead=41)
+
+
+def test_the_lead_before_the_window_is_its_steady_step(monkeypatch):
+    """A window at iterations 6-7 with a lead of 3: iterations 3, 4 and 5 timed (a fake
+    clock: iteration i begins at i**2 s, so they take 7, 9 and 11 s), the device synchronised
+    at each end: (36 - 9) s / 3 = 9,000 ms a step. Iterations 1-2 (the warm-up) and the
+    window are not."""
+    now = {"s": 0.0}
+    synchronised = []
+    monkeypatch.setattr(steptime.time, "perf_counter", lambda: now["s"])
+    monkeypatch.setattr(steptime.ProfileWindow, "_synchronize", staticmethod(lambda: synchronised.append(now["s"])))
+    window = steptime.ProfileWindow(6, 2, lead=3)
+    for iteration in range(1, 9):
+        now["s"] = float(iteration ** 2)
+        window.at_iteration(iteration)
+    assert window.lead_step_ms == 9000.0
+    assert synchronised[:2] == [9.0, 36.0] and window.summary["profile_steps"] == 2
+    # no lead: nothing timed
+    plain = steptime.ProfileWindow(2, 1)
+    for iteration in range(1, 4):
+        plain.at_iteration(iteration)
+    assert plain.lead_step_ms is None
 
 
 def test_the_speed_row_of_a_clock_hand_computed():
@@ -115,8 +139,9 @@ def test_the_trainings_profile_side_by_side_wins_over_the_probes_alone():
     side = {"iterations": 10, "parts": {"steps": {"cpu_s": 1.0, "wall_s": 1.3, "calls": 10}},
             "profile": {"profile_cpu_ms": 900.0, "profile_steps": 20}}
     alone = {"8L": {"profile_cpu_ms": 500.0}, "8Ftoken": {"profile_cpu_ms": 400.0}}
-    rows = sitting_speed.speed_rows(models, ident, {}, {}, alone, {"8L": side, "8Ftoken": {}})
+    rows = sitting_speed.speed_rows(models, ident, {}, {}, alone, {"8L": side, "8Ftoken": {}}, {"8L": 88.5})
     assert [(r["profile_where"], r["profile_cpu_ms"]) for r in rows] == [("side by side", 900.0), ("alone", 400.0)]
+    assert [r["step_ms_alone"] for r in rows] == [88.5, ""]
     assert rows[0]["step_ms"] == 130.0 and rows[0]["steps_share"] == 1.0 and "step_ms" not in rows[1]
     assert set(rows[0]) <= set(sitting_speed.SPEED_COLUMNS)
 
@@ -160,3 +185,40 @@ def test_the_probe_alone_traces_its_last_steps(toy, tmp_path):
     found = json.loads(out.read_text())
     assert found["profile"]["toy"]["profile_steps"] == 2 and found["profile"]["toy"]["profile_cpu_ms"] > 0
     assert len(found["alone"]["toy"]) == 2 and all(value > 0 for value in found["alone"]["toy"])
+    # its steps 11-28 alone, past the 10 of warm-up and before the 2 traced
+    assert found["alone_step_ms"]["toy"] > 0
+    refused = subprocess.run([sys.executable, "-m", "headlab.workflow.sitting_probe", "--config", "c", "--name", "toy",
+                              "--out", str(out), "--steps", "30", "--profile-steps", "20"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--warmup must leave steps before the profile window: 0 .. 9" in refused.stderr
+
+
+def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
+    """``sitting --speed-only`` after the second call's probe, on the published 993e600 folder:
+    8L's row gains its tokens/s and step alone (the probe's ``speed-extra.json``) and its
+    profile; the models not probed keep blanks; the queue reads the step as one model alone."""
+    import csv
+    import shutil
+
+    from headlab.workflow import gpu_plan, sitting
+
+    out = tmp_path / "A-T1-deep" / "2026-11-27-h100-993e600"
+    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep" / "2026-11-27-h100-993e600", out)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "speed-extra.json").write_text(json.dumps({"alone": {"8L": [61000, 65000]}, "alone_step_ms": {"8L": 84.5},
+                                                       "profile": {"8L": {"profile_cpu_ms": 700.0}}}))
+    (logs / "clock.8L.json").write_text(json.dumps({"iterations": 100, "parts": {
+        "steps": {"cpu_s": 10.0, "wall_s": 12.0, "calls": 100}, "validation": {"cpu_s": 0.5, "wall_s": 1.0, "calls": 1}}}))
+    manifest = {"slice": {"name": "A-T1-deep", "rows": {"8L": "T1 deep", "7Ftoken+1L": "T1 deep", "8Ftoken": "T5 deep"}},
+                "commit": "993e600", "models": [{"name": heads, "heads": heads, "seed": 2}
+                                                for heads in ("8L", "7Ftoken+1L", "8Ftoken")]}
+    sitting.refresh_speed(manifest, out, logs, {"gpu": "h100", "sitting": "2026-11-27-h100-993e600",
+                                                "date": "2026-11-27"})
+    with open(out / "throughput.csv", newline="") as handle:
+        rows = {row["model"]: row for row in csv.DictReader(handle)}
+    assert (rows["8L"]["src_tok_s_alone"], rows["8L"]["step_ms_alone"], rows["8L"]["profile_where"]) == (
+        "61000", "84.5", "alone")
+    assert rows["8Ftoken"]["step_ms_alone"] == rows["8Ftoken"]["src_tok_s_alone"] == ""
+    # 8L's clock side by side: 130 ms a step, 1/13 of it validation; alone 84.5 + 10 = 94.5 ms
+    assert rows["8L"]["step_ms"] == "130.0"
+    assert gpu_plan.measured_speed(tmp_path)[1].step_s == pytest.approx(0.0945, abs=1e-4)

@@ -93,16 +93,26 @@ def profile_tables(profiler, rows: int = 25) -> str:
 
 class ProfileWindow:
     """``torch.profiler`` over iterations ``first`` .. ``first + steps - 1`` (1-based, this
-    process's own count: a resumed training counts from its resume)."""
+    process's own count: a resumed training counts from its resume).
 
-    def __init__(self, first: int, steps: int):
+    ``lead``: the ``lead`` iterations just before the window are timed too, the device
+    synchronised at both ends (the host runs ahead of it between: the training step waits
+    for nothing), into :attr:`lead_step_ms`: the steady speed a step has, past the warm-up,
+    which the profiler's own cost would distort inside the window."""
+
+    def __init__(self, first: int, steps: int, lead: int = 0):
         if first < 1 or steps < 1:
             raise ValueError(f"a profile window needs first >= 1 and steps >= 1, not {first}, {steps}")
-        self.first, self.steps = first, steps
+        if not 0 <= lead < first:
+            raise ValueError(f"a profile window's lead must be 0 .. {first - 1} (iterations before it), not {lead}")
+        self.first, self.steps, self.lead = first, steps, lead
         self.summary: dict = {}
         self.tables = ""
+        #: wall ms a step over the ``lead`` iterations before the window (None: not timed)
+        self.lead_step_ms: float | None = None
         self._profiler = None
         self._began = 0.0
+        self._lead_began = 0.0
 
     @staticmethod
     def _synchronize() -> None:
@@ -114,11 +124,16 @@ class ProfileWindow:
         """Called as iteration ``number`` begins; True when the window has just closed."""
         import torch
 
+        if self.lead and number == self.first - self.lead:
+            self._synchronize()
+            self._lead_began = time.perf_counter()
         if number == self.first:
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             self._synchronize()                 # the steps before are not the window's
+            if self.lead:
+                self.lead_step_ms = round((time.perf_counter() - self._lead_began) * 1000 / self.lead, 2)
             self._profiler = torch.profiler.profile(activities=activities)
             self._profiler.__enter__()
             self._began = time.perf_counter()

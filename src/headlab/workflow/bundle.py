@@ -595,9 +595,12 @@ headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['
 from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{folder}/`:
 
     {START.format(bundle=folder)}                  # one command, --budget {plan['sitting']['budget_s']:g} s
-    {START.format(bundle=folder)} --budget 150     # again on the same, still warm machine: what is left
+    {START.format(bundle=folder)} --budget 200     # again on the same, still warm machine: what is left
 
-Or both in one device command (`...; {START.format(bundle=folder)} --budget 150`): a machine given
+The second call's budget: what the lease has left (`status`: budget_left_s) less ~40 s for the
+transfers and the give-back; 200 s holds a head atlas the deadline cut (~50 s), the probe alone
+(90 s) and some of the idle bench.
+Or both in one device command (`...; {START.format(bundle=folder)} --budget 200`): a machine given
 back between two calls (idle for its warm time, 30 s) takes the first call's state with it, and
 a second call there refuses to train anew on a window short of the slice's min_steps.
 
@@ -610,7 +613,8 @@ bench beside them, then translates each model's best validation checkpoint (beam
 scores it with sacreBLEU (95% bootstrap interval, paired bootstrap against the first model)
 and writes `results/published/{plan['name']}/<UTC date>-<gpu>-{manifest['commit']}/` with
 provenance, labelled partial with what it lacks when time runs short. A later call on the same machine (same --work) runs what the first left:
-the rest of the CUDA suite, the bench on an idle GPU; it never trains again.
+the evaluation its deadline cut, the rest of the CUDA suite, the probe (one model alone: the
+plan's seconds a step with one), the bench on an idle GPU; it never trains again.
 OUT/status.json is rewritten every 30 s; OUT/headlab-sitting.tar.gz holds what is done.
 `--device cpu --budget 300` rehearses it all on a CPU (`make gpu-rehearsal`).
 """

@@ -451,6 +451,13 @@ class Measured:
     #: its slowest model's first batch in, from the command's start, over every model of the
     #: sitting (whatever stage of a chain it trained in): the plan's ``startup_s``
     startup_s: float | None
+    #: measured by the sitting's probe alone, not a training of its own (one model: see
+    #: :func:`measured_speed`)
+    probe: bool = False
+
+    def described(self) -> str:
+        return (f"{self.step_s:.3f} s a step " + ("alone (its probe, validation and checkpoints as side by side)"
+                                                  if self.probe else f"with {self.side_by_side} side by side"))
 
 
 def _measure(text: str, path: Path, line: int, key: str) -> float | None:
@@ -461,15 +468,29 @@ def _measure(text: str, path: Path, line: int, key: str) -> float | None:
     return value
 
 
+def _probe_step_s(row: dict, step_ms: float, table: Path, line: int) -> float | None:
+    """A speed row's one model alone, in the plan's terms (None: no probe): the probe's wall
+    time a step (``step_ms_alone``: past its warm-up, no validation or checkpoint) plus the
+    validation's and checkpoints' seconds a step of the same model's training side by side
+    (an upper estimate: alone they would share the GPU with nothing)."""
+    alone_ms = _measure(row.get("step_ms_alone"), table, line, "step_ms_alone")
+    if alone_ms is None:
+        return None
+    shares = [_cell(row.get(f"{part}_share")) for part in ("validation", "checkpoints")]
+    return (alone_ms + step_ms * sum(share for share in shares if share is not None and share >= 0)) / 1000
+
+
 def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
     """models side by side -> the newest published sitting's measure (its ``throughput.csv``
     rows that carry the training's own clock, ``step_ms``: sittings before that clock have
-    none, and are left out)."""
+    none, and are left out). One model alone is measured by a sitting that trained one, or
+    else by its probe (:func:`_probe_step_s`; the slowest model probed)."""
     files = sorted(Path(published).glob("*/*/throughput.csv"),
                    key=lambda table: (_sitting_time(table.parent), table.parent.name))
     newest: dict[int, Measured] = {}
     for table in files:
         by_count: dict[int, list[float]] = {}
+        probed: list[float] = []
         startups, gpu = [], "?"
         with open(table, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -477,6 +498,8 @@ def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
                 step_ms = _measure(row.get("step_ms"), table, reader.line_num, "step_ms")
                 if step_ms is None:
                     continue
+                probe_s = _probe_step_s(row, step_ms, table, reader.line_num)
+                probed += [probe_s] if probe_s is not None else []
                 count = _measure(row.get("models_side_by_side"), table, reader.line_num, "models_side_by_side")
                 if count is not None and not count.is_integer():
                     raise DataError(f"models_side_by_side {row['models_side_by_side'].strip()!r} is not a whole "
@@ -485,9 +508,11 @@ def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
                 startups += [startup] if startup is not None else []
                 gpu = row.get("gpu") or gpu
                 by_count.setdefault(int(count or 1), []).append(step_ms / 1000)
+        sitting, when = f"{table.parent.parent.name}/{table.parent.name}", _sitting_time(table.parent)
         for count, steps in by_count.items():
-            newest[count] = Measured(f"{table.parent.parent.name}/{table.parent.name}", _sitting_time(table.parent),
-                                     gpu, count, max(steps), max(startups, default=None))
+            newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None))
+        if probed and 1 not in by_count:
+            newest[1] = Measured(sitting, when, gpu, 1, max(probed), max(startups, default=None), probe=True)
     return newest
 
 
@@ -566,7 +591,7 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
         written = table.get(str(count))
         if far(written, measure.step_s):
             lines.append(f"throughput.seconds_per_step.{count}: the plan says {written if written is not None else 'nothing'}"
-                         f", {where(measure)} measured {measure.step_s:.3f} s a step with {count} side by side")
+                         f", {where(measure)} measured {measure.described()}")
     latest = max(measured.values(), key=lambda measure: (measure.published, measure.sitting), default=None)
     if latest is not None and latest.startup_s is not None and far(plan.throughput["startup_s"], latest.startup_s):
         lines.append(f"throughput.startup_s: the plan says {plan.throughput['startup_s']:g} s, {where(latest)} "
@@ -768,7 +793,8 @@ def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMe
         return ("throughput: no published sitting has its training's own clock (throughput.csv step_ms) yet; "
                 "the plan's figures stand as written")
     return (f"throughput: the plan agrees with the newest sittings' clocks (within {SPEED_TOLERANCE:.0%}): " + "; ".join(
-        f"{count} side by side {measure.step_s:.3f} s a step ({measure.sitting})" for count, measure in sorted(measured.items())))
+        ("1 alone (a probe)" if measure.probe else f"{count} side by side") + f" {measure.step_s:.3f} s a step "
+        f"({measure.sitting})" for count, measure in sorted(measured.items())))
 
 
 def _queue(args) -> int:

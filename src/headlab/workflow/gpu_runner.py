@@ -33,7 +33,8 @@ a sitting trains in is the one the queue forecast from (:func:`sitting_figures`)
    (a new folder: never one that exists). The folder is written, labelled, before anything
    slow, so the sitting never publishes nothing: a deadline leaves ``status`` partial or
    deadline and ``lacks`` naming what is missing. With time left after it, a probe: the
-   first model alone for a minute, 20 steps profiled (the speed rows gain its columns).
+   first model alone for a minute, its steady step timed and 20 steps profiled (the speed
+   rows gain its columns; the plan's seconds a step with one model).
 
 OUT holds at most three files at any moment, rewritten every :data:`STATUS_EVERY_S`
 seconds, so a command killed at any point returns what was done: ``status.json`` (phase,
@@ -41,8 +42,8 @@ steps, tests, bench rows, errors) and ``headlab-sitting.tar.gz`` (the publicatio
 CUDA suite's report, bench CSVs, training logs).
 
 A second call on the same machine (same ``--work``) reads the first one's state and does
-only what it left: the CUDA tests not yet run, the bench on an idle GPU. It never trains
-again. ``--device cpu`` rehearses every step on a CPU with small settings (checkpoints
+only what it left: the evaluation its deadline cut, the CUDA tests not yet run, the probe,
+the bench on an idle GPU. It never trains again. ``--device cpu`` rehearses every step on a CPU with small settings (checkpoints
 every 2 steps, 24 test sentences), so ``make gpu-rehearsal`` proves the route in a venv that
 holds the GPU machine's Python and package versions.
 """
@@ -76,6 +77,8 @@ PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
 BENCH_S = 60
 PROBE_S = 90             # the probe: one model alone, 20 steps profiled
+SUITE_REST_MIN_S = 30    # a later call's rest of the CUDA suite has at least this before the probe's time is kept
+SPEED_ROWS_S = 15        # kept back for the speed rows after a later call's probe and bench
 #: the first model's profile window side by side: (first iteration, iterations); on a GPU
 #: past the allocator's and MPS's warm-up and clear of the validation and checkpoint at 200
 PROFILE_STEPS = {"cuda": (151, 20), "cpu": (3, 2)}
@@ -763,38 +766,50 @@ class Sitting:
     def remainder(self) -> None:
         """What the first call's deadline cut of the evaluation (:meth:`complete_evaluation`),
         the CUDA tests not yet passed or skipped (a failure gets another run: it may have
-        been the bundle's, fixed since), then the bench on an idle GPU."""
+        been the bundle's, fixed since; none at all after a suite that passed whole), then
+        the probe alone (the plan's seconds a step with one model, never measured by a slice
+        that trains several), then the bench on an idle GPU (measured by earlier sittings:
+        it takes what the probe leaves)."""
         self.complete_evaluation()
         self.phase("remainder")
         earlier = Path(self.state["after"]).with_name("gpu-tests.jsonl") if self.state.get("after") else None
         if earlier is not None and earlier.is_file() and not self.test_report().is_file():
             shutil.copyfile(earlier, self.test_report())
-        reports = [json.loads(line) for line in self.test_report().read_text().splitlines()] \
-            if self.test_report().is_file() else []
-        done = [r["nodeid"] for r in reports if r["outcome"] in ("passed", "skipped")]
-        skip = self.logs / "gpu-tests-done.txt"
-        skip.write_text("\n".join(done) + "\n")
-        reserve = 2 * BENCH_S + PROBE_S if self.left() > 3 * BENCH_S + PROBE_S else 0
-        rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
-                      {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
-        self.call["gpu_tests_rc"] = rc
-        # the attention bench on the idle GPU, once per attention path (HEADLAB_ATTENTION_PATH)
+        if any(call.get("gpu_tests_rc") == 0 for call in self.state["calls"][:-1]):
+            self.call["gpu_tests_rest"] = "none: the suite passed whole in an earlier call"
+        else:
+            reports = [json.loads(line) for line in self.test_report().read_text().splitlines()] \
+                if self.test_report().is_file() else []
+            done = [r["nodeid"] for r in reports if r["outcome"] in ("passed", "skipped")]
+            skip = self.logs / "gpu-tests-done.txt"
+            skip.write_text("\n".join(done) + "\n")
+            reserve = next((need for need in (PROBE_S + 2 * BENCH_S, PROBE_S)
+                            if self.left() >= need + SUITE_REST_MIN_S), 0)
+            rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
+                          {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
+            self.call["gpu_tests_rc"] = rc
+        self.speed_probe()
+        # the attention bench on the idle GPU, once per attention path (HEADLAB_ATTENTION_PATH),
+        # in what the speed rows leave (they carry the probe's measures into the publication)
         for path in ATTENTION_PATHS:
-            if self.left() > 20:
-                share = self.left() / 2 if path == ATTENTION_PATHS[0] else self.left()
+            room = self.left() - SPEED_ROWS_S
+            if room > 20:
+                share = room / 2 if path == ATTENTION_PATHS[0] else room
                 self.call[f"bench_{path}_rc"] = self.run(f"bench-idle-{path}", self.bench_args(f"bench-idle-{path}"),
                                                          min(share, BENCH_S), {"HEADLAB_ATTENTION_PATH": path})
-        self.speed_probe_and_rows(rows_anyway=True)
+        self.speed_rows()
         self.end_phase("remainder")
 
-    def speed_probe_and_rows(self, rows_anyway: bool = False) -> None:
-        """The probe, then the sitting's speed rows and CUDA suite again with what it added
-        (the later call's: ``rows_anyway``, for the tests and bench it ran too); in the
-        first call after the publication when it has the time (one call on a lease too
-        short for two)."""
-        probed = self.speed_probe()
-        if (probed or rows_anyway) and self.published() and (self.src / self.published() / "rows.csv").is_file() \
-                and self.left() > 5:
+    def speed_probe_and_rows(self) -> None:
+        """In the first call after the publication, when it has the time (one call on a
+        lease too short for two): the probe, then the speed rows with what it added."""
+        if self.speed_probe():
+            self.speed_rows()
+
+    def speed_rows(self) -> None:
+        """The sitting's speed rows and CUDA suite again, with what this call added (the
+        probe, the rest of the tests, the idle bench)."""
+        if self.published() and (self.src / self.published() / "rows.csv").is_file() and self.left() > 5:
             self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True), self.left())
 
     def speed_probe(self) -> bool:
@@ -808,7 +823,7 @@ class Sitting:
         extra = self.logs / "speed-extra.json"
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
                                                    model["config"], "--name", model["name"], "--out", str(extra)],
-                                         min(self.left() - 15, PROBE_S))
+                                         min(self.left() - SPEED_ROWS_S, PROBE_S))
         return True
 
 

@@ -512,8 +512,8 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -
     # parent alone, its gated fine-tune alone, then the pruned model and the control)
     stages = [(m.get("chain") or {}).get("stage", 0) for m in manifest["models"]]
     models = [{"name": m["name"], "params": params.get(m["name"]),
-               "src_tok_s": publication.rows[m["name"]].get("src_tok_s") or None,
-               "tgt_tok_s": publication.rows[m["name"]].get("tgt_tok_s") or None,
+               "src_tok_s": _tokens_s(publication.rows[m["name"]].get("src_tok_s")),
+               "tgt_tok_s": _tokens_s(publication.rows[m["name"]].get("tgt_tok_s")),
                "side_by_side": stages.count(stage)} for m, stage in zip(manifest["models"], stages)]
     extra = _read_json(logs / "speed-extra.json")
     ident = {**publication.ident, "slice": manifest["slice"]["name"], "commit": manifest["commit"],
@@ -526,8 +526,18 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -
             (publication.out / f"profile.{name}.txt").write_text(clock["profile_tables"])
     rows = sitting_speed.speed_rows(models, ident, sitting_speed.smi_summary(logs / "nvidia-smi.csv"),
                                     {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}),
-                                    clocks)
+                                    clocks, extra.get("alone_step_ms", {}))
     sitting_speed.write_rows(publication.out / "throughput.csv", rows)
+
+
+def _tokens_s(value) -> int | None:
+    """A row's tokens/s as a number: the evaluation's own rows hold numbers, a later call's
+    (read back from ``rows.csv``) their text, which the matrix-rate share cannot multiply."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(number) if math.isfinite(number) else None
 
 
 def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict) -> None:

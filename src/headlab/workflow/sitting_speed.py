@@ -2,7 +2,7 @@
 
 - :func:`speed_rows`: one row per model of the sitting (``throughput.csv`` in its folder):
   tokens/s side by side (its training log) and alone (the remainder's short probe, when it
-  ran), the share of the GPU's matrix rate, power and memory from ``nvidia-smi`` samples;
+  ran, with its wall time a step), the share of the GPU's matrix rate, power and memory from ``nvidia-smi`` samples;
 - :func:`collect`: ``results/published/throughput.csv``, every sitting folder's rows
   together (rebuilt from them, so no sitting's rows are ever edited);
 - :func:`curves_figure`: train and validation cross-entropy against step, one colour per
@@ -27,6 +27,8 @@ from headlab.workflow.gpu_runner import gpu_short_name  # noqa: F401  (one defin
 PEAK_TFLOPS = {"h100": 989.4, "h200": 989.4, "a100": 312.0, "l40s": 362.0, "v100": 125.0}
 SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params", "src_tok_s_side_by_side",
                  "tgt_tok_s_side_by_side", "models_side_by_side", "src_tok_s_alone", "tgt_tok_s_alone",
+                 # the probe's wall ms a step alone, past its warm-up (no validation, no checkpoint)
+                 "step_ms_alone",
                  "matrix_share_side_by_side", "matrix_share_alone", "peak_tflops", "power_w_mean", "power_w_max",
                  "memory_mib_mean", "memory_mib_max", "mps", "profile_top_kernels", "profile_cpu_ms",
                  "profile_cuda_ms",
@@ -66,11 +68,12 @@ def matrix_share(params: int | None, tokens_s: float | None, gpu: str) -> float 
 
 
 def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict,
-               clocks: dict | None = None) -> list[dict]:
+               clocks: dict | None = None, alone_step_ms: dict | None = None) -> list[dict]:
     """``models``: dicts with name, params, src_tok_s, tgt_tok_s (and side_by_side: how many
     trained at once with it, a chain's stage; all of them otherwise); ``alone``: name -> (src, tgt)
     tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
-    ``clocks``: name -> the training's clock JSON (side by side), whose profile wins."""
+    ``clocks``: name -> the training's clock JSON (side by side), whose profile wins;
+    ``alone_step_ms``: name -> the probe's wall ms a step alone."""
     from headlab.engine.steptime import step_shares
 
     peak = PEAK_TFLOPS.get(ident["gpu"], "")
@@ -88,6 +91,7 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                      "tgt_tok_s_side_by_side": model.get("tgt_tok_s") or "",
                      "models_side_by_side": model.get("side_by_side") or len(models),
                      "src_tok_s_alone": alone_src, "tgt_tok_s_alone": alone_tgt,
+                     "step_ms_alone": (alone_step_ms or {}).get(model["name"], ""),
                      "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
                      "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
                      "peak_tflops": peak, **smi, **step_shares(clock), **traced})
