@@ -407,6 +407,14 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
         assert float(speed[name]["step_ms"]) > 0 and speed[name]["profile_where"] == (
             "side by side" if "profile" in clock else ""), (name, clock)
     assert set(clocks) - {"8L"} == {name for name, clock in clocks.items() if "profile" not in clock} - {"8L"}
+    # every 5th iteration marked in Unix time, split by the side track the runner timed
+    # (the suite's CPU stand-ins beside the trainings: one of the two kinds at least)
+    call = status["calls"][0]
+    assert call["started_at"] < call["started_at"] + call["gpu_tests_started_s"] < time.time()
+    for name, clock in clocks.items():
+        assert [iteration for iteration, _ in clock.get("marks", [])] == list(range(5, clock["iterations"] + 1, 5))
+        assert (speed[name]["step_ms_side_track"] or speed[name]["step_ms_clear"]) if len(clock.get("marks", [])) > 1 \
+            else not (speed[name]["step_ms_side_track"] or speed[name]["step_ms_clear"])
     # the GPU plan reads those clocks back (its throughput is checked against them)
     with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
         tar.extractall(tmp_path / "unpacked", filter="data", members=[
@@ -480,7 +488,7 @@ def test_a_speed_row_counts_the_models_that_trained_at_once_with_it(tmp_path):
         out = tmp_path / str(len(list(tmp_path.iterdir())))
         publication = sitting.Publication(out, manifest, {"sitting": "s", "gpu": "h100", "date": "2026-12-01"}, {})
         publication.rows = {model["name"]: {"src_tok_s": 40000} for model in models}
-        sitting._speed(publication, manifest, tmp_path / "no-logs", {})
+        sitting._speed(publication, manifest, tmp_path / "no-logs", {}, {})
         with open(out / "throughput.csv", newline="") as handle:
             return {row["model"]: row["models_side_by_side"] for row in csv.DictReader(handle)}
 
@@ -587,14 +595,22 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
 
 def test_the_rehearsal_reads_the_sittings_clock_back_as_the_plan_does():
     """The sitting's throughput.csv as gpu_plan.measured_speed reads it: the slowest model's
-    step with both side by side (900.5 ms), the later first batch (31 s)."""
+    step with both side by side (900.5 ms), the later first batch (31 s); and what the side
+    track cost the trainings (said, not checked: 8L 1,000 ms a step beside the suite, 800
+    clear, +25%)."""
     from headlab.workflow import rehearsal
 
     folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
     header = "gpu,model,models_side_by_side,step_ms,start_first_batch_s\n"
     assert rehearsal.speed_check(folder, {"created": "2026-11-27 10:00:00 UTC"},
                                  (header + "cpu,8L,2,900.5,31\ncpu,7Ftoken+1L,2,870,30\n").encode()) == (
-        "the plan reads the sitting's clock: 2 side by side 0.900 s a step, first batch in 31 s", True)
+        "the plan reads the sitting's clock: 2 side by side 0.900 s a step, first batch in 31 s; side track: no "
+        "published sitting has split its trainings' steps by what ran beside them yet", True)
+    split = "gpu,model,models_side_by_side,step_ms,step_ms_side_track,step_ms_clear\ncpu,8L,2,900.5,1000,800\n"
+    assert rehearsal.speed_check(folder, {}, split.encode()) == (
+        "the plan reads the sitting's clock: 2 side by side 0.900 s a step, first batch in (not timed); side track: at "
+        "A-T1-deep/2026-11-27-cpu-abcdef0, the trainings took 1000 ms a step while the CUDA suite or the bench ran "
+        "beside them, 800 ms while neither did (+25%; a mean over 1 models)", True)
     assert rehearsal.speed_check(folder, {}, None) == ("the plan reads the sitting's clock: no throughput.csv "
                                                        "published", False)
     # a sitting whose clock wrote nothing, or nonsense

@@ -533,6 +533,33 @@ def test_one_model_alone_is_measured_by_the_probe_where_no_model_trained_alone(t
     assert str(caught.value) == f"{table}:2: [step_ms_alone] step_ms_alone '-3' is not a positive number"
 
 
+def test_the_queue_says_what_the_side_track_cost_the_trainings(tmp_path, capsys):
+    """The newest sitting that split its steps: 8L 140 ms beside the suite or bench and 125
+    clear, 8Ftoken 130 and 125 (7Ftoken+1L's clock had too few marks): means 135 and 125,
+    +8%. An older sitting's split does not count; a split that is no number is one line."""
+    from headlab.errors import DataError
+
+    assert gpu_plan.side_track_line() == ("side track: no published sitting has split its trainings' steps by what "
+                                          "ran beside them yet")
+    _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", {"8L": 120.0}, 50,
+           {"8L": {"step_ms_side_track": 300, "step_ms_clear": 100}})
+    _clock(tmp_path, "A-T1-deep", "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC",
+           {"8L": 130.0, "7Ftoken+1L": 131.0, "8Ftoken": 125}, 52.5,
+           {"8L": {"step_ms_side_track": 140, "step_ms_clear": 125},
+            "7Ftoken+1L": {"step_ms_side_track": 150},
+            "8Ftoken": {"step_ms_side_track": 130, "step_ms_clear": 125}})
+    expected = ("side track: at A-T1-deep/2026-12-02-h100-bbbbbbb, the trainings took 135 ms a step while the CUDA "
+                "suite or the bench ran beside them, 125 ms while neither did (+8%; a mean over 2 models)")
+    assert gpu_plan.side_track_line(tmp_path) == expected
+    gpu_plan.main(["--published", str(tmp_path)])
+    assert expected in capsys.readouterr().out.splitlines()
+    table = _clock(tmp_path, "A-T1-deep", "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 120.0}, 50,
+                   {"8L": {"step_ms_side_track": "slow", "step_ms_clear": 100}})
+    with pytest.raises(DataError) as caught:
+        gpu_plan.side_track_line(tmp_path)
+    assert str(caught.value) == f"{table}:2: [step_ms_side_track] step_ms_side_track 'slow' is not a positive number"
+
+
 def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluation(tmp_path, capsys):
     """993e600 (the newest with the runner's status): evaluate 60.4 s less its atlas's 7.0 s =
     53.4 s for 3 rows, 17.8 s a row. Each ready slice's rows against its reserve: A-T1-deep 3

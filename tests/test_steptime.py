@@ -56,6 +56,43 @@ def test_the_clock_splits_every_iteration_of_a_real_training(toy, tmp_path):
     assert clock["profile_tables"].startswith("by self CPU time") and "aten::" in clock["profile_tables"]
 
 
+def test_the_clock_marks_every_nth_iteration_with_its_unix_time(toy, tmp_path):
+    out = tmp_path / "clock.json"
+    before = time.time()
+    result = subprocess.run(CLOCK + ["--out", str(out), "--mark-every", "3", "--", "-config", str(toy("marked", 8, 4))],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    marks = json.loads(out.read_text())["marks"]
+    assert [iteration for iteration, _ in marks] == [3, 6]
+    assert before < marks[0][1] <= marks[1][1] <= time.time()
+
+
+def test_a_trainings_steps_split_by_what_ran_beside_it():
+    """The runner's side track of a call that began at Unix time 1,000: the CUDA suite from
+    17.5 to 275.6 s, the fused bench to 299.6 s, the blocked one stopped with the trainings
+    at 400 s. A clock's spans of 50 steps: 1,394-1,400 s beside the blocked bench (midpoint
+    1,397), then 1,400-1,405 and 1,405-1,415 s clear: 6 s / 50 = 120 ms and 15 s / 100 =
+    150 ms a step."""
+    from headlab.workflow import sitting_speed
+
+    call = {"started_at": 1000.0, "phases": {"install": {"end_s": 10.0}, "train": {"end_s": 400.0}},
+            "gpu_tests_started_s": 17.5, "gpu_tests_ended_s": 275.6, "bench_fused_started_s": 275.6,
+            "bench_fused_ended_s": 299.6, "bench_blocked_started_s": 299.6}
+    # the call that trained, whatever came after it
+    windows = sitting_speed.side_track_windows({"calls": [call, {"phases": {"remainder": {}}}]})
+    assert windows == [(1017.5, 1275.6), (1275.6, 1299.6), (1299.6, 1400.0)]
+    # a runner of before these times: nothing to split by
+    assert sitting_speed.side_track_windows({"calls": [{k: v for k, v in call.items() if k != "started_at"}]}) == []
+    marks = [[1000, 1394.0], [1050, 1400.0], [1100, 1405.0], [1150, 1415.0]]
+    assert sitting_speed.step_split(marks, windows) == {"step_ms_side_track": 120.0, "step_ms_clear": 150.0}
+    assert sitting_speed.step_split(marks[1:], windows) == {"step_ms_side_track": "", "step_ms_clear": 150.0}
+    assert sitting_speed.step_split(marks[:1], windows) == {"step_ms_side_track": "", "step_ms_clear": ""}
+    # in the speed row, from the clock's marks
+    row = sitting_speed.speed_rows([{"name": "8L"}], {"gpu": "h100"}, {}, {}, {},
+                                   {"8L": {"iterations": 1150, "marks": marks}}, side_track=windows)[0]
+    assert (row["step_ms_side_track"], row["step_ms_clear"]) == (120.0, 150.0)
+
+
 def test_a_training_stopped_by_a_signal_leaves_what_it_measured(toy, tmp_path):
     """The sitting ends its trainings at the deadline with SIGTERM (no Python cleanup runs):
     the clock written when its profile window closed is there, whole."""

@@ -30,6 +30,10 @@ Before the loop, the start-up (``start`` in the JSON, seconds from the command's
 and optimizer built: the loop asks for its first batch), ``first_batch_s`` (the first batch
 there: OpenNMT-py fills its first bucket of ``bucket_size`` examples first).
 
+``marks``: every ``mark_every`` iterations, the iteration and the Unix time its batch came
+in, so that what else ran on the machine meanwhile (a sitting's CUDA suite and bench beside
+its trainings, timed by the runner in the same clock) can be told from the steps it slowed.
+
 The clock's JSON (:meth:`StepClock.flush`) is rewritten atomically at most every
 :data:`FLUSH_S` seconds and when the profile window closes: a training stopped by a signal
 (a sitting's deadline) leaves what it had measured. Nothing here changes what is trained.
@@ -153,9 +157,10 @@ class StepClock:
     installed on the trainer's classes by :meth:`install`; ``out``: the JSON it flushes."""
 
     def __init__(self, out: str | Path | None = None, profile: ProfileWindow | None = None, name: str = "",
-                 began: float | None = None):
+                 began: float | None = None, mark_every: int = 0):
         """``began``: ``perf_counter()`` when the process began its work (before its imports),
-        for the start-up's split; default: now."""
+        for the start-up's split; default: now. ``mark_every``: the iterations between two
+        marks (0: none)."""
         self.out = Path(out) if out else None
         self.began = time.perf_counter() if began is None else began
         #: seconds from ``began``: imports done (the clock installed), the loop's first batch asked for and got
@@ -166,6 +171,9 @@ class StepClock:
         self.wall = dict.fromkeys(PARTS, 0.0)
         self.calls = dict.fromkeys(PARTS, 0)
         self.iterations = 0
+        self.mark_every = mark_every
+        #: [iteration, Unix time its batch came in], every ``mark_every`` iterations
+        self.marks: list[list[float]] = []
         self.profile_error = ""
         self._undo: list[tuple[object, str, object]] = []
         self._flushed = 0.0
@@ -237,6 +245,8 @@ class StepClock:
                 if not clock.iterations:
                     clock.start["first_batch_s"] = round(time.perf_counter() - clock.began, 3)
                 clock.iterations += 1
+                if clock.mark_every and not clock.iterations % clock.mark_every:
+                    clock.marks.append([clock.iterations, round(time.time(), 3)])
                 clock.flush(force=closed)
                 yield item
 
@@ -265,6 +275,8 @@ class StepClock:
         parts = {p: {"cpu_s": round(self.cpu[p], 4), "wall_s": round(self.wall[p], 4), "calls": self.calls[p]}
                  for p in PARTS}
         found = {"name": self.name, "iterations": self.iterations, "start": dict(self.start), "parts": parts}
+        if self.marks:
+            found["marks"] = [list(mark) for mark in self.marks]
         if self.profile is not None and self.profile.summary:
             found.update(profile=self.profile.summary, profile_tables=self.profile.tables)
         if self.profile_error:

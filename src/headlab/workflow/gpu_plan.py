@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -797,12 +798,37 @@ def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMe
         f"({measure.sitting})" for count, measure in sorted(measured.items())))
 
 
+def side_track_line(published: Path | str = PUBLISHED) -> str:
+    """What the CUDA suite and the bench beside the trainings cost them, at the newest
+    sitting that split its steps by it (``throughput.csv``'s ``step_ms_side_track`` and
+    ``step_ms_clear``, each a mean over its models): the measure that says whether the side
+    track belongs in the training window or after it."""
+    newest = None
+    for table in Path(published).glob("*/*/throughput.csv"):
+        with open(table, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            pairs = [(_measure(row.get("step_ms_side_track"), table, reader.line_num, "step_ms_side_track"),
+                      _measure(row.get("step_ms_clear"), table, reader.line_num, "step_ms_clear")) for row in reader]
+        pairs = [pair for pair in pairs if None not in pair]
+        key = (_sitting_time(table.parent), table.parent.name)
+        if pairs and (newest is None or key > newest[0]):
+            newest = (key, f"{table.parent.parent.name}/{table.parent.name}", pairs)
+    if newest is None:
+        return "side track: no published sitting has split its trainings' steps by what ran beside them yet"
+    _, sitting, pairs = newest
+    beside, clear = (statistics.fmean(values) for values in zip(*pairs))
+    return (f"side track: at {sitting}, the trainings took {beside:.0f} ms a step while the CUDA suite or the bench "
+            f"ran beside them, {clear:.0f} ms while neither did ({beside / clear - 1:+.0%}; a mean over "
+            f"{len(pairs)} models)")
+
+
 def _queue(args) -> int:
     plan = load(args.plan)
     for found in plan.slices:
         print(queue_line(found, args.published))
     evaluation = measured_evaluation(args.published)
     print(_throughput_line(plan, args.published, evaluation))
+    print(side_track_line(args.published))
     print(_evaluation_line(plan, evaluation))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]
     new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)

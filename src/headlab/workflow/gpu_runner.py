@@ -79,6 +79,9 @@ BENCH_S = 60
 PROBE_S = 90             # the probe: one model alone, 20 steps profiled
 SUITE_REST_MIN_S = 30    # a later call's rest of the CUDA suite has at least this before the probe's time is kept
 SPEED_ROWS_S = 15        # kept back for the speed rows after a later call's probe and bench
+#: iterations between two marks of a training's clock (its Unix time): the steps that shared
+#: the GPU with the CUDA suite or the bench, against those that did not
+MARK_EVERY = {"cuda": 50, "cpu": 5}
 #: the first model's profile window side by side: (first iteration, iterations); on a GPU
 #: past the allocator's and MPS's warm-up and clear of the validation and checkpoint at 200
 PROFILE_STEPS = {"cuda": (151, 20), "cpu": (3, 2)}
@@ -228,6 +231,8 @@ class Sitting:
         self.state = {"calls": previous.get("calls", []) + [{"budget_s": args.budget, "device": args.device}],
                       **{k: v for k, v in previous.items() if k != "calls"}}
         self.call = self.state["calls"][-1]
+        # the call's start as Unix time: its *_s times on the trainings' clocks (their marks)
+        self.call["started_at"] = round(time.time() - (time.monotonic() - self.started), 3)
         self.procs: dict[str, subprocess.Popen] = {}
         self.last_status = 0.0
         self.mps_control = "nvidia-cuda-mps-control"
@@ -450,7 +455,8 @@ class Sitting:
         ``logs/clock.<name>.json``); the slice's first model also profiles
         :data:`PROFILE_STEPS` whole iterations side by side with the others."""
         cmd = [sys.executable, "-m", "headlab.workflow.sitting_clock", "--out",
-               str(self.logs / f"clock.{model['name']}.json"), "--name", model["name"]]
+               str(self.logs / f"clock.{model['name']}.json"), "--name", model["name"],
+               "--mark-every", str(MARK_EVERY[self.args.device])]
         if model["name"] == self.manifest["models"][0]["name"]:
             first, steps = PROFILE_STEPS[self.args.device]
             cmd += ["--profile-from", str(first), "--profile-steps", str(steps)]
@@ -605,6 +611,7 @@ class Sitting:
                 break
             yield
         self.call["gpu_tests_rc"] = self.procs["gpu-tests"].returncode
+        self.call["gpu_tests_ended_s"] = round(self.elapsed(), 1)
         # the attention bench once per attention path (HEADLAB_ATTENTION_PATH), beside the
         # trainings (a shared GPU: the columns compare paths within one run, not to an idle GPU)
         for path in ATTENTION_PATHS:
@@ -618,6 +625,7 @@ class Sitting:
                 yield
             self.stop(name)
             self.call[f"bench_{path}_rc"] = self.procs[name].returncode
+            self.call[f"bench_{path}_ended_s"] = round(self.elapsed(), 1)
         while True:
             yield
 

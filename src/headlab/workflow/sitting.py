@@ -344,7 +344,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
         gates = Path((model.get("mask") or {}).get("gates", ""))
         if gates.is_file():
             shutil.copyfile(gates, out / f"gates.{model['chain']['mask_from']}.csv")
-    _speed(publication, manifest, logs, {})
+    _speed(publication, manifest, logs, {}, state)
     _suite(out, logs)
     if not (out / "provenance.json").is_file():
         # a later call completing this evaluation keeps the earlier publication until it
@@ -354,7 +354,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     # 2. each model's best validation checkpoint, translated within the deadline
     chosen = {m["name"]: eval_checkpoint(m) for m in manifest["models"]}
     params = {name: params_of(found["path"]) for name, found in chosen.items() if found}
-    _speed(publication, manifest, logs, params)
+    _speed(publication, manifest, logs, params, state)
     publication.lacks.remove(NOT_YET_TRANSLATED)       # what the translations leave is said below
     for name in [name for name, found in chosen.items() if found is None]:
         # (no checkpoint saved before the training stopped: no later call can evaluate it)
@@ -507,7 +507,7 @@ def _figure(publication: Publication) -> None:
                                                  f"{publication.ident['sitting']}", "sitting")
 
 
-def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -> None:
+def _speed(publication: Publication, manifest: dict, logs: Path, params: dict, state: dict) -> None:
     # the models that trained at once: a chain's stages ran one after another (paper D: the
     # parent alone, its gated fine-tune alone, then the pruned model and the control)
     stages = [(m.get("chain") or {}).get("stage", 0) for m in manifest["models"]]
@@ -526,7 +526,7 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict) -
             (publication.out / f"profile.{name}.txt").write_text(clock["profile_tables"])
     rows = sitting_speed.speed_rows(models, ident, sitting_speed.smi_summary(logs / "nvidia-smi.csv"),
                                     {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}),
-                                    clocks, extra.get("alone_step_ms", {}))
+                                    clocks, extra.get("alone_step_ms", {}), sitting_speed.side_track_windows(state))
     sitting_speed.write_rows(publication.out / "throughput.csv", rows)
 
 
@@ -540,7 +540,7 @@ def _tokens_s(value) -> int | None:
     return round(number) if math.isfinite(number) else None
 
 
-def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict) -> None:
+def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict, state: dict | None = None) -> None:
     """``throughput.csv`` and ``cuda-suite.csv`` of a published sitting again, with what a
     later call measured (the probe alone, its profile: ``logs/speed-extra.json``; the rest
     of the CUDA suite)."""
@@ -555,7 +555,7 @@ def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict) -> None:
         for row in published:
             if (row["row"], row["heads"], row["seed"]) == (row_label(manifest, model), model["heads"], seed):
                 publication.rows[model["name"]] = row
-    _speed(publication, manifest, logs, {name: entry.get("params") for name, entry in models.items()})
+    _speed(publication, manifest, logs, {name: entry.get("params") for name, entry in models.items()}, state or {})
     _suite(out, logs)
 
 
@@ -599,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     state = _read_json(Path(args.state))
     ident = {"sitting": args.sitting, "gpu": args.gpu, "date": args.sitting[:10]}
     if args.speed_only:
-        refresh_speed(manifest, Path(args.out), Path(args.logs), ident)
+        refresh_speed(manifest, Path(args.out), Path(args.logs), ident, state)
         return 0
     try:
         publication = evaluate(manifest, Path(args.out), args.device, state, ident, args.deadline_s,

@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-from", type=int, default=None,
                         help="profile whole loop iterations from this one (1-based, this process's count)")
     parser.add_argument("--profile-steps", type=int, default=20, help="iterations in the profile window")
+    parser.add_argument("--mark-every", type=int, default=0,
+                        help="mark the Unix time of every N-th iteration (0: never), to tell the steps that "
+                             "shared the machine with the sitting's suite and bench")
     args = parser.parse_args(argv[:split])
     from headlab.engine.compat import defer_optional_imports
 
@@ -38,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from headlab.errors import HeadlabError
 
     window = None if args.profile_from is None else steptime.ProfileWindow(args.profile_from, args.profile_steps)
-    clock = steptime.StepClock(args.out, window, args.name, began).install()
+    clock = steptime.StepClock(args.out, window, args.name, began, args.mark_every).install()
     try:
         return int(run.train(argv[split + 1:]) or 0)
     except HeadlabError as err:

@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from headlab.workflow.gpu_runner import gpu_short_name  # noqa: F401  (one definition, stdlib)
+from headlab.workflow.gpu_runner import ATTENTION_PATHS, gpu_short_name  # noqa: F401  (one definition, stdlib)
 
 #: dense (no sparsity) fp16/bf16 tensor-core peak in TFLOPS, by the GPU's short name
 #: (NVIDIA's data sheets: H100 SXM and H200 989.4; A100 312; L40S 362; V100 125)
@@ -36,6 +36,9 @@ SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params",
                  # part's share of the loop's wall time, process CPU s per wall s
                  "step_ms", "data_share", "steps_share", "validation_share", "checkpoints_share",
                  "loop_other_share", "cpu_per_wall",
+                 # ms a step while the CUDA suite or the bench ran beside the trainings, and while
+                 # neither did (the clock's marks against the runner's side track)
+                 "step_ms_side_track", "step_ms_clear",
                  # its start-up, seconds from the command's start (its Python up): imports, loop begins, first batch in
                  "start_imports_s", "start_loop_s", "start_first_batch_s",
                  # the profile: where it ran (side by side / alone), its window, what the host did
@@ -67,13 +70,45 @@ def matrix_share(params: int | None, tokens_s: float | None, gpu: str) -> float 
     return round(6 * params * tokens_s / (peak * 1e12), 4)
 
 
+def side_track_windows(state: dict) -> list[tuple[float, float]]:
+    """(start, end) Unix times of what the runner ran beside the trainings (the CUDA suite,
+    the bench of each attention path), from the call that trained (its ``started_at`` and
+    ``*_started_s`` / ``*_ended_s``; one stopped with the trainings ends with them). Empty
+    for a runner of before those times."""
+    call = next((call for call in state.get("calls") or [] if "train" in (call.get("phases") or {})), None)
+    if call is None or "started_at" not in call:
+        return []
+    train_end = call["phases"]["train"].get("end_s")
+    windows = []
+    for what in ["gpu_tests"] + [f"bench_{path}" for path in ATTENTION_PATHS]:
+        start, end = call.get(f"{what}_started_s"), call.get(f"{what}_ended_s", train_end)
+        if start is not None and end is not None:
+            windows.append((call["started_at"] + start, call["started_at"] + end))
+    return windows
+
+
+def step_split(marks: list, windows: list[tuple[float, float]]) -> dict:
+    """A training's ms a step while something ran beside it and while nothing did: each span
+    between two of its clock's marks goes to the side track if its middle falls in one of
+    ``windows`` (blank: no span of that kind)."""
+    spans = {"step_ms_side_track": [0.0, 0], "step_ms_clear": [0.0, 0]}
+    for (first, began), (last, ended) in zip(marks, marks[1:]):
+        middle = (began + ended) / 2
+        kind = "step_ms_side_track" if any(start <= middle <= end for start, end in windows) else "step_ms_clear"
+        spans[kind][0] += ended - began
+        spans[kind][1] += last - first
+    return {kind: round(1000 * seconds / steps, 1) if steps else "" for kind, (seconds, steps) in spans.items()}
+
+
 def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict,
-               clocks: dict | None = None, alone_step_ms: dict | None = None) -> list[dict]:
+               clocks: dict | None = None, alone_step_ms: dict | None = None,
+               side_track: list[tuple[float, float]] | None = None) -> list[dict]:
     """``models``: dicts with name, params, src_tok_s, tgt_tok_s (and side_by_side: how many
     trained at once with it, a chain's stage; all of them otherwise); ``alone``: name -> (src, tgt)
     tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
     ``clocks``: name -> the training's clock JSON (side by side), whose profile wins;
-    ``alone_step_ms``: name -> the probe's wall ms a step alone."""
+    ``alone_step_ms``: name -> the probe's wall ms a step alone; ``side_track``: the
+    :func:`side_track_windows` its clock's marks are split by."""
     from headlab.engine.steptime import step_shares
 
     peak = PEAK_TFLOPS.get(ident["gpu"], "")
@@ -94,7 +129,8 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                      "step_ms_alone": (alone_step_ms or {}).get(model["name"], ""),
                      "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
                      "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
-                     "peak_tflops": peak, **smi, **step_shares(clock), **traced})
+                     "peak_tflops": peak, **smi, **step_shares(clock),
+                     **(step_split(clock["marks"], side_track or []) if clock.get("marks") else {}), **traced})
     return rows
 
 
