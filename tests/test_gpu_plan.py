@@ -535,8 +535,9 @@ def test_one_model_alone_is_measured_by_the_probe_where_no_model_trained_alone(t
 
 def test_the_queue_says_what_the_side_track_cost_the_trainings(tmp_path, capsys):
     """The newest sitting that split its steps: 8L 140 ms beside the suite or bench and 125
-    clear, 8Ftoken 130 and 125 (7Ftoken+1L's clock had too few marks): means 135 and 125,
-    +8%. An older sitting's split does not count; a split that is no number is one line."""
+    clear, 8Ftoken 130 and 125 (7Ftoken+1L's only beside): means over the two with both, 135
+    and 125, +8%. An older sitting's split does not count; a sitting with spans of one kind
+    only says so; a split that is no number is one line."""
     from headlab.errors import DataError
 
     assert gpu_plan.side_track_line() == ("side track: no published sitting has split its trainings' steps by what "
@@ -553,7 +554,18 @@ def test_the_queue_says_what_the_side_track_cost_the_trainings(tmp_path, capsys)
     assert gpu_plan.side_track_line(tmp_path) == expected
     gpu_plan.main(["--published", str(tmp_path)])
     assert expected in capsys.readouterr().out.splitlines()
-    table = _clock(tmp_path, "A-T1-deep", "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 120.0}, 50,
+    # a sitting whose side track outlasted every training (two cores: the suite's CPU stand-ins)
+    _clock(tmp_path, "A-T1-deep", "2026-12-03-cpu-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 3500.0, "8Ftoken": 3400},
+           8, {"8L": {"step_ms_side_track": 3600}, "8Ftoken": {"step_ms_side_track": 3400}})
+    assert gpu_plan.side_track_line(tmp_path) == (
+        "side track: at A-T1-deep/2026-12-03-cpu-ccccccc, the CUDA suite or the bench ran beside every marked span of "
+        "the trainings (3500 ms a step): no clear span to compare with")
+    _clock(tmp_path, "A-T1-deep", "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", {"8L": 120.0}, 50,
+           {"8L": {"step_ms_clear": 118}})
+    assert gpu_plan.side_track_line(tmp_path) == (
+        "side track: at A-T1-deep/2026-12-04-h100-ddddddd, nothing ran beside the trainings' marked spans (118 ms a "
+        "step)")
+    table = _clock(tmp_path, "A-T1-deep", "2026-12-05-h100-eeeeeee", "2026-12-05 10:00:00 UTC", {"8L": 120.0}, 50,
                    {"8L": {"step_ms_side_track": "slow", "step_ms_clear": 100}})
     with pytest.raises(DataError) as caught:
         gpu_plan.side_track_line(tmp_path)

@@ -91,6 +91,10 @@ def test_a_trainings_steps_split_by_what_ran_beside_it():
     row = sitting_speed.speed_rows([{"name": "8L"}], {"gpu": "h100"}, {}, {}, {},
                                    {"8L": {"iterations": 1150, "marks": marks}}, side_track=windows)[0]
     assert (row["step_ms_side_track"], row["step_ms_clear"]) == (120.0, 150.0)
+    # a side track not known (a runner of before its times): no split, rather than all "clear"
+    row = sitting_speed.speed_rows([{"name": "8L"}], {"gpu": "h100"}, {}, {}, {},
+                                   {"8L": {"iterations": 1150, "marks": marks}}, side_track=[])[0]
+    assert "step_ms_clear" not in row and "step_ms_side_track" not in row
 
 
 def test_a_training_stopped_by_a_signal_leaves_what_it_measured(toy, tmp_path):

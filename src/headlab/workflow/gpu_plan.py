@@ -801,25 +801,32 @@ def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMe
 def side_track_line(published: Path | str = PUBLISHED) -> str:
     """What the CUDA suite and the bench beside the trainings cost them, at the newest
     sitting that split its steps by it (``throughput.csv``'s ``step_ms_side_track`` and
-    ``step_ms_clear``, each a mean over its models): the measure that says whether the side
-    track belongs in the training window or after it."""
+    ``step_ms_clear``, means over its models): the measure that says whether the side track
+    belongs in the training window or after it."""
     newest = None
     for table in Path(published).glob("*/*/throughput.csv"):
         with open(table, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             pairs = [(_measure(row.get("step_ms_side_track"), table, reader.line_num, "step_ms_side_track"),
                       _measure(row.get("step_ms_clear"), table, reader.line_num, "step_ms_clear")) for row in reader]
-        pairs = [pair for pair in pairs if None not in pair]
+        pairs = [pair for pair in pairs if pair != (None, None)]
         key = (_sitting_time(table.parent), table.parent.name)
         if pairs and (newest is None or key > newest[0]):
             newest = (key, f"{table.parent.parent.name}/{table.parent.name}", pairs)
     if newest is None:
         return "side track: no published sitting has split its trainings' steps by what ran beside them yet"
     _, sitting, pairs = newest
-    beside, clear = (statistics.fmean(values) for values in zip(*pairs))
-    return (f"side track: at {sitting}, the trainings took {beside:.0f} ms a step while the CUDA suite or the bench "
-            f"ran beside them, {clear:.0f} ms while neither did ({beside / clear - 1:+.0%}; a mean over "
-            f"{len(pairs)} models)")
+    both = [pair for pair in pairs if None not in pair]
+    if both:
+        beside, clear = (statistics.fmean(values) for values in zip(*both))
+        return (f"side track: at {sitting}, the trainings took {beside:.0f} ms a step while the CUDA suite or the "
+                f"bench ran beside them, {clear:.0f} ms while neither did ({beside / clear - 1:+.0%}; a mean over "
+                f"{len(both)} models)")
+    beside = [first for first, _ in pairs if first is not None]
+    return (f"side track: at {sitting}, " + (
+        f"the CUDA suite or the bench ran beside every marked span of the trainings ({statistics.fmean(beside):.0f} "
+        f"ms a step): no clear span to compare with" if beside else
+        f"nothing ran beside the trainings' marked spans ({statistics.fmean(c for _, c in pairs):.0f} ms a step)"))
 
 
 def _queue(args) -> int:

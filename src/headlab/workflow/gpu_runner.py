@@ -43,9 +43,10 @@ CUDA suite's report, bench CSVs, training logs).
 
 A second call on the same machine (same ``--work``) reads the first one's state and does
 only what it left: the evaluation its deadline cut, the CUDA tests not yet run, the probe,
-the bench on an idle GPU. It never trains again. ``--device cpu`` rehearses every step on a CPU with small settings (checkpoints
-every 2 steps, 24 test sentences), so ``make gpu-rehearsal`` proves the route in a venv that
-holds the GPU machine's Python and package versions.
+the bench on an idle GPU. It never trains again. ``--device cpu`` rehearses every step on a
+CPU with small settings (checkpoints every 2 steps, 24 test sentences), so ``make
+gpu-rehearsal`` proves the route in a venv that holds the GPU machine's Python and package
+versions.
 """
 from __future__ import annotations
 

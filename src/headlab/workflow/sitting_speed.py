@@ -2,7 +2,8 @@
 
 - :func:`speed_rows`: one row per model of the sitting (``throughput.csv`` in its folder):
   tokens/s side by side (its training log) and alone (the remainder's short probe, when it
-  ran, with its wall time a step), the share of the GPU's matrix rate, power and memory from ``nvidia-smi`` samples;
+  ran, with its wall time a step), the share of the GPU's matrix rate, power and memory
+  from ``nvidia-smi`` samples, its clock's steps split by what ran beside them;
 - :func:`collect`: ``results/published/throughput.csv``, every sitting folder's rows
   together (rebuilt from them, so no sitting's rows are ever edited);
 - :func:`curves_figure`: train and validation cross-entropy against step, one colour per
@@ -130,7 +131,9 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                      "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
                      "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
                      "peak_tflops": peak, **smi, **step_shares(clock),
-                     **(step_split(clock["marks"], side_track or []) if clock.get("marks") else {}), **traced})
+                     # (no side track known, no split: "clear" would be a guess)
+                     **(step_split(clock["marks"], side_track) if clock.get("marks") and side_track else {}),
+                     **traced})
     return rows
 
 
