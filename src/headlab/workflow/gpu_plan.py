@@ -481,35 +481,53 @@ def _probe_step_s(row: dict, step_ms: float, table: Path, line: int) -> float | 
     return (alone_ms + step_ms * sum(share for share in shares if share is not None and share >= 0)) / 1000
 
 
-def measured_speed(published: Path | str = PUBLISHED) -> dict[int, Measured]:
+@dataclass(frozen=True)
+class SpeedTable:
+    """One published sitting's ``throughput.csv``, read once for every measure taken of it."""
+    path: Path
+    sitting: str                # <slice>/<sitting folder>
+    published: str              # when (:func:`_sitting_time`)
+    rows: list[tuple[int, dict]]  # (line, row)
+
+
+def speed_tables(published: Path | str = PUBLISHED) -> list[SpeedTable]:
+    """Every published sitting's speed rows, oldest first (by its provenance's time)."""
+    tables = []
+    for path in Path(published).glob("*/*/throughput.csv"):
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            rows = [(reader.line_num, row) for row in reader]
+        tables.append(SpeedTable(path, f"{path.parent.parent.name}/{path.parent.name}", _sitting_time(path.parent),
+                                 rows))
+    return sorted(tables, key=lambda table: (table.published, table.path.parent.name))
+
+
+def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] | None = None) -> dict[int, Measured]:
     """models side by side -> the newest published sitting's measure (its ``throughput.csv``
     rows that carry the training's own clock, ``step_ms``: sittings before that clock have
     none, and are left out). One model alone is measured by a sitting that trained one, or
-    else by its probe (:func:`_probe_step_s`; the slowest model probed)."""
-    files = sorted(Path(published).glob("*/*/throughput.csv"),
-                   key=lambda table: (_sitting_time(table.parent), table.parent.name))
+    else by its probe (:func:`_probe_step_s`; the slowest model probed). ``tables``: already
+    read (:func:`speed_tables`)."""
     newest: dict[int, Measured] = {}
-    for table in files:
+    for table in speed_tables(published) if tables is None else tables:
         by_count: dict[int, list[float]] = {}
         probed: list[float] = []
         startups, gpu = [], "?"
-        with open(table, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            for row in reader:
-                step_ms = _measure(row.get("step_ms"), table, reader.line_num, "step_ms")
-                if step_ms is None:
-                    continue
-                probe_s = _probe_step_s(row, step_ms, table, reader.line_num)
-                probed += [probe_s] if probe_s is not None else []
-                count = _measure(row.get("models_side_by_side"), table, reader.line_num, "models_side_by_side")
-                if count is not None and not count.is_integer():
-                    raise DataError(f"models_side_by_side {row['models_side_by_side'].strip()!r} is not a whole "
-                                    f"number", path=str(table), line=reader.line_num, key="models_side_by_side")
-                startup = _measure(row.get("start_first_batch_s"), table, reader.line_num, "start_first_batch_s")
-                startups += [startup] if startup is not None else []
-                gpu = row.get("gpu") or gpu
-                by_count.setdefault(int(count or 1), []).append(step_ms / 1000)
-        sitting, when = f"{table.parent.parent.name}/{table.parent.name}", _sitting_time(table.parent)
+        for line, row in table.rows:
+            step_ms = _measure(row.get("step_ms"), table.path, line, "step_ms")
+            if step_ms is None:
+                continue
+            probe_s = _probe_step_s(row, step_ms, table.path, line)
+            probed += [probe_s] if probe_s is not None else []
+            count = _measure(row.get("models_side_by_side"), table.path, line, "models_side_by_side")
+            if count is not None and not count.is_integer():
+                raise DataError(f"models_side_by_side {row['models_side_by_side'].strip()!r} is not a whole "
+                                f"number", path=str(table.path), line=line, key="models_side_by_side")
+            startup = _measure(row.get("start_first_batch_s"), table.path, line, "start_first_batch_s")
+            startups += [startup] if startup is not None else []
+            gpu = row.get("gpu") or gpu
+            by_count.setdefault(int(count or 1), []).append(step_ms / 1000)
+        sitting, when = table.sitting, table.published
         for count, steps in by_count.items():
             newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None))
         if probed and 1 not in by_count:
@@ -784,8 +802,9 @@ def _evaluation_line(plan: Plan, evaluation: EvaluationMeasured | None) -> str:
                         for found in plan.slices if found.entry["ready"]))
 
 
-def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMeasured | None) -> str:
-    measured = measured_speed(published)
+def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMeasured | None,
+                     tables: list[SpeedTable]) -> str:
+    measured = measured_speed(published, tables)
     stale = stale_throughput(plan, published, measured, evaluation)
     if stale:
         return (f"throughput stale: write the measures into {plan.path.name} (and each slice's cost_gpu_s): "
@@ -798,24 +817,21 @@ def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMe
         f"({measure.sitting})" for count, measure in sorted(measured.items())))
 
 
-def side_track_line(published: Path | str = PUBLISHED) -> str:
+def side_track_line(published: Path | str = PUBLISHED, tables: list[SpeedTable] | None = None) -> str:
     """What the CUDA suite and the bench beside the trainings cost them, at the newest
     sitting that split its steps by it (``throughput.csv``'s ``step_ms_side_track`` and
     ``step_ms_clear``, means over its models): the measure that says whether the side track
-    belongs in the training window or after it."""
+    belongs in the training window or after it. ``tables``: already read (:func:`speed_tables`)."""
     newest = None
-    for table in Path(published).glob("*/*/throughput.csv"):
-        with open(table, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            pairs = [(_measure(row.get("step_ms_side_track"), table, reader.line_num, "step_ms_side_track"),
-                      _measure(row.get("step_ms_clear"), table, reader.line_num, "step_ms_clear")) for row in reader]
+    for table in speed_tables(published) if tables is None else tables:
+        pairs = [(_measure(row.get("step_ms_side_track"), table.path, line, "step_ms_side_track"),
+                  _measure(row.get("step_ms_clear"), table.path, line, "step_ms_clear")) for line, row in table.rows]
         pairs = [pair for pair in pairs if pair != (None, None)]
-        key = (_sitting_time(table.parent), table.parent.name)
-        if pairs and (newest is None or key > newest[0]):
-            newest = (key, f"{table.parent.parent.name}/{table.parent.name}", pairs)
+        if pairs:                    # the tables come oldest first
+            newest = (table.sitting, pairs)
     if newest is None:
         return "side track: no published sitting has split its trainings' steps by what ran beside them yet"
-    _, sitting, pairs = newest
+    sitting, pairs = newest
     both = [pair for pair in pairs if None not in pair]
     if both:
         beside, clear = (statistics.fmean(values) for values in zip(*both))
@@ -834,8 +850,9 @@ def _queue(args) -> int:
     for found in plan.slices:
         print(queue_line(found, args.published))
     evaluation = measured_evaluation(args.published)
-    print(_throughput_line(plan, args.published, evaluation))
-    print(side_track_line(args.published))
+    tables = speed_tables(args.published)
+    print(_throughput_line(plan, args.published, evaluation, tables))
+    print(side_track_line(args.published, tables))
     print(_evaluation_line(plan, evaluation))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]
     new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)

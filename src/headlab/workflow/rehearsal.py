@@ -123,13 +123,16 @@ def speed_check(published: str, provenance: dict, speed: bytes | None) -> tuple[
     seconds with the models side by side, so that the plan's throughput can be checked."""
     if speed is None:
         return ("the plan reads the sitting's clock: no throughput.csv published", False)
-    files = {"throughput.csv": speed, "provenance.json": json.dumps(provenance)}
-    measured, error = _read_back(published, files, gpu_plan.measured_speed)
+    def read(root: str) -> tuple[dict, str]:
+        tables = gpu_plan.speed_tables(root)
+        return gpu_plan.measured_speed(root, tables), gpu_plan.side_track_line(root, tables)
+
     # what the suite and bench beside the trainings cost them: said, never a failure (on two
     # cores the suite's CPU stand-ins may outlast every training)
-    side_track, side_error = _read_back(published, files, gpu_plan.side_track_line)
-    if error or side_error:
-        return (f"the plan reads the sitting's clock: {error or side_error}", False)
+    found, error = _read_back(published, {"throughput.csv": speed, "provenance.json": json.dumps(provenance)}, read)
+    if error:
+        return (f"the plan reads the sitting's clock: {error}", False)
+    measured, side_track = found
     return ("the plan reads the sitting's clock: " + ("; ".join(
         f"{count} side by side {measure.step_s:.3f} s a step, first batch in "
         + (f"{measure.startup_s:.0f} s" if measure.startup_s is not None else "(not timed)")
