@@ -65,21 +65,75 @@ def test_the_shipped_sittings_render_in_paper_As_T1_with_a_scale_column(tmp_path
     values = table.values
     assert values.columns[0] == "scale" and values.loc["DE-EN 8L", "scale"] == "toy"
     gpu = "DE-EN 8L (GPU A-T1-deep)"
-    # every shipped sitting of the slice that did not diverge, one seed each: their mean
+    # every shipped sitting of the slice that neither diverged nor was evaluated at the
+    # clock's step (seed 1 of 65e2124: step 1,000, no validation), one seed each: their mean
     shipped = [row for path in sorted(SHIPPED.glob("A-T1-deep/*/rows.csv"))
                for row in csv.DictReader(path.open()) if row["heads"] == "8L" and row["status"] != "diverged"]
-    assert len(shipped) >= 2 and {row["seed"] for row in shipped} >= {"1", "2"}
-    mean = sum(float(row["bleu"]) for row in shipped) / len(shipped)
-    assert values.loc[gpu, "6+6 ours"] == pytest.approx(mean) and table.runs(gpu, "6+6 ours")[1] == len(shipped)
-    assert round(mean, 2) == 35.17 or len(shipped) > 2           # seeds 1 and 2: 34.26 and 36.09
+    chosen = [row for row in shipped if row["best_step"]]
+    assert {row["seed"] for row in shipped} >= {"1", "2"} and {row["seed"] for row in chosen} >= {"2"}
+    mean = sum(float(row["bleu"]) for row in chosen) / len(chosen)
+    assert values.loc[gpu, "6+6 ours"] == pytest.approx(mean) and table.runs(gpu, "6+6 ours")[1] == len(chosen)
+    assert round(mean, 2) == 36.09 or len(chosen) > 1           # seed 2 at its best validation, step 2,200
     assert "A-T1-deep" in values.loc[gpu, "scale"] and "deadline" in values.loc[gpu, "scale"]
-    assert "95% t interval of the mean" in values.loc[gpu, "scale"]
+    assert "seed 2, deadline at step 2,200 (2026-11-27-h100-993e600); 95% interval [34.56, 37.57]" in \
+        values.loc[gpu, "scale"] or len(chosen) > 1
+    # seed 1 at the clock's step: its own labelled row, never in the mean
+    clocked = "DE-EN 8L (GPU A-T1-deep, deadline at the clock's step 1,000, 2026-11-27-h100-65e2124)"
+    assert round(values.loc[clocked, "6+6 ours"], 2) == 34.26
+    assert values.loc[clocked, "scale"] == ("GPU base: A-T1-deep, seed 1, deadline at the clock's step 1,000, not "
+                                            "averaged (2026-11-27-h100-65e2124: no validation chose it); 95% "
+                                            "interval [32.82, 35.64]")
     diverged = [row for row in values.index if row.startswith("DE-EN 8L (GPU A-T1-deep, diverged")]
     assert len(diverged) == 1 and round(values.loc[diverged[0], "6+6 ours"], 2) == 18.34
     assert values.loc["DE-EN 8L", "6+6 paper"] == 30.99
     markdown = to_markdown(table)
-    assert "| DE-EN 7Ftoken+1L (GPU A-T1-deep) | GPU base" in markdown and "seeds 1, 2" in markdown
+    assert "| DE-EN 7Ftoken+1L (GPU A-T1-deep) | GPU base" in markdown and "seed 2" in markdown
     assert set(ours["scale"]) >= {"toy"} and (ours["scale"] != "toy").sum() >= 3
+
+
+def test_a_deadline_run_at_the_clocks_step_is_shown_but_never_averaged_or_judged(tmp_path):
+    """Seed 1 of each model stopped by the clock at step 1,000 with no validation (no
+    best_step: the sittings before the stop rule), seeds 2 and 3 at their best validation
+    (deadline) and converged: the row averages seeds 2-3 only, seed 1 has a row of its own,
+    and the claims test seeds 2-3; a converged run without a best_step (a fine-tune trained
+    to its planned end) is one of the seeds."""
+    from headlab.studies import published
+    from headlab.studies.effects import Judge
+    from headlab.studies.paper_A import claims, outputs
+
+    root = tmp_path / "published"
+    ref = [f"a child number {index} throws a blue ball over the wooden fence" for index in range(120)]
+    reference = tmp_path / "ref.txt"
+    reference.write_text("\n".join(ref) + "\n")
+    for sitting, seed, status, best in (("2026-11-27-h100-aaaaaaa", 1, "deadline", ""),
+                                        ("2026-11-28-h100-bbbbbbb", 2, "deadline", 2200),
+                                        ("2026-11-29-h100-ccccccc", 3, "converged", 2600)):
+        rows = [dict(heads=heads, seed=seed, status=status, best_step=best, step=1000 if seed == 1 else 2800,
+                     bleu=base + seed, bleu_ci_low=base + seed - 1.5, bleu_ci_high=base + seed + 1.5)
+                for heads, base in (("8L", 30.0), ("7Ftoken+1L", 33.0), ("8Ftoken", 32.0))]
+        folder = _sitting(root, sitting, rows)
+        for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
+            hyp = [" ".join(line.split()[:-1 - (index + seed) % 2]) if heads == "8L" else line
+                   for index, line in enumerate(ref)]
+            (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(hyp) + "\n")
+    frame = published.read(str(root))
+    assert list(published.at_the_clocks_step(frame)) == [True] * 3 + [False] * 6
+    assert sorted(set(published.seeds_of(frame)["seed"])) == ["2", "3"]
+    fine_tune = frame.assign(status="converged", best_step="")      # trained to their planned end
+    assert not published.at_the_clocks_step(fine_tune).any() and len(published.seeds_of(fine_tune)) == 9
+
+    files = _files(tmp_path, root)
+    inputs, build = outputs.t1(files)
+    _fake_toy_inputs(inputs, root)
+    table, _ = build()
+    gpu = "DE-EN 8L (GPU A-T1-deep)"
+    assert table.values.loc[gpu, "6+6 ours"] == pytest.approx(32.5) and table.runs(gpu, "6+6 ours")[1] == 2
+    assert "seeds 2, 3, deadline, converged at steps 2,200, 2,600 (" in table.values.loc[gpu, "scale"]
+    clocked = "DE-EN 8L (GPU A-T1-deep, deadline at the clock's step 1,000, 2026-11-27-h100-aaaaaaa)"
+    assert table.values.loc[clocked, "6+6 ours"] == pytest.approx(31.0)
+    judge = Judge("paper_A", 200)
+    claims.judge_published(judge, files, frame, reference=str(reference))
+    assert set(judge.frame()["seeds"]) == {2}
 
 
 def test_three_converged_seeds_give_mean_sd_and_a_verdict(tmp_path):

@@ -20,8 +20,9 @@ table (:func:`extend`) beside the toy rows, with a ``scale`` column: ``toy`` for
 rows, ``GPU base: <slice>, seeds …, <status> (<sittings>); 95% interval`` for a published
 model (the mean ± sd over its seeds of status converged or deadline, one seed kept per
 seed number: a converged run before a deadline one, then the newest), one labelled row per
-diverged or partial run (shown, never averaged in), and ``not yet run`` for a slice of the
-plan with nothing published. The study builders list :func:`inputs` among theirs, so a new
+diverged or partial run and per deadline run evaluated at the clock's step rather than at
+a validation's choice (:func:`at_the_clocks_step`; shown, never averaged in), and ``not yet
+run`` for a slice of the plan with nothing published. The study builders list :func:`inputs` among theirs, so a new
 sitting re-renders the tables and claims and nothing else. The claims on published runs
 are judged by each study's ``claims.py`` with the toy claims' tests, in the same family.
 
@@ -52,7 +53,8 @@ COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair
            "best_step", "stop_reason", "status", "bleu", "bleu_ci_low", "bleu_ci_high", "chrf", "src_tok_s",
            "tgt_tok_s", "gpu", "commit", "date")
 STATUSES = ("converged", "deadline", "partial", "diverged")
-#: the statuses whose runs are a model's seeds (partial and diverged runs are shown apart)
+#: the statuses whose runs are a model's seeds (partial and diverged runs are shown apart,
+#: and so is a deadline run no validation chose a checkpoint of: :func:`at_the_clocks_step`)
 AVERAGED = ("converged", "deadline")
 TEXT = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "best_step",
         "stop_reason", "status", "gpu", "commit", "date")
@@ -109,10 +111,24 @@ def hypothesis(row) -> str:
     return seeded if os.path.isfile(seeded) else os.path.join(row["folder"], f"{row['heads']}.{row['test']}.txt")
 
 
+def at_the_clocks_step(frame):
+    """The runs (a boolean mask) that were evaluated at the step the sitting's clock left,
+    not at a checkpoint their stop rule chose: status deadline and no ``best_step`` (no
+    validation ran: the sittings before the stop rule, paper A's seed 1 at 1,000 steps, before
+    the learning rate's peak). A comparison is at each model's best validation checkpoint,
+    never at a step the clock chose, so such a run is shown apart and never averaged with
+    (or tested against) the seeds that were; a rerun of its seed replaces it. A converged
+    run without one (a fine-tune of fixed length, trained to its last step) is what the
+    paper did, and counts."""
+    best = frame["best_step"].astype(str).str.strip()
+    return (frame["status"] == "deadline") & best.isin(["", "nan", "None"])
+
+
 def seeds_of(frame):
     """The runs a model's GPU row averages: status converged or deadline, one per seed
-    (converged first, then the newest sitting)."""
-    kept = frame[frame["status"].isin(AVERAGED)]
+    (converged first, then the newest sitting); never one at the clock's step
+    (:func:`at_the_clocks_step`)."""
+    kept = frame[frame["status"].isin(AVERAGED) & ~at_the_clocks_step(frame)]
     rank = kept["status"].map({"converged": 0, "deadline": 1})
     kept = kept.assign(_rank=rank).sort_values(["_rank", "date"], ascending=[True, False], kind="stable")
     # row too: a slice's fine-tunes (paper D's chain) share their parent's heads
@@ -171,11 +187,14 @@ def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
         text = _scale_text(runs)
         out += [dict(run, label=f"{label(run)} (GPU {run['slice']})", column=column(run), scale=text)
                 for _, run in runs.iterrows()]
-    for _, run in mine[~mine["status"].isin(AVERAGED)].iterrows():
-        out.append(dict(run, label=f"{label(run)} (GPU {run['slice']}, {run['status']}, {run['sitting']})",
+    for _, run in mine[~mine["status"].isin(AVERAGED) | at_the_clocks_step(mine)].iterrows():
+        clocked = run["status"] == "deadline"
+        status = f"deadline at the clock's step {_step('', run['step'])}" if clocked else run["status"]
+        why = "no validation chose it" if clocked else _short(run["stop_reason"])
+        out.append(dict(run, label=f"{label(run)} (GPU {run['slice']}, {status}, {run['sitting']})",
                         column=column(run),
-                        scale=f"{GPU}: {run['slice']}, seed {run['seed']}, {run['status']}, not averaged "
-                              f"({run['sitting']}: {_short(run['stop_reason'])}); 95% interval "
+                        scale=f"{GPU}: {run['slice']}, seed {run['seed']}, {status}, not averaged "
+                              f"({run['sitting']}: {why}); 95% interval "
                               f"[{run['bleu_ci_low']:.2f}, {run['bleu_ci_high']:.2f}]"))
     return pd.DataFrame(out, columns=[*COLUMNS, "folder", "label", "column", "scale"])
 
