@@ -286,6 +286,12 @@ def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner():
     figures = gpu_runner.sitting_figures({"slice": written}, "cuda")
     assert written["train_window_s"] == figures["budget_s"] - figures["pack_s"] - figures["eval_reserve_s"]
     assert gpu_runner.sitting_figures({"slice": written}, "cpu")["eval_reserve_s"] == gpu_runner.EVAL_RESERVE_S["cpu"]
+    # the probe side by side after the publication: one seed more of the ready slice that
+    # would train the most at once (C-core-base: 4 models, 2 seeds), A's models copied to it
+    assert written["probe_side_by_side"] == 8
+    runner = object.__new__(gpu_runner.Sitting)
+    runner.manifest = {"slice": written}
+    assert runner.crowd_size() == 8
 
 
 @pytest.mark.parametrize("budget, refused", [(420, True), (570, False)])
@@ -844,41 +850,74 @@ def test_make_gpu_rehearsal_plan_rehearses_every_slice_in_the_plans_order():
     assert result.stdout.count("-m headlab.workflow.rehearsal --bundle gpu-bundle") == 5
 
 
-@pytest.mark.parametrize("first_suite_rc", [0, 1, None])
-def test_a_later_call_probes_alone_before_the_idle_bench(first_suite_rc, tmp_path):
-    """The second call (200 s less 15 of packing) after the evaluation's rest: the CUDA suite
-    only where the first call's did not pass whole (kept to the 185 s less the probe's 90:
-    both benches' too would leave it under 30 s), then the probe alone (the plan's seconds a
-    step with one model, never measured), then the idle bench, each path half of what is left
-    less the speed rows' 15 s, then the speed rows, which carry the probe into the
-    publication. Each step takes what it is given, the suite 20 s; a fake clock."""
+def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int | None = 8):
+    """A runner's second call on a fake clock: each step takes what it is given (the rest
+    of the CUDA suite 20 s); what ran, with its timeout and command, and the MPS calls."""
     runner = object.__new__(gpu_runner.Sitting)
-    runner.args = argparse.Namespace(device="cuda", budget=200)
+    runner.args = argparse.Namespace(device="cuda", budget=left + 15)
     runner.src, runner.logs, runner.resolved = tmp_path, tmp_path / "logs", tmp_path / "manifest.json"
     runner.state_path = tmp_path / "state.json"
-    runner.logs.mkdir()
-    runner.manifest = {"models": [{"name": "8L", "config": "8L/onmt.yaml"}], "results": "results"}
+    runner.logs.mkdir(parents=True)
+    # paper D's shape: the parent trains first, its fine-tune after (a chain's stage 1)
+    runner.manifest = {"models": [{"name": "8L", "config": "8L/onmt.yaml"},
+                                  {"name": "gated", "config": "gated/onmt.yaml", "chain": {"stage": 1}}],
+                       "results": "results", "slice": {} if probe_side_by_side is None else
+                       {"probe_side_by_side": probe_side_by_side}}
     runner.state = {"publication": "pub", "sitting": "s", "gpu": "h100",
                     "calls": [{"gpu_tests_rc": first_suite_rc}, {}]}
     runner.call = runner.state["calls"][-1]
     (tmp_path / "pub").mkdir()
     (tmp_path / "pub" / "rows.csv").write_text("model\n8L\n")
-    clock = {"left": 185.0}
-    ran = []
+    clock = {"left": left}
+    ran, commands, mps = [], {}, []
 
     def run(name, cmd, timeout, extra_env=None):
         ran.append((name, round(timeout)))
+        commands[name] = cmd
         clock["left"] -= min(timeout, 20.0) if name == "gpu-tests-rest" else timeout
         return 0
 
     runner.left, runner.run = (lambda: clock["left"]), run
+    runner.start_mps = lambda record="mps": mps.append(("start", record))
+    runner.stop_mps = lambda record="mps": mps.append(("stop", record))
     runner.complete_evaluation = runner.phase = lambda *args: None
     runner.end_phase = lambda *args, **kwargs: None
     runner.remainder()
+    return runner, ran, commands, mps
+
+
+@pytest.mark.parametrize("first_suite_rc", [0, 1, None])
+def test_a_later_call_probes_side_by_side_then_alone_before_the_idle_bench(first_suite_rc, tmp_path):
+    """The second call (300 s less 15 of packing) after the evaluation's rest: the CUDA suite
+    only where the first call's did not pass whole (kept to the 285 s less both probes' 190:
+    the benches' too would leave it under 30 s), then the probe side by side (8 copies of
+    the first stage's models under MPS, recorded apart from the trainings' mode: the plan's
+    seconds a step with one seed more a sitting), then the probe alone (one model), then
+    the idle bench, each path half of what is left less the speed rows' 15 s, then the speed
+    rows, which carry both probes into the publication."""
+    runner, ran, commands, mps = _later_call(tmp_path, 285.0, first_suite_rc)
+    probes = [("probe-side-by-side", 100), ("probe", 90)]
     if first_suite_rc == 0:       # passed whole beside the trainings: nothing to run again
-        assert ran == [("probe", 90), ("bench-idle-fused", 40), ("bench-idle-blocked", 40), ("speed-rows", 15)]
+        assert ran == [*probes, ("bench-idle-fused", 40), ("bench-idle-blocked", 40), ("speed-rows", 15)]
         assert runner.call["gpu_tests_rest"] == "none: the suite passed whole in an earlier call"
     else:                         # failed, or stopped at the trainings' end: the rest runs first
-        assert ran == [("gpu-tests-rest", 95), ("probe", 90), ("bench-idle-fused", 30), ("bench-idle-blocked", 30),
+        assert ran == [("gpu-tests-rest", 95), *probes, ("bench-idle-fused", 30), ("bench-idle-blocked", 30),
                        ("speed-rows", 15)]
         assert "gpu_tests_rest" not in runner.call
+    crowd = commands["probe-side-by-side"]
+    assert crowd[crowd.index("--side-by-side") + 1] == "8" and crowd.count("--config") == 1
+    assert crowd[crowd.index("--config") + 1] == "8L/onmt.yaml"     # the parent, not its fine-tune
+    assert crowd[crowd.index("--out") + 1] == str(runner.logs / gpu_runner.CROWD_FOLDER)
+    assert mps == [("start", "crowd_mps"), ("stop", "crowd_mps")] and runner.call["crowd_side_by_side"] == 8
+
+
+def test_a_short_later_call_keeps_the_probe_side_by_side_over_the_probe_alone(tmp_path):
+    """185 s: the probe side by side (one seed more a sitting for every slice of the queue)
+    before the probe alone, which the 85 s it leaves do not hold; a bundle without the
+    figure (1: nothing to probe side by side) gives the probe alone its turn."""
+    _, ran, _, _ = _later_call(tmp_path / "a", 185.0, 0)
+    assert ran == [("probe-side-by-side", 100), ("bench-idle-fused", 35), ("bench-idle-blocked", 35),
+                   ("speed-rows", 15)]
+    runner, ran, _, mps = _later_call(tmp_path / "b", 185.0, 0, probe_side_by_side=None)
+    assert runner.crowd_size() == 1 and not mps
+    assert ran == [("probe", 90), ("bench-idle-fused", 40), ("bench-idle-blocked", 40), ("speed-rows", 15)]

@@ -289,7 +289,7 @@ def test_the_forecast_runs_the_queue_through_to_its_end(tmp_path, capsys):
     assert [(item.choice.slice.name, item.choice.seeds) for item in ahead] == [
         ("A-T1-deep", [3]), ("A-T1-deep", [1]), ("C-core-base", [1]), ("C-core-base", [2]), ("C-core-base", [3]),
         ("B-base-dhicm", [1, 2]), ("B-base-dhicm", [3]), ("D-gates-8L", [1]), ("D-gates-8L", [2]),
-        ("D-gates-8L", [3]), ("A-lowres", [1]), ("A-lowres", [2]), ("A-lowres", [3]), ("A-T1-deep", [2])]
+        ("D-gates-8L", [3]), ("A-lowres", [1, 2]), ("A-lowres", [3]), ("A-T1-deep", [2])]
     # A converges at its expected 3,000 steps: a sitting reaches 3,111 with its 80-s reserve
     assert [(item.status, item.steps) for item in ahead[:3]] == [("converged", 3000), ("converged", 3000),
                                                                   ("converged", 2000)]
@@ -340,7 +340,15 @@ def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsy
     assert lines[0] == ("A-T1-deep      cost   540 GPU-s,  3111 steps a sitting (3 side by side): seeds short of "
                         "convergence [2]; undertrained (under 1556 steps) [1]; never run [3]; sittings to go: "
                         "2 first-pass + 1 rerun")
-    assert lines[-3:] == ["the plan in all: 13 sitting(s) of new and undertrained seeds, then 1 rerun(s) of seeds "
+    assert lines[-4] == ("one seed more a sitting: A-T1-deep 2 seeds (6 side by side, scaled from the plan's 4 side "
+                         "by side) ~1,750 steps a sitting, short of convergence (~3,000): deadline rows; C-core-base 2 "
+                         "seeds (8 side by side, scaled from the plan's 4 side by side) ~1,218 steps a sitting, short "
+                         "of convergence (~2,000): deadline rows; B-base-dhicm 3 seeds (6 side by side, scaled from "
+                         "the plan's 4 side by side) ~1,625 steps a sitting, short of convergence (~2,000): deadline "
+                         "rows; D-gates-8L 2 seeds (2 side by side) ~1,233 steps a sitting, short of convergence "
+                         "(~3,000): deadline rows; A-lowres 3 seeds (6 side by side, scaled from the plan's 4 side by "
+                         "side) ~1,625 steps a sitting, to convergence (~1,500)")
+    assert lines[-3:] == ["the plan in all: 12 sitting(s) of new and undertrained seeds, then 1 rerun(s) of seeds "
                           "short of convergence", "next: A-T1-deep, seeds [3]",
                           "the next 3 sitting(s), if each ends as the plan expects: A-T1-deep seeds [3] (converged at "
                           "~3,000 steps); A-T1-deep seeds [1] (converged at ~3,000 steps); C-core-base seeds [1] "
@@ -354,7 +362,7 @@ def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsy
     # two seeds a sitting: seed 1's rerun and seeds 2-3 are a sitting each
     assert gpu_plan.sittings_to_go(plan.slice("B-base-dhicm"), tmp_path) == (1, 1)
     gpu_plan.main(["--published", str(tmp_path)])
-    assert "the plan in all: 10 sitting(s) of new and undertrained seeds, then 2 rerun(s)" in capsys.readouterr().out
+    assert "the plan in all: 9 sitting(s) of new and undertrained seeds, then 2 rerun(s)" in capsys.readouterr().out
 
 
 def test_a_seed_converges_only_when_every_model_of_it_did(tmp_path):
@@ -533,6 +541,56 @@ def test_one_model_alone_is_measured_by_the_probe_where_no_model_trained_alone(t
     assert str(caught.value) == f"{table}:2: [step_ms_alone] step_ms_alone '-3' is not a positive number"
 
 
+def test_more_models_side_by_side_are_measured_by_the_probe_side_by_side(tmp_path, capsys):
+    """Three side by side at 120-131 ms, and the second call's probe of 8 copies at once
+    (under MPS, as the trainings): 8L's copies 150 ms a step, 8Ftoken's 160; with 8Ftoken's
+    validation (5%) and checkpoints (3%) of its 125 ms: (160 + 125 x 0.08) / 1000 = 0.170 s,
+    the plan's figure for 8 (it has none: stale until written), which the queue's "one seed
+    more" then reads for C's 8 and A's 6. A probe whose copies barely overlapped, or that
+    ran without the trainings' MPS, measures nothing; a count that is no number is one line."""
+    import shutil
+
+    import yaml
+
+    from headlab.errors import DataError
+
+    plan = gpu_plan.load()
+    assert plan.probe_side_by_side == 8          # C-core-base's 4 models, 2 seeds: the most of the ready slices
+    probed = {"models_probed_side_by_side": 8, "probed_overlap": 0.9, "probed_mps": "on", "mps": "on"}
+    _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
+           {"8L": 120.0, "7Ftoken+1L": 131.0, "8Ftoken": 125}, 52.5,
+           {"8L": {**probed, "step_ms_probed_side_by_side": 150.0},
+            "8Ftoken": {**probed, "step_ms_probed_side_by_side": 160.0, "validation_share": 0.05,
+                        "checkpoints_share": 0.03}})
+    measured = gpu_plan.measured_speed(tmp_path)
+    assert measured[8] == gpu_plan.Measured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100",
+                                            8, pytest.approx(0.170), 52.5, probe=True)
+    assert sorted(measured) == [3, 8] and not measured[3].probe
+    assert gpu_plan.stale_throughput(plan, tmp_path) == [
+        "throughput.seconds_per_step.8: the plan says nothing, the sitting A-T1-deep/2026-12-01-h100-aaaaaaa measured "
+        "0.170 s a step with 8 side by side (its probe, validation and checkpoints as side by side)"]
+    # written into the plan: the queue's "one seed more" reads it for 6 and 8 side by side
+    data = yaml.safe_load(gpu_plan.PLAN.read_text())
+    data["throughput"]["seconds_per_step"][8] = 0.17
+    written = gpu_plan.Plan(data, gpu_plan.PLAN)
+    line = gpu_plan.more_seeds_line(written)
+    assert "A-T1-deep 2 seeds (6 side by side) ~2,470 steps a sitting, short of convergence (~3,000)" in line
+    assert "C-core-base 2 seeds (8 side by side) ~2,294 steps a sitting, to convergence (~2,000)" in line
+    assert "B-base-dhicm 3 seeds (6 side by side) ~2,294 steps a sitting, to convergence (~2,000)" in line
+    # copies that ran mostly one after another, or without MPS where the trainings had it: no measure
+    for other in ({"probed_overlap": 0.3}, {"probed_mps": "failed: no daemon"}):
+        _clock(tmp_path / "other", "A-T1-deep", "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", {"8L": 120.0}, 50,
+               {"8L": {**probed, "step_ms_probed_side_by_side": 150.0, **other}})
+        assert sorted(gpu_plan.measured_speed(tmp_path / "other")) == [1]
+        shutil.rmtree(tmp_path / "other")
+    table = _clock(tmp_path, "A-T1-deep", "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 120.0}, 50,
+                   {"8L": {**probed, "step_ms_probed_side_by_side": 150.0, "models_probed_side_by_side": "8.5"}})
+    with pytest.raises(DataError) as caught:
+        gpu_plan.measured_speed(tmp_path)
+    assert str(caught.value) == (f"{table}:2: [models_probed_side_by_side] models_probed_side_by_side '8.5' is not a "
+                                 f"whole number")
+
+
 def test_the_queue_says_what_the_side_track_cost_the_trainings(tmp_path, capsys):
     """The newest sitting that split its steps: 8L 140 ms beside the suite or bench and 125
     clear, 8Ftoken 130 and 125 (7Ftoken+1L's only beside): means over the two with both, 135
@@ -590,12 +648,12 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     assert measured.for_rows(5) == pytest.approx(89.0)
     assert {found.name: (found.evaluations, found.eval_reserve_s, found.train_window_s) for found in plan.slices} == {
         "A-T1-deep": (3, 80, 475), "C-core-base": (4, 110, 445), "B-base-dhicm": (4, 110, 445),
-        "D-gates-8L": (5, 110, 445), "A-lowres": (2, 110, 445)}
+        "D-gates-8L": (5, 110, 445), "A-lowres": (4, 110, 445)}
     assert gpu_plan.stale_throughput(plan) == []
     gpu_plan.main([])
     assert ("evaluation: at the rate of the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, its head atlas "
             "aside), each ready slice's rows against its reserve: A-T1-deep ~53 of 80 s, C-core-base ~71 of 110 s, "
-            "B-base-dhicm ~71 of 110 s, D-gates-8L ~89 of 110 s, A-lowres ~36 of 110 s"
+            "B-base-dhicm ~71 of 110 s, D-gates-8L ~89 of 110 s, A-lowres ~71 of 110 s"
             ) in capsys.readouterr().out.splitlines()
     # the sitting's reserve cut to 85 s would cut D's evaluation; A's own 50 s, A's: stale, by key
     entries = [{**entry, "eval_reserve_s": 50} if entry["name"] == "A-T1-deep" else entry

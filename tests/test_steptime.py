@@ -131,8 +131,10 @@ def test_the_profile_summary_counts_the_host_side_ops():
 def test_a_profile_window_must_hold_a_step():
     with pytest.raises(ValueError, match="first >= 1 and steps >= 1"):
         steptime.ProfileWindow(0, 20)
+    with pytest.raises(ValueError, match=r"first >= 1 and steps >= 1 \(0 with a lead: timed, not traced\)"):
+        steptime.ProfileWindow(151, 0)        # times nothing, traces nothing
     with pytest.raises(ValueError, match="first >= 1 and steps >= 1"):
-        steptime.ProfileWindow(151, 0)
+        steptime.ProfileWindow(151, -1)
     with pytest.raises(ValueError, match="lead must be 0 .. 40"):
         steptime.ProfileWindow(41, 20, lead=41)
 
@@ -157,6 +159,75 @@ def test_the_lead_before_the_window_is_its_steady_step(monkeypatch):
     for iteration in range(1, 4):
         plain.at_iteration(iteration)
     assert plain.lead_step_ms is None
+
+
+def test_a_timed_window_without_a_trace_waits_at_its_barrier_then_times_its_lead(monkeypatch):
+    """``steps`` 0 with a lead of 3 before iteration 6 (a copy of the probe side by side):
+    the barrier is called once, as iteration 3 begins and before the lead's clock starts, so
+    its wait (100 s here) is no step's; iterations 3-5 (7, 9 and 11 s on a fake clock where
+    iteration i begins at i**2 s, plus the wait) timed, their Unix times kept; the window
+    closes at 6 with nothing traced."""
+    now = {"s": 0.0, "waited": 0.0}
+    calls = []
+    monkeypatch.setattr(steptime.time, "perf_counter", lambda: now["s"])
+    monkeypatch.setattr(steptime.time, "time", lambda: 1000.0 + now["s"])
+    monkeypatch.setattr(steptime.ProfileWindow, "_synchronize", staticmethod(lambda: calls.append(("sync", now["s"]))))
+
+    def barrier():
+        calls.append(("barrier", now["s"]))
+        now["waited"] = 100.0
+        now["s"] += 100.0
+    window = steptime.ProfileWindow(6, 0, lead=3, before_lead=barrier)
+    closed = []
+    for iteration in range(1, 9):
+        now["s"] = float(iteration ** 2) + now["waited"]
+        closed.append(window.at_iteration(iteration))
+    assert calls[:2] == [("barrier", 9.0), ("sync", 109.0)] and [c for c, _ in calls].count("barrier") == 1
+    assert window.lead_step_ms == 9000.0 and window.lead_window == (1109.0, 1136.0)
+    assert closed == [False] * 5 + [True, False, False] and window.summary == {} and window.tables == ""
+
+
+def test_the_probe_side_by_side_times_its_copies_together_on_the_cpu(toy, tmp_path):
+    """Two copies of a toy model at once (``--side-by-side 2``), each a process of its own:
+    both wait at the barrier until both are there, then time their steps 5-14; each writes
+    its JSON, and the summary reads them as two models side by side whose timed steps
+    overlapped."""
+    from headlab.workflow import sitting_speed
+
+    folder = tmp_path / "crowd"
+    (folder).mkdir()
+    (folder / "old.1.json").write_text("{}")          # an earlier crowd's: removed first
+    result = subprocess.run([sys.executable, "-m", "headlab.workflow.sitting_probe", "--side-by-side", "2", "--config",
+                             str(toy("crowd", 4, 4)), "--name", "toy", "--out", str(folder), "--steps", "14",
+                             "--warmup", "4"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    copies = {path.name: json.loads(path.read_text()) for path in folder.glob("*.json")}
+    assert sorted(copies) == ["toy.1.json", "toy.2.json"]
+    for copy in copies.values():
+        assert copy["side_by_side"] == 2 and copy["ready"] == 2 and copy["step_ms"] > 0
+        assert copy["window"][0] < copy["window"][1]
+    summary = sitting_speed.crowd_summary(folder)
+    assert summary["side_by_side"] == 2 and list(summary["step_ms"]) == ["toy"] and summary["overlap"] > 0
+    mean = sum(copy["step_ms"] for copy in copies.values()) / 2
+    assert summary["step_ms"]["toy"] == pytest.approx(mean, abs=0.05)
+    refused = subprocess.run([sys.executable, "-m", "headlab.workflow.sitting_probe", "--config", "a", "--name", "a",
+                              "--config", "b", "--name", "b", "--out", str(folder)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "several --config are a crowd's: give --side-by-side K" in refused.stderr
+
+
+def test_the_summary_of_a_probe_side_by_side_hand_computed(tmp_path):
+    """Three copies of two models: 8L's timed 100 and 110 ms a step, 8Ftoken's 90; their
+    timed steps ran from 0-10, 2-12 and 1-9 s: all three at once from 2 to 9 s, 7 of their
+    mean 9.33 s; a copy that wrote half its JSON is left out."""
+    from headlab.workflow import sitting_speed
+
+    for name, step_ms, window in (("8L.1", 100.0, [0.0, 10.0]), ("8L.2", 110.0, [2.0, 12.0]),
+                                  ("8Ftoken.1", 90.0, [1.0, 9.0])):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"name": name, "step_ms": step_ms, "window": window}))
+    (tmp_path / "8Ftoken.2.json").write_text('{"name": "8Ftoken.2", "step_')
+    assert sitting_speed.crowd_summary(tmp_path) == {"side_by_side": 3, "overlap": round(7 / (28 / 3), 3),
+                                                     "step_ms": {"8Ftoken": 90.0, "8L": 105.0}}
+    assert sitting_speed.crowd_summary(tmp_path / "none") == {}
 
 
 def test_the_speed_row_of_a_clock_hand_computed():
@@ -240,7 +311,7 @@ def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
     import csv
     import shutil
 
-    from headlab.workflow import gpu_plan, sitting
+    from headlab.workflow import gpu_plan, gpu_runner, sitting
 
     out = tmp_path / "A-T1-deep" / "2026-11-27-h100-993e600"
     shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep" / "2026-11-27-h100-993e600", out)
@@ -263,3 +334,23 @@ def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
     # 8L's clock side by side: 130 ms a step, 1/13 of it validation; alone 84.5 + 10 = 94.5 ms
     assert rows["8L"]["step_ms"] == "130.0"
     assert gpu_plan.measured_speed(tmp_path)[1].step_s == pytest.approx(0.0945, abs=1e-4)
+    # then the probe side by side: two copies of 8L under MPS, as the trainings were, at
+    # 140 and 150 ms a step over windows sharing 9 of their 10 s; 8L's row gains it, the
+    # others keep blanks, and the queue reads (145 + 10) ms as two models side by side
+    crowd = logs / gpu_runner.CROWD_FOLDER
+    crowd.mkdir()
+    for copy, step_ms, window in (("8L.1", 140.0, [100.0, 110.0]), ("8L.2", 150.0, [101.0, 111.0])):
+        (crowd / f"{copy}.json").write_text(json.dumps({"name": copy, "side_by_side": 2, "ready": 2,
+                                                        "step_ms": step_ms, "window": window}))
+    extra = json.loads((logs / "speed-extra.json").read_text())
+    (logs / "speed-extra.json").write_text(json.dumps({**extra, "mps": "on", "crowd_mps": "on"}))   # (the first call wrote mps)
+    sitting.refresh_speed(manifest, out, logs, {"gpu": "h100", "sitting": "2026-11-27-h100-993e600",
+                                                "date": "2026-11-27"})
+    with open(out / "throughput.csv", newline="") as handle:
+        rows = {row["model"]: row for row in csv.DictReader(handle)}
+    assert [rows["8L"][key] for key in ("models_probed_side_by_side", "step_ms_probed_side_by_side", "probed_overlap",
+                                        "probed_mps", "mps")] == ["2", "145.0", "0.9", "on", "on"]
+    assert rows["8Ftoken"]["step_ms_probed_side_by_side"] == rows["8Ftoken"]["models_probed_side_by_side"] == ""
+    assert gpu_plan.measured_speed(tmp_path)[2] == gpu_plan.Measured(
+        "A-T1-deep/2026-11-27-h100-993e600", "2026-11-27 19:49:28 UTC", "h100", 2, pytest.approx(0.155, abs=1e-4),
+        None, probe=True)

@@ -44,6 +44,7 @@ import functools
 import json
 import time
 from pathlib import Path
+from typing import Callable
 
 PARTS = ("data", "steps", "validation", "checkpoints", "loop_other")
 #: parts measured by wrapping a function (``loop_other`` is what is left of an iteration)
@@ -102,21 +103,30 @@ class ProfileWindow:
     ``lead``: the ``lead`` iterations just before the window are timed too, the device
     synchronised at both ends (the host runs ahead of it between: the training step waits
     for nothing), into :attr:`lead_step_ms`: the steady speed a step has, past the warm-up,
-    which the profiler's own cost would distort inside the window."""
+    which the profiler's own cost would distort inside the window; :attr:`lead_window`: the
+    Unix times it began and ended, so that the leads of several processes can be seen to
+    overlap. ``steps`` 0 with a lead: the lead timed, nothing traced. ``before_lead``: called
+    as the lead is about to begin (a probe's barrier: every process of a crowd starts its
+    lead at once)."""
 
-    def __init__(self, first: int, steps: int, lead: int = 0):
-        if first < 1 or steps < 1:
-            raise ValueError(f"a profile window needs first >= 1 and steps >= 1, not {first}, {steps}")
+    def __init__(self, first: int, steps: int, lead: int = 0, before_lead: Callable[[], object] | None = None):
+        if first < 1 or steps < 0 or not (steps or lead):
+            raise ValueError(f"a profile window needs first >= 1 and steps >= 1 (0 with a lead: timed, not "
+                             f"traced), not {first}, {steps}")
         if not 0 <= lead < first:
             raise ValueError(f"a profile window's lead must be 0 .. {first - 1} (iterations before it), not {lead}")
         self.first, self.steps, self.lead = first, steps, lead
+        self.before_lead = before_lead
         self.summary: dict = {}
         self.tables = ""
         #: wall ms a step over the ``lead`` iterations before the window (None: not timed)
         self.lead_step_ms: float | None = None
+        #: (Unix time the lead began, Unix time it ended), None: not timed
+        self.lead_window: tuple[float, float] | None = None
         self._profiler = None
         self._began = 0.0
         self._lead_began = 0.0
+        self._lead_began_unix = 0.0
 
     @staticmethod
     def _synchronize() -> None:
@@ -129,15 +139,20 @@ class ProfileWindow:
         import torch
 
         if self.lead and number == self.first - self.lead:
+            if self.before_lead is not None:
+                self.before_lead()
             self._synchronize()
-            self._lead_began = time.perf_counter()
+            self._lead_began, self._lead_began_unix = time.perf_counter(), time.time()
         if number == self.first:
-            activities = [torch.profiler.ProfilerActivity.CPU]
-            if torch.cuda.is_available():
-                activities.append(torch.profiler.ProfilerActivity.CUDA)
             self._synchronize()                 # the steps before are not the window's
             if self.lead:
                 self.lead_step_ms = round((time.perf_counter() - self._lead_began) * 1000 / self.lead, 2)
+                self.lead_window = (round(self._lead_began_unix, 3), round(time.time(), 3))
+            if not self.steps:
+                return True                     # timed, not traced: closed
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
             self._profiler = torch.profiler.profile(activities=activities)
             self._profiler.__enter__()
             self._began = time.perf_counter()

@@ -336,7 +336,10 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
             "chain_stage_s": {str(stage): seconds for stage, seconds in choice.slice.chain_stage_s.items()},
             # the budget, packing and evaluation reserve the window above is made of: run.py
             # keeps these, so the sitting trains in the window the queue forecast from
-            "sitting": {**choice.slice.plan.sitting, "eval_reserve_s": choice.slice.eval_reserve_s}}
+            "sitting": {**choice.slice.plan.sitting, "eval_reserve_s": choice.slice.eval_reserve_s},
+            # the probe side by side after the publication: one seed more a sitting of every
+            # ready slice, measured with this slice's models (run.py's crowd_probe)
+            "probe_side_by_side": choice.slice.plan.probe_side_by_side}
 
 
 def chain_models(choice: gpu_plan.Choice, models: list[dict]) -> list[dict]:
@@ -595,12 +598,13 @@ headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['
 from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{folder}/`:
 
     {START.format(bundle=folder)}                  # one command, --budget {plan['sitting']['budget_s']:g} s
-    {START.format(bundle=folder)} --budget 200     # again on the same, still warm machine: what is left
+    {START.format(bundle=folder)} --budget 250     # again on the same, still warm machine: what is left
 
 The second call's budget: what the lease has left (`status`: budget_left_s) less ~40 s for the
-transfers and the give-back; 200 s holds a head atlas the deadline cut (~50 s), the probe alone
-(90 s) and some of the idle bench.
-Or both in one device command (`...; {START.format(bundle=folder)} --budget 200`): a machine given
+transfers and the give-back; 250 s holds a head atlas the deadline cut (~50 s), the probe side by
+side ({plan.get('probe_side_by_side', 1)} models at once: a start-up and 40 steps, at most 100 s), the probe
+alone (at most 90 s) and what is left of the idle bench; with less, the probe side by side comes first.
+Or both in one device command (`...; {START.format(bundle=folder)} --budget 250`): a machine given
 back between two calls (idle for its warm time, 30 s) takes the first call's state with it, and
 a second call there refuses to train anew on a window short of the slice's min_steps.
 
@@ -613,8 +617,9 @@ bench beside them, then translates each model's best validation checkpoint (beam
 scores it with sacreBLEU (95% bootstrap interval, paired bootstrap against the first model)
 and writes `results/published/{plan['name']}/<UTC date>-<gpu>-{manifest['commit']}/` with
 provenance, labelled partial with what it lacks when time runs short. A later call on the same machine (same --work) runs what the first left:
-the evaluation its deadline cut, the rest of the CUDA suite, the probe (one model alone: the
-plan's seconds a step with one), the bench on an idle GPU; it never trains again.
+the evaluation its deadline cut, the rest of the CUDA suite, the probe side by side (more models
+at once than this sitting trained: the plan's seconds a step with one seed more a sitting), the
+probe alone (the plan's seconds a step with one), the bench on an idle GPU; it never trains again.
 OUT/status.json is rewritten every 30 s; OUT/headlab-sitting.tar.gz holds what is done.
 `--device cpu --budget 300` rehearses it all on a CPU (`make gpu-rehearsal`).
 """

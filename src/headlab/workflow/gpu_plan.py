@@ -63,6 +63,12 @@ TRAINED = ("converged", "deadline")
 #: a plan's seconds a step, or start-up, further than this share from the newest sitting's
 #: measure is stale (the three models of the 993e600 sitting ran 0.13-0.135 s a step, ~4% apart)
 SPEED_TOLERANCE = 0.10
+#: the most copies a sitting's probe side by side trains at once: each is a training and
+#: its data worker, on a GPU machine of 16 cores
+MAX_PROBE_SIDE_BY_SIDE = 8
+#: a probe side by side measures that many models at once only where its copies' timed steps
+#: ran together for at least this share of their span (sitting_speed.crowd_summary's overlap)
+MIN_PROBE_OVERLAP = 0.5
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,18 @@ class Slice:
     def side_by_side(self) -> int:
         """Trainings sharing the GPU in one sitting: its models times its seeds."""
         return len(self.entry["models"]) * self.entry["seeds_per_sitting"]
+
+    def with_seeds(self, seeds_per_sitting: int) -> "Slice":
+        """The same slice with ``seeds_per_sitting`` seeds a sitting (its costs, windows and
+        steps follow): what one seed more a sitting would reach."""
+        return Slice(self.name, {**self.entry, "seeds_per_sitting": seeds_per_sitting}, self.plan)
+
+    @property
+    def one_seed_more(self) -> "Slice | None":
+        """:meth:`with_seeds` one seed more than the plan's, None where its seeds are all in
+        one sitting already."""
+        seeds = self.entry["seeds_per_sitting"] + 1
+        return self.with_seeds(seeds) if seeds <= len(self.entry["seeds"]) else None
 
     @property
     def seconds_per_step(self) -> float:
@@ -174,6 +192,16 @@ class Plan:
                 return found
         raise ConfigError(f"no slice {name!r} in the plan (slices: {', '.join(s.name for s in self.slices)})",
                           path=str(self.path), key="slices")
+
+    @property
+    def probe_side_by_side(self) -> int:
+        """How many models a sitting's probe side by side trains at once: the most that one
+        seed more a sitting would train of any ready slice (so one probe bounds every ready
+        slice's next seed: a step with fewer side by side is no slower), at most
+        :data:`MAX_PROBE_SIDE_BY_SIDE`."""
+        more = [found.one_seed_more.side_by_side for found in self.slices
+                if found.entry["ready"] and found.one_seed_more is not None]
+        return min(max(more, default=1), MAX_PROBE_SIDE_BY_SIDE)
 
 
 def _line_of(root_node, location) -> int | None:
@@ -452,13 +480,14 @@ class Measured:
     #: its slowest model's first batch in, from the command's start, over every model of the
     #: sitting (whatever stage of a chain it trained in): the plan's ``startup_s``
     startup_s: float | None
-    #: measured by the sitting's probe alone, not a training of its own (one model: see
-    #: :func:`measured_speed`)
+    #: measured by one of the sitting's probes (alone, or side by side), not a training of its
+    #: own (see :func:`measured_speed`)
     probe: bool = False
 
     def described(self) -> str:
-        return (f"{self.step_s:.3f} s a step " + ("alone (its probe, validation and checkpoints as side by side)"
-                                                  if self.probe else f"with {self.side_by_side} side by side"))
+        at = "alone" if self.side_by_side == 1 else f"with {self.side_by_side} side by side"
+        return f"{self.step_s:.3f} s a step {at}" + (" (its probe, validation and checkpoints as side by side)"
+                                                     if self.probe else "")
 
 
 def _measure(text: str, path: Path, line: int, key: str) -> float | None:
@@ -469,16 +498,35 @@ def _measure(text: str, path: Path, line: int, key: str) -> float | None:
     return value
 
 
-def _probe_step_s(row: dict, step_ms: float, table: Path, line: int) -> float | None:
-    """A speed row's one model alone, in the plan's terms (None: no probe): the probe's wall
-    time a step (``step_ms_alone``: past its warm-up, no validation or checkpoint) plus the
-    validation's and checkpoints' seconds a step of the same model's training side by side
-    (an upper estimate: alone they would share the GPU with nothing)."""
-    alone_ms = _measure(row.get("step_ms_alone"), table, line, "step_ms_alone")
-    if alone_ms is None:
+def _probe_step_s(row: dict, step_ms: float, table: Path, line: int, key: str = "step_ms_alone") -> float | None:
+    """A speed row's probe in the plan's terms (None: no probe): the probe's wall time a step
+    (``key``: ``step_ms_alone``, or ``step_ms_probed_side_by_side``; past its warm-up, no
+    validation or checkpoint) plus the validation's and checkpoints' seconds a step of the
+    same model's training (an upper estimate alone, where they would share the GPU with
+    nothing; side by side, with more models than the training's, an estimate)."""
+    probed_ms = _measure(row.get(key), table, line, key)
+    if probed_ms is None:
         return None
     shares = [_cell(row.get(f"{part}_share")) for part in ("validation", "checkpoints")]
-    return (alone_ms + step_ms * sum(share for share in shares if share is not None and share >= 0)) / 1000
+    return (probed_ms + step_ms * sum(share for share in shares if share is not None and share >= 0)) / 1000
+
+
+def _probed_side_by_side(row: dict, step_ms: float, table: Path, line: int) -> tuple[int, float] | None:
+    """(models, seconds a step) of a speed row's probe side by side, None without one, or
+    with one that does not measure that many models at once as the sitting trained them:
+    copies that overlapped under :data:`MIN_PROBE_OVERLAP`, or a GPU shared otherwise than
+    the trainings' (``probed_mps`` against ``mps``)."""
+    seconds = _probe_step_s(row, step_ms, table, line, "step_ms_probed_side_by_side")
+    if seconds is None:
+        return None
+    count = _measure(row.get("models_probed_side_by_side"), table, line, "models_probed_side_by_side")
+    if count is None or not count.is_integer():
+        raise DataError(f"models_probed_side_by_side {str(row.get('models_probed_side_by_side')).strip()!r} is not a "
+                        f"whole number", path=str(table), line=line, key="models_probed_side_by_side")
+    overlap = _cell(row.get("probed_overlap"))
+    if overlap is None or overlap < MIN_PROBE_OVERLAP or (row.get("probed_mps") or "") != (row.get("mps") or ""):
+        return None
+    return int(count), seconds
 
 
 @dataclass(frozen=True)
@@ -506,12 +554,14 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
     """models side by side -> the newest published sitting's measure (its ``throughput.csv``
     rows that carry the training's own clock, ``step_ms``: sittings before that clock have
     none, and are left out). One model alone is measured by a sitting that trained one, or
-    else by its probe (:func:`_probe_step_s`; the slowest model probed). ``tables``: already
-    read (:func:`speed_tables`)."""
+    else by its probe (:func:`_probe_step_s`; the slowest model probed); more models than it
+    trained, by its probe side by side (:func:`_probed_side_by_side`, the slowest model).
+    ``tables``: already read (:func:`speed_tables`)."""
     newest: dict[int, Measured] = {}
     for table in speed_tables(published) if tables is None else tables:
         by_count: dict[int, list[float]] = {}
         probed: list[float] = []
+        crowd: dict[int, list[float]] = {}
         startups, gpu = [], "?"
         for line, row in table.rows:
             step_ms = _measure(row.get("step_ms"), table.path, line, "step_ms")
@@ -519,6 +569,9 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
                 continue
             probe_s = _probe_step_s(row, step_ms, table.path, line)
             probed += [probe_s] if probe_s is not None else []
+            side = _probed_side_by_side(row, step_ms, table.path, line)
+            if side is not None:
+                crowd.setdefault(side[0], []).append(side[1])
             count = _measure(row.get("models_side_by_side"), table.path, line, "models_side_by_side")
             if count is not None and not count.is_integer():
                 raise DataError(f"models_side_by_side {row['models_side_by_side'].strip()!r} is not a whole "
@@ -532,6 +585,10 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
             newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None))
         if probed and 1 not in by_count:
             newest[1] = Measured(sitting, when, gpu, 1, max(probed), max(startups, default=None), probe=True)
+        for count, steps in crowd.items():
+            if count not in by_count:
+                newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None),
+                                         probe=True)
     return newest
 
 
@@ -813,8 +870,30 @@ def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMe
         return ("throughput: no published sitting has its training's own clock (throughput.csv step_ms) yet; "
                 "the plan's figures stand as written")
     return (f"throughput: the plan agrees with the newest sittings' clocks (within {SPEED_TOLERANCE:.0%}): " + "; ".join(
-        ("1 alone (a probe)" if measure.probe else f"{count} side by side") + f" {measure.step_s:.3f} s a step "
-        f"({measure.sitting})" for count, measure in sorted(measured.items())))
+        ("1 alone" if count == 1 else f"{count} side by side") + (" (a probe)" if measure.probe else "")
+        + f" {measure.step_s:.3f} s a step ({measure.sitting})" for count, measure in sorted(measured.items())))
+
+
+def more_seeds_line(plan: Plan) -> str:
+    """What one seed more a sitting would reach, per ready slice, at the plan's seconds a
+    step (past its largest count: scaled linearly, as the costs are; the probe side by side
+    measures them, :attr:`Plan.probe_side_by_side`): the lever that takes a slice's seeds in
+    fewer sittings, for a person to pull (``seeds_per_sitting``)."""
+    written_up_to = max(int(count) for count in plan.throughput["seconds_per_step"])
+    parts = []
+    for found in plan.slices:
+        more = found.one_seed_more
+        if not found.entry["ready"] or more is None:
+            continue
+        seeds, expected, steps = more.entry["seeds_per_sitting"], found.entry["expected_steps"], more.steps_in_window
+        verdict = (f"to convergence (~{expected:,})" if steps >= expected else
+                   f"short of convergence (~{expected:,}): deadline rows" if more.fits else
+                   f"under its min_steps {found.entry['min_steps']:,}")
+        scaled = (f", scaled from the plan's {written_up_to} side by side"
+                  if more.side_by_side > written_up_to else "")
+        parts.append(f"{found.name} {seeds} seeds ({more.side_by_side} side by side{scaled}) ~{steps:,} steps a "
+                     f"sitting, {verdict}")
+    return "one seed more a sitting: " + ("; ".join(parts) if parts else "no ready slice has seeds left to add")
 
 
 def side_track_line(published: Path | str = PUBLISHED, tables: list[SpeedTable] | None = None) -> str:
@@ -854,6 +933,7 @@ def _queue(args) -> int:
     print(_throughput_line(plan, args.published, evaluation, tables))
     print(side_track_line(args.published, tables))
     print(_evaluation_line(plan, evaluation))
+    print(more_seeds_line(plan))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]
     new, reruns = sum(new for new, _ in to_go), sum(reruns for _, reruns in to_go)
     print(f"the plan in all: {new} sitting(s) of new and undertrained seeds, then {reruns} rerun(s) of seeds short "

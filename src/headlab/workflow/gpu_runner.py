@@ -32,9 +32,12 @@ a sitting trains in is the one the queue forecast from (:func:`sitting_figures`)
    ``results/published/<slice>/<sitting>/``, ``<sitting>`` = ``<UTC date>-<gpu>-<commit>``
    (a new folder: never one that exists). The folder is written, labelled, before anything
    slow, so the sitting never publishes nothing: a deadline leaves ``status`` partial or
-   deadline and ``lacks`` naming what is missing. With time left after it, a probe: the
-   first model alone for a minute, its steady step timed and 20 steps profiled (the speed
-   rows gain its columns; the plan's seconds a step with one model).
+   deadline and ``lacks`` naming what is missing. With time left after it, the probes:
+   side by side, more copies of the slice's models at once than the sitting trained (the
+   manifest's ``probe_side_by_side``: one seed more a sitting), each timed past its warm-up;
+   then the first model alone for a minute, its steady step timed and 20 steps profiled
+   (the speed rows gain their columns; the plan's seconds a step with that many models, and
+   with one).
 
 OUT holds at most three files at any moment, rewritten every :data:`STATUS_EVERY_S`
 seconds, so a command killed at any point returns what was done: ``status.json`` (phase,
@@ -42,7 +45,7 @@ steps, tests, bench rows, errors) and ``headlab-sitting.tar.gz`` (the publicatio
 CUDA suite's report, bench CSVs, training logs).
 
 A second call on the same machine (same ``--work``) reads the first one's state and does
-only what it left: the evaluation its deadline cut, the CUDA tests not yet run, the probe,
+only what it left: the evaluation its deadline cut, the CUDA tests not yet run, the probes,
 the bench on an idle GPU. It never trains again. ``--device cpu`` rehearses every step on a
 CPU with small settings (checkpoints every 2 steps, 24 test sentences), so ``make
 gpu-rehearsal`` proves the route in a venv that holds the GPU machine's Python and package
@@ -78,6 +81,11 @@ PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
 BENCH_S = 60
 PROBE_S = 90             # the probe: one model alone, 20 steps profiled
+#: the probe side by side: K copies of the slice's models at once (their start-ups together,
+#: a barrier, 30 steps timed); K is the manifest's ``probe_side_by_side`` (the bundle's: one
+#: seed more a sitting for the plan's ready slices)
+CROWD_S = 100
+CROWD_FOLDER = "crowd"   # under logs/: one JSON per copy (headlab.workflow.sitting_speed.crowd_summary)
 SUITE_REST_MIN_S = 30    # a later call's rest of the CUDA suite has at least this before the probe's time is kept
 SPEED_ROWS_S = 15        # kept back for the speed rows after a later call's probe and bench
 #: iterations between two marks of a training's clock (its Unix time): the steps that shared
@@ -720,13 +728,14 @@ class Sitting:
                       "phases_s": self.call.get("phases", {})}
         (folder / "provenance.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
 
-    def start_mps(self) -> None:
+    def start_mps(self, record: str = "mps") -> None:
         """CUDA MPS for the side-by-side trainings, if asked for and it works; optional: a
         failure is recorded and the trainings run without it. Without MPS the processes'
         kernels take turns on the GPU (time slices); with it, the small kernels of several
         trainings run at once. A daemon that starts is not enough: a CUDA client must
         connect within MPS_CHECK_S, else the daemon is stopped and its variables removed
-        (a client of a broken server can wait, not fail)."""
+        (a client of a broken server can wait, not fail). ``record``: the key the mode is
+        kept under (the call's and ``speed-extra.json``'s: ``mps`` is the trainings')."""
         mode = "off"
         if self.args.mps == "on" and self.args.device == "cuda":
             control = shutil.which("nvidia-cuda-mps-control") or shutil.which(
@@ -752,13 +761,14 @@ class Sitting:
                     subprocess.run([control], input="quit\n", text=True, capture_output=True, timeout=20)
                     for name in variables:
                         os.environ.pop(name, None)
-        self.call["mps"] = mode
+        self.call[record] = mode
         extra = self.logs / "speed-extra.json"
         found = json.loads(extra.read_text()) if extra.is_file() else {}
-        extra.write_text(json.dumps({**found, "mps": mode}, indent=1))
+        extra.parent.mkdir(parents=True, exist_ok=True)
+        extra.write_text(json.dumps({**found, record: mode}, indent=1))
 
-    def stop_mps(self) -> None:
-        if self.call.get("mps") == "on":
+    def stop_mps(self, record: str = "mps") -> None:
+        if self.call.get(record) == "on":
             subprocess.run([self.mps_control], input="quit\n", text=True, capture_output=True, timeout=20)
             for name in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
                 os.environ.pop(name, None)
@@ -776,9 +786,10 @@ class Sitting:
         """What the first call's deadline cut of the evaluation (:meth:`complete_evaluation`),
         the CUDA tests not yet passed or skipped (a failure gets another run: it may have
         been the bundle's, fixed since; none at all after a suite that passed whole), then
-        the probe alone (the plan's seconds a step with one model, never measured by a slice
-        that trains several), then the bench on an idle GPU (measured by earlier sittings:
-        it takes what the probe leaves)."""
+        the probe side by side (the plan's seconds a step with one seed more a sitting: how
+        many seeds the queue can train at once), then the probe alone (the plan's seconds a
+        step with one model, never measured by a slice that trains several), then the bench
+        on an idle GPU (measured by earlier sittings: it takes what the probes leave)."""
         self.complete_evaluation()
         self.phase("remainder")
         earlier = Path(self.state["after"]).with_name("gpu-tests.jsonl") if self.state.get("after") else None
@@ -792,11 +803,13 @@ class Sitting:
             done = [r["nodeid"] for r in reports if r["outcome"] in ("passed", "skipped")]
             skip = self.logs / "gpu-tests-done.txt"
             skip.write_text("\n".join(done) + "\n")
-            reserve = next((need for need in (PROBE_S + 2 * BENCH_S, PROBE_S)
+            probes = (CROWD_S if self.crowd_size() > 1 else 0) + PROBE_S
+            reserve = next((need for need in (probes + 2 * BENCH_S, probes, PROBE_S)
                             if self.left() >= need + SUITE_REST_MIN_S), 0)
             rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
                           {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
             self.call["gpu_tests_rc"] = rc
+        self.crowd_probe()
         self.speed_probe()
         # the attention bench on the idle GPU, once per attention path (HEADLAB_ATTENTION_PATH),
         # in what the speed rows leave (they carry the probe's measures into the publication)
@@ -811,8 +824,9 @@ class Sitting:
 
     def speed_probe_and_rows(self) -> None:
         """In the first call after the publication, when it has the time (one call on a
-        lease too short for two): the probe, then the speed rows with what it added."""
-        if self.speed_probe():
+        lease too short for two): the probes, then the speed rows with what they added."""
+        crowd = self.crowd_probe()
+        if self.speed_probe() or crowd:
             self.speed_rows()
 
     def speed_rows(self) -> None:
@@ -820,6 +834,35 @@ class Sitting:
         probe, the rest of the tests, the idle bench)."""
         if self.published() and (self.src / self.published() / "rows.csv").is_file() and self.left() > 5:
             self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True), self.left())
+
+    def crowd_size(self) -> int:
+        """How many copies the probe side by side trains at once (1: none)."""
+        return int((self.manifest.get("slice") or {}).get("probe_side_by_side") or 1)
+
+    def crowd_probe(self) -> bool:
+        """The probe side by side (:mod:`headlab.workflow.sitting_probe` ``--side-by-side``):
+        :meth:`crowd_size` copies of the slice's first-stage models at once, shared through
+        MPS as the trainings were (its own mode recorded: ``crowd_mps``), each timed past its
+        warm-up once all of them are there. Only on a GPU, with time left, after the
+        publication; it only adds to the speed rows."""
+        size = self.crowd_size()
+        if self.args.device != "cuda" or size < 2 or self.left() < CROWD_S or not self.published():
+            return False
+        stages = [(model.get("chain") or {}).get("stage", 0) for model in self.prepared()]
+        models = [model for model, stage in zip(self.prepared(), stages) if stage == min(stages)]
+        cmd = [sys.executable, "-m", "headlab.workflow.sitting_probe", "--side-by-side", str(size),
+               "--out", str(self.logs / CROWD_FOLDER)]
+        for model in models:
+            cmd += ["--config", model["config"], "--name", model["name"]]
+        threads = str(max(1, (os.cpu_count() or 4) // (size + 1)))
+        self.start_mps(record="crowd_mps")
+        try:
+            self.call["crowd_rc"] = self.run("probe-side-by-side", cmd, min(self.left() - SPEED_ROWS_S, CROWD_S),
+                                             {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+        finally:
+            self.stop_mps(record="crowd_mps")
+        self.call["crowd_side_by_side"] = size
+        return True
 
     def speed_probe(self) -> bool:
         """The first model alone on the idle GPU, its last 20 steps profiled

@@ -524,9 +524,14 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict, s
     for name, clock in clocks.items():
         if clock.get("profile_tables"):
             (publication.out / f"profile.{name}.txt").write_text(clock["profile_tables"])
+    # the probe side by side (a later call's: more models at once than the sitting trained)
+    crowd = sitting_speed.crowd_summary(logs / sitting_speed.CROWD_FOLDER)
+    if crowd:
+        crowd["mps"] = extra.get("crowd_mps", "")
     rows = sitting_speed.speed_rows(models, ident, sitting_speed.smi_summary(logs / "nvidia-smi.csv"),
                                     {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}),
-                                    clocks, extra.get("alone_step_ms", {}), sitting_speed.side_track_windows(state))
+                                    clocks, extra.get("alone_step_ms", {}), sitting_speed.side_track_windows(state),
+                                    crowd)
     sitting_speed.write_rows(publication.out / "throughput.csv", rows)
 
 
@@ -542,8 +547,8 @@ def _tokens_s(value) -> int | None:
 
 def refresh_speed(manifest: dict, out: Path, logs: Path, ident: dict, state: dict | None = None) -> None:
     """``throughput.csv`` and ``cuda-suite.csv`` of a published sitting again, with what a
-    later call measured (the probe alone, its profile: ``logs/speed-extra.json``; the rest
-    of the CUDA suite)."""
+    later call measured (the probe alone, its profile: ``logs/speed-extra.json``; the probe
+    side by side: ``logs/crowd/``; the rest of the CUDA suite)."""
     import csv
 
     publication = Publication(out, manifest, ident, {})

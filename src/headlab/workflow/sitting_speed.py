@@ -2,8 +2,10 @@
 
 - :func:`speed_rows`: one row per model of the sitting (``throughput.csv`` in its folder):
   tokens/s side by side (its training log) and alone (the remainder's short probe, when it
-  ran, with its wall time a step), the share of the GPU's matrix rate, power and memory
-  from ``nvidia-smi`` samples, its clock's steps split by what ran beside them;
+  ran, with its wall time a step), its wall time a step in the probe of more models side
+  by side than the sitting trained (:func:`crowd_summary`), the share of the GPU's matrix
+  rate, power and memory from ``nvidia-smi`` samples, its clock's steps split by what ran
+  beside them;
 - :func:`collect`: ``results/published/throughput.csv``, every sitting folder's rows
   together (rebuilt from them, so no sitting's rows are ever edited);
 - :func:`curves_figure`: train and validation cross-entropy against step, one colour per
@@ -17,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 import sys
 from pathlib import Path
 
-from headlab.workflow.gpu_runner import ATTENTION_PATHS, gpu_short_name  # noqa: F401  (one definition, stdlib)
+from headlab.workflow.gpu_runner import ATTENTION_PATHS, CROWD_FOLDER, gpu_short_name  # noqa: F401  (one definition, stdlib)
 
 #: dense (no sparsity) fp16/bf16 tensor-core peak in TFLOPS, by the GPU's short name
 #: (NVIDIA's data sheets: H100 SXM and H200 989.4; A100 312; L40S 362; V100 125)
@@ -30,6 +33,10 @@ SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params",
                  "tgt_tok_s_side_by_side", "models_side_by_side", "src_tok_s_alone", "tgt_tok_s_alone",
                  # the probe's wall ms a step alone, past its warm-up (no validation, no checkpoint)
                  "step_ms_alone",
+                 # the probe side by side (more models than the sitting trained at once): how many,
+                 # this model's wall ms a step there (the mean of its copies), the share of the
+                 # copies' timed steps that all ran at once, and whether MPS served them
+                 "models_probed_side_by_side", "step_ms_probed_side_by_side", "probed_overlap", "probed_mps",
                  "matrix_share_side_by_side", "matrix_share_alone", "peak_tflops", "power_w_mean", "power_w_max",
                  "memory_mib_mean", "memory_mib_max", "mps", "profile_top_kernels", "profile_cpu_ms",
                  "profile_cuda_ms",
@@ -71,6 +78,31 @@ def matrix_share(params: int | None, tokens_s: float | None, gpu: str) -> float 
     return round(6 * params * tokens_s / (peak * 1e12), 4)
 
 
+def crowd_summary(folder: Path) -> dict:
+    """The probe side by side (:mod:`headlab.workflow.sitting_probe`), from its copies' JSONs
+    in ``folder``: ``side_by_side`` (the copies that timed their steps), ``overlap`` (the
+    span all of them were timing at once, as a share of their mean timed span: near 1 when
+    they ran together) and ``step_ms`` (model -> the mean wall ms a step of its copies);
+    empty without a copy that timed its steps."""
+    found = []
+    for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+        try:
+            copy = json.loads(path.read_text())
+            start, end = copy["window"]
+            found.append((copy["name"].rsplit(".", 1)[0], float(copy["step_ms"]), float(start), float(end)))
+        except (ValueError, KeyError, TypeError):
+            continue             # a copy stopped while writing: not timed
+    if not found:
+        return {}
+    common = min(end for *_, end in found) - max(start for *_, start, _ in found)
+    span = statistics.fmean(end - start for *_, start, end in found)
+    steps: dict[str, list[float]] = {}
+    for model, step_ms, _, _ in found:
+        steps.setdefault(model, []).append(step_ms)
+    return {"side_by_side": len(found), "overlap": round(max(common, 0.0) / span, 3) if span > 0 else 0.0,
+            "step_ms": {model: round(statistics.fmean(values), 1) for model, values in steps.items()}}
+
+
 def side_track_windows(state: dict) -> list[tuple[float, float]]:
     """(start, end) Unix times of what the runner ran beside the trainings (the CUDA suite,
     the bench of each attention path), from the call that trained (its ``started_at`` and
@@ -103,18 +135,23 @@ def step_split(marks: list, windows: list[tuple[float, float]]) -> dict:
 
 def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict,
                clocks: dict | None = None, alone_step_ms: dict | None = None,
-               side_track: list[tuple[float, float]] | None = None) -> list[dict]:
+               side_track: list[tuple[float, float]] | None = None, crowd: dict | None = None) -> list[dict]:
     """``models``: dicts with name, params, src_tok_s, tgt_tok_s (and side_by_side: how many
     trained at once with it, a chain's stage; all of them otherwise); ``alone``: name -> (src, tgt)
     tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
     ``clocks``: name -> the training's clock JSON (side by side), whose profile wins;
     ``alone_step_ms``: name -> the probe's wall ms a step alone; ``side_track``: the
-    :func:`side_track_windows` its clock's marks are split by."""
+    :func:`side_track_windows` its clock's marks are split by; ``crowd``: the probe side by
+    side (:func:`crowd_summary`, with ``mps``: how the GPU was shared in it)."""
     from headlab.engine.steptime import step_shares
 
     peak = PEAK_TFLOPS.get(ident["gpu"], "")
+    crowd = crowd or {}
     rows = []
     for model in models:
+        probed = crowd.get("step_ms", {}).get(model["name"])
+        probed_columns = {"models_probed_side_by_side": crowd["side_by_side"], "step_ms_probed_side_by_side": probed,
+                          "probed_overlap": crowd["overlap"], "probed_mps": crowd.get("mps", "")} if probed else {}
         alone_src, alone_tgt = alone.get(model["name"], ("", ""))
         clock = (clocks or {}).get(model["name"]) or {}
         traced = ({**clock["profile"], "profile_where": "side by side"} if clock.get("profile") else
@@ -133,7 +170,7 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                      "peak_tflops": peak, **smi, **step_shares(clock),
                      # (no side track known, no split: "clear" would be a guess)
                      **(step_split(clock["marks"], side_track) if clock.get("marks") and side_track else {}),
-                     **traced})
+                     **probed_columns, **traced})
     return rows
 
 
