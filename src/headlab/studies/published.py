@@ -22,9 +22,10 @@ model (the mean ± sd over its seeds of status converged or deadline, one seed k
 seed number: a converged run before a deadline one, then the newest), one labelled row per
 diverged or partial run and per deadline run evaluated at the clock's step rather than at
 a validation's choice (:func:`at_the_clocks_step`; shown, never averaged in), and ``not yet
-run`` for a slice of the plan with nothing published. The study builders list :func:`inputs` among theirs, so a new
-sitting re-renders the tables and claims and nothing else. The claims on published runs
-are judged by each study's ``claims.py`` with the toy claims' tests, in the same family.
+run`` for a slice of the plan with nothing published. The study builders list
+:func:`inputs` among theirs, so a new sitting re-renders the tables and claims and nothing
+else. The claims on published runs are judged by each study's ``claims.py`` with the toy
+claims' tests, in the same family.
 
 **The atlas at GPU scale.** Checkpoints do not come back from a sitting, so the sitting
 characterises its models' heads on the GPU machine and publishes
