@@ -583,20 +583,57 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
                                             "calls": [first_call]},
                          {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/rows.csv": "\n".join(lines),
                           f"{folder}/throughput.csv": speed})
-    second = tmp_path / "out2"
-    second.mkdir()
-    (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}}}]}))
+    later = {"models": models, "publication": folder, "calls": [{"phases": {"remainder": {}}}]}
+    second = _rehearsal_out(tmp_path / "out2", later, {f"{folder}/provenance.json": json.dumps(provenance),
+                                                       f"{folder}/throughput.csv": speed})
     results = dict(rehearsal.checks(out, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))
     assert all(results.values()) is passes
     # the second call's speed rows that ended in an error (the probe's measures lost) fail it
     assert results["the second call's speed rows rewritten without an error (status None)"]
-    (second / "status.json").write_text(json.dumps({"models": models, "calls": [{"phases": {"remainder": {}},
-                                                                                 "speed_rows_rc": 1}]}))
+    (second / "status.json").write_text(json.dumps({**later, "calls": [{"phases": {"remainder": {}},
+                                                                        "speed_rows_rc": 1}]}))
     assert not dict(rehearsal.checks(out, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))[
         "the second call's speed rows rewritten without an error (status 1)"]
     # what it still lacks is printed, with why; a call that published nothing has no such lines
     assert rehearsal.final_lacks(out) == [(cause, what) for cause, lines in causes.items() for what in lines]
-    assert rehearsal.final_lacks(second) == []
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    (nothing / "status.json").write_text(json.dumps({"models": models, "calls": [{}]}))
+    assert rehearsal.final_lacks(nothing) == []
+
+
+def test_the_rehearsal_checks_the_second_calls_probes_reached_the_speed_rows(tmp_path):
+    """The rehearsal's second call runs both probes from the bundle: their figures in its
+    speed rows, the plan reading two models side by side (150 ms, overlap 0.8) and one alone
+    (80 ms) from them. A probe that ended in an error fails the check, one stopped at its
+    time or not run for want of it is said; one whose figures never reached the rows fails."""
+    from headlab.workflow import rehearsal
+
+    folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+    header = ("gpu,model,models_side_by_side,step_ms,mps,step_ms_alone,models_probed_side_by_side,"
+              "step_ms_probed_side_by_side,probed_overlap,probed_mps\n")
+    speed = header + "cpu,8L,3,900,off,80,2,150,0.8,off\ncpu,8Ftoken,3,870,off,,2,140,0.8,off\n"
+
+    def second(name, call, rows=speed):
+        return _rehearsal_out(tmp_path / name, {"publication": folder, "calls": [{}, call]},
+                              {f"{folder}/throughput.csv": rows,
+                               f"{folder}/provenance.json": '{"created": "2026-11-27 10:00:00 UTC"}'})
+
+    assert rehearsal.probe_check(second("ran", {"crowd_rc": 0, "probe_rc": 0})) == (
+        "the second call's probes (side by side status 0; alone status 0): in the speed rows; the plan reads 1, 2 "
+        "model(s) at once from them", True)
+    text, passed = rehearsal.probe_check(second("crashed", {"crowd_rc": 1, "probe_rc": 0}))
+    assert not passed and text.startswith("the second call's probes (side by side status 1; alone status 0)")
+    assert rehearsal.probe_check(second("slow", {"crowd_rc": None}))[1] is True      # stopped, then not run
+    assert "(side by side stopped at its time; alone not run)" in rehearsal.probe_check(second("slow2", {"crowd_rc": None}))[0]
+    lost = second("lost", {"crowd_rc": 0, "probe_rc": 0}, header + "cpu,8L,3,900,off,80,,,,\n")
+    assert rehearsal.probe_check(lost) == ("the second call's probes (side by side status 0; alone status 0): in the "
+                                          "speed rows, lacking side by side; the plan reads 1 model(s) at once from "
+                                          "them", False)
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    (nothing / "status.json").write_text("{}")
+    assert rehearsal.probe_check(nothing)[1] is False
 
 
 def test_the_rehearsal_reads_the_sittings_clock_back_as_the_plan_does():
@@ -850,11 +887,11 @@ def test_make_gpu_rehearsal_plan_rehearses_every_slice_in_the_plans_order():
     assert result.stdout.count("-m headlab.workflow.rehearsal --bundle gpu-bundle") == 5
 
 
-def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int | None = 8):
+def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int | None = 8, device: str = "cuda"):
     """A runner's second call on a fake clock: each step takes what it is given (the rest
     of the CUDA suite 20 s); what ran, with its timeout and command, and the MPS calls."""
     runner = object.__new__(gpu_runner.Sitting)
-    runner.args = argparse.Namespace(device="cuda", budget=left + 15)
+    runner.args = argparse.Namespace(device=device, budget=left + 15)
     runner.src, runner.logs, runner.resolved = tmp_path, tmp_path / "logs", tmp_path / "manifest.json"
     runner.state_path = tmp_path / "state.json"
     runner.logs.mkdir(parents=True)
@@ -909,6 +946,25 @@ def test_a_later_call_probes_side_by_side_then_alone_before_the_idle_bench(first
     assert crowd[crowd.index("--config") + 1] == "8L/onmt.yaml"     # the parent, not its fine-tune
     assert crowd[crowd.index("--out") + 1] == str(runner.logs / gpu_runner.CROWD_FOLDER)
     assert mps == [("start", "crowd_mps"), ("stop", "crowd_mps")] and runner.call["crowd_side_by_side"] == 8
+
+
+def test_a_rehearsals_later_call_runs_both_probes_sized_for_two_cores(tmp_path):
+    """On a CPU the second call probes too (two copies side by side, 6 steps; one alone, 8
+    steps, 2 profiled), each with the rehearsal's OpenNMT-py options after ``--`` (one
+    process, fp32, its small buckets and batches, as its trainings had); the first call
+    never probes on a CPU (the shipped bundle's test in make test stays as long as it was)."""
+    runner, ran, commands, _ = _later_call(tmp_path, 165.0, 0, device="cpu")
+    assert [name for name, _ in ran[:2]] == ["probe-side-by-side", "probe"] and ran[0][1] == ran[1][1] == 60
+    overrides = ["--", "-world_size", "1", "-gpu_ranks", "-model_dtype", "fp32", "-bucket_size",
+                 str(gpu_runner.CPU_SETTINGS["bucket_size"]), "-batch_size", str(gpu_runner.CPU_SETTINGS["batch_size"])]
+    crowd, alone = commands["probe-side-by-side"], commands["probe"]
+    assert crowd[crowd.index("--side-by-side") + 1] == "2" and crowd[crowd.index("--"):] == overrides
+    assert crowd[crowd.index("--steps"):][:4] == ["--steps", "6", "--warmup", "2"]
+    assert alone[alone.index("--steps"):] == ["--steps", "8", "--warmup", "2", "--profile-steps", "2", *overrides]
+    first = object.__new__(gpu_runner.Sitting)
+    first.args = argparse.Namespace(device="cpu")
+    first.crowd_probe = first.speed_probe = first.speed_rows = lambda: pytest.fail("a CPU's first call probed")
+    first.speed_probe_and_rows()
 
 
 def test_a_short_later_call_keeps_the_probe_side_by_side_over_the_probe_alone(tmp_path):

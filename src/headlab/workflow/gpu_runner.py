@@ -80,11 +80,17 @@ BUDGET_S = 570
 PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
 BENCH_S = 60
-PROBE_S = 90             # the probe: one model alone, 20 steps profiled
+#: the probe alone: one model, 60 steps, the last 20 profiled (a rehearsal: 8 steps, 2 profiled)
+PROBE_S = {"cuda": 90, "cpu": 60}
 #: the probe side by side: K copies of the slice's models at once (their start-ups together,
-#: a barrier, 30 steps timed); K is the manifest's ``probe_side_by_side`` (the bundle's: one
-#: seed more a sitting for the plan's ready slices)
-CROWD_S = 100
+#: a barrier, 30 steps timed; a rehearsal: 2 copies, 4 steps); K is the manifest's
+#: ``probe_side_by_side`` (the bundle's: one seed more a sitting for the plan's ready slices)
+CROWD_S = {"cuda": 100, "cpu": 60}
+#: the probes' own options on a CPU rehearsal (a GPU's are the probe's defaults): every step
+#: of the later call's probes rehearsed, sized for two cores
+PROBE_ARGS = {"cuda": [], "cpu": ["--steps", "8", "--warmup", "2", "--profile-steps", "2"]}
+CROWD_ARGS = {"cuda": [], "cpu": ["--steps", "6", "--warmup", "2"]}
+CROWD_MAX = {"cuda": 64, "cpu": 2}
 CROWD_FOLDER = "crowd"   # under logs/: one JSON per copy (headlab.workflow.sitting_speed.crowd_summary)
 SUITE_REST_MIN_S = 30    # a later call's rest of the CUDA suite has at least this before the probe's time is kept
 SPEED_ROWS_S = 15        # kept back for the speed rows after a later call's probe and bench
@@ -469,15 +475,21 @@ class Sitting:
         if model["name"] == self.manifest["models"][0]["name"]:
             first, steps = PROFILE_STEPS[self.args.device]
             cmd += ["--profile-from", str(first), "--profile-steps", str(steps)]
-        cmd += ["--", "-config", model["config"]]
+        cmd += ["--", "-config", model["config"], *self.onmt_overrides()]
         if self.args.device == "cpu":
             # no validation on two cores (a base model over 1,014 sentences): the stop rule is
             # the GPU's; the rehearsal evaluates its newest checkpoint and says so
-            cmd += ["-world_size", "1", "-gpu_ranks", "-model_dtype", "fp32",
-                    "-save_checkpoint_steps", str(CPU_SETTINGS["save_every"]),
-                    "-valid_steps", str(CPU_SETTINGS["valid_steps"]), "-bucket_size", str(CPU_SETTINGS["bucket_size"]),
-                    "-batch_size", str(CPU_SETTINGS["batch_size"]), "-report_every", "1"]
+            cmd += ["-save_checkpoint_steps", str(CPU_SETTINGS["save_every"]),
+                    "-valid_steps", str(CPU_SETTINGS["valid_steps"]), "-report_every", "1"]
         return cmd
+
+    def onmt_overrides(self) -> list[str]:
+        """OpenNMT-py options a rehearsal adds to a model's config, for its trainings and its
+        probes alike (none on a GPU): one process on the CPU, fp32, small buckets and batches."""
+        if self.args.device != "cpu":
+            return []
+        return ["-world_size", "1", "-gpu_ranks", "-model_dtype", "fp32", "-bucket_size",
+                str(CPU_SETTINGS["bucket_size"]), "-batch_size", str(CPU_SETTINGS["batch_size"])]
 
     def training_window_s(self) -> float:
         return self.args.budget - self.figures["pack_s"] - self.figures["eval_reserve_s"]
@@ -803,8 +815,9 @@ class Sitting:
             done = [r["nodeid"] for r in reports if r["outcome"] in ("passed", "skipped")]
             skip = self.logs / "gpu-tests-done.txt"
             skip.write_text("\n".join(done) + "\n")
-            probes = (CROWD_S if self.crowd_size() > 1 else 0) + PROBE_S
-            reserve = next((need for need in (probes + 2 * BENCH_S, probes, PROBE_S)
+            device = self.args.device
+            probes = (CROWD_S[device] if self.crowd_size() > 1 else 0) + PROBE_S[device]
+            reserve = next((need for need in (probes + 2 * BENCH_S, probes, PROBE_S[device])
                             if self.left() >= need + SUITE_REST_MIN_S), 0)
             rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
                           {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
@@ -824,7 +837,10 @@ class Sitting:
 
     def speed_probe_and_rows(self) -> None:
         """In the first call after the publication, when it has the time (one call on a
-        lease too short for two): the probes, then the speed rows with what they added."""
+        lease too short for two; on a GPU only: a rehearsal probes in its second call): the
+        probes, then the speed rows with what they added."""
+        if self.args.device != "cuda":
+            return
         crowd = self.crowd_probe()
         if self.speed_probe() or crowd:
             self.speed_rows()
@@ -836,28 +852,31 @@ class Sitting:
             self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True), self.left())
 
     def crowd_size(self) -> int:
-        """How many copies the probe side by side trains at once (1: none)."""
-        return int((self.manifest.get("slice") or {}).get("probe_side_by_side") or 1)
+        """How many copies the probe side by side trains at once (1: none; a rehearsal: at
+        most two)."""
+        size = int((self.manifest.get("slice") or {}).get("probe_side_by_side") or 1)
+        return min(size, CROWD_MAX[self.args.device])
 
     def crowd_probe(self) -> bool:
         """The probe side by side (:mod:`headlab.workflow.sitting_probe` ``--side-by-side``):
         :meth:`crowd_size` copies of the slice's first-stage models at once, shared through
         MPS as the trainings were (its own mode recorded: ``crowd_mps``), each timed past its
-        warm-up once all of them are there. Only on a GPU, with time left, after the
-        publication; it only adds to the speed rows."""
-        size = self.crowd_size()
-        if self.args.device != "cuda" or size < 2 or self.left() < CROWD_S or not self.published():
+        warm-up once all of them are there. Only with time left, after the publication; it
+        only adds to the speed rows."""
+        size, device = self.crowd_size(), self.args.device
+        if size < 2 or self.left() < CROWD_S[device] or not self.published():
             return False
         stages = [(model.get("chain") or {}).get("stage", 0) for model in self.prepared()]
         models = [model for model, stage in zip(self.prepared(), stages) if stage == min(stages)]
         cmd = [sys.executable, "-m", "headlab.workflow.sitting_probe", "--side-by-side", str(size),
-               "--out", str(self.logs / CROWD_FOLDER)]
+               "--out", str(self.logs / CROWD_FOLDER), *CROWD_ARGS[device]]
         for model in models:
             cmd += ["--config", model["config"], "--name", model["name"]]
+        cmd += ["--", *self.onmt_overrides()]
         threads = str(max(1, (os.cpu_count() or 4) // (size + 1)))
         self.start_mps(record="crowd_mps")
         try:
-            self.call["crowd_rc"] = self.run("probe-side-by-side", cmd, min(self.left() - SPEED_ROWS_S, CROWD_S),
+            self.call["crowd_rc"] = self.run("probe-side-by-side", cmd, min(self.left() - SPEED_ROWS_S, CROWD_S[device]),
                                              {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
         finally:
             self.stop_mps(record="crowd_mps")
@@ -867,15 +886,17 @@ class Sitting:
     def speed_probe(self) -> bool:
         """The first model alone on the idle GPU, its last 20 steps profiled
         (:mod:`headlab.workflow.sitting_probe`; the speed rows are rewritten with it after).
-        Only on a GPU, only with time left, and never at the publication's cost: it runs
-        after the publication and only adds to its speed rows."""
-        if self.args.device != "cuda" or self.left() < PROBE_S or not self.published():
+        Only with time left, and never at the publication's cost: it runs after the
+        publication and only adds to its speed rows."""
+        device = self.args.device
+        if self.left() < PROBE_S[device] or not self.published():
             return False
         model = self.manifest["models"][0]
         extra = self.logs / "speed-extra.json"
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
-                                                   model["config"], "--name", model["name"], "--out", str(extra)],
-                                         min(self.left() - SPEED_ROWS_S, PROBE_S))
+                                                   model["config"], "--name", model["name"], "--out", str(extra),
+                                                   *PROBE_ARGS[device], "--", *self.onmt_overrides()],
+                                         min(self.left() - SPEED_ROWS_S, PROBE_S[device]))
         return True
 
 

@@ -13,10 +13,12 @@ The bundle holds the GPU plan's next slice (``make gpu-bundle``), so the rehears
 2. the bundle copied to a folder elsewhere (it must work from any folder it is copied to)
    and its ``run.py --device cpu --budget B`` run there: install, trainings, the CUDA suite
    (skipped: no GPU), the bench, the deadline, evaluation, publication, status and packing;
-3. a second call on the same work folder: only the remainder, no training;
+3. a second call on the same work folder: only the remainder, no training: its probes
+   (side by side: two copies of the slice's models at once; alone: the first model) from
+   the bundle's own configs, sized for two cores;
 4. the checks: published and labelled (``lacks`` exactly when partial), a row per model,
    at most three files in OUT, each call within its budget, its speed rows read back by
-   the GPU plan. One line per check; exit status 1 if any fails.
+   the GPU plan, the probes' too. One line per check; exit status 1 if any fails.
 """
 from __future__ import annotations
 
@@ -140,6 +142,40 @@ def speed_check(published: str, provenance: dict, speed: bytes | None) -> tuple[
         bool(measured))
 
 
+def probe_check(second: Path) -> tuple[str, bool]:
+    """The second call's probes, as a GPU's later call runs them (run.py's ``crowd_probe``
+    and ``speed_probe``, here with the rehearsal's small settings): neither ended in an
+    error, and what each timed reached the speed rows and is read back by the GPU plan
+    (:func:`headlab.workflow.gpu_plan.measured_speed`: one model alone, and the copies side
+    by side). A probe stopped at its time, or not run for want of it, is slowness, said,
+    not a failure."""
+    import csv
+
+    try:
+        later = json.loads((second / "status.json").read_text())
+        call, published = later["calls"][-1], later["publication"]
+        with tarfile.open(second / "headlab-sitting.tar.gz") as tar:
+            speed = tar.extractfile(f"{published}/throughput.csv").read()
+            provenance = tar.extractfile(f"{published}/provenance.json").read()
+    except (OSError, KeyError, TypeError, ValueError, AttributeError, tarfile.TarError) as err:
+        return (f"the second call's probes: no speed rows to read ({type(err).__name__}: {err})", False)
+    rows = list(csv.DictReader(speed.decode().splitlines()))
+    ran = {"side by side": call.get("crowd_rc", "not run"), "alone": call.get("probe_rc", "not run")}
+    errors = [what for what, rc in ran.items() if rc not in (0, None, "not run")]
+    columns = {"side by side": "step_ms_probed_side_by_side", "alone": "step_ms_alone"}
+    missing = [what for what, rc in ran.items() if rc == 0 and not any(row.get(columns[what]) for row in rows)]
+    measured, error = _read_back(published, {"throughput.csv": speed, "provenance.json": provenance},
+                                 gpu_plan.measured_speed)
+    probed = sorted(count for count, measure in (measured or {}).items() if measure.probe)
+    said = "; ".join(f"{what} {'stopped at its time' if rc is None else rc if rc == 'not run' else f'status {rc}'}"
+                     for what, rc in ran.items())
+    return (f"the second call's probes ({said}): in the speed rows"
+            + (f", lacking {', '.join(missing)}" if missing else "")
+            + (f"; the plan reads {', '.join(map(str, probed))} model(s) at once from them" if probed else "")
+            + (f"; {error}" if error else ""),
+            not errors and not missing and error is None)
+
+
 def evaluation_check(published: str, provenance: dict, rows: bytes | None, status: dict) -> tuple[str, bool]:
     """The call's status read back as the GPU plan reads a received sitting's
     (:func:`headlab.workflow.gpu_plan.measured_evaluation`: its ``evaluate`` phase, per row
@@ -222,6 +258,7 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         # for time: not an error
         (f"the second call's speed rows rewritten without an error (status {later['calls'][-1].get('speed_rows_rc')})",
          later["calls"][-1].get("speed_rows_rc") in (0, None)),
+        probe_check(second),
     ]
 
 
@@ -231,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venv", default=".venv-rehearsal", help="the Python 3.12 virtual environment of the rehearsal")
     parser.add_argument("--python", default=None, help=f"a CPython {MACHINE_PYTHON} (default: found)")
     parser.add_argument("--budget", type=float, default=300, help="the first call's budget in seconds")
-    parser.add_argument("--second-budget", type=float, default=60, help="budget (s) of the second run, after a simulated fresh machine")
+    parser.add_argument("--second-budget", type=float, default=180,
+                        help="budget (s) of the second call on the same work folder (its probes: ~2 x 60 s)")
     parser.add_argument("--keep", default=None, help="copy OUT of both calls here")
     args = parser.parse_args(argv)
     bundle = Path(args.bundle).resolve()

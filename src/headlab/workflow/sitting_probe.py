@@ -1,9 +1,9 @@
 """A sitting's speed probes on the idle GPU (the later call, after the trainings).
 
     python -m headlab.workflow.sitting_probe --config MODEL/onmt.yaml --name 8L --out WORK/logs/speed-extra.json
-        [--steps 60] [--profile-steps 20]
+        [--steps 60] [--profile-steps 20] [-- OPENNMT_OPTIONS]
     python -m headlab.workflow.sitting_probe --side-by-side 8 --config A/onmt.yaml --name A [--config B ...]
-        --out WORK/logs/crowd [--steps 40] [--warmup 10]
+        --out WORK/logs/crowd [--steps 40] [--warmup 10] [-- OPENNMT_OPTIONS]
 
 **Alone** (the first form): ``headlab train`` runs in this process with the sitting's clock
 installed (:class:`headlab.engine.steptime.StepClock`): the steps before the trace give the
@@ -24,7 +24,9 @@ all K are there (at most :data:`BARRIER_S`), then times its next ``steps - warmu
 its timed steps, and how many copies were at the barrier
 (:func:`headlab.workflow.sitting_speed.crowd_summary` reads them).
 
-Checkpoints go to a scratch folder: the sitting's models are never touched.
+Options after ``--`` are OpenNMT-py's, after the config's (a CPU rehearsal's: one process,
+fp32, small buckets and batches). Checkpoints go to a scratch folder: the sitting's models
+are never touched.
 """
 from __future__ import annotations
 
@@ -62,9 +64,10 @@ def barrier(folder: Path, name: str, size: int, timeout: float = BARRIER_S) -> d
 
 
 def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, warmup: int = 10,
-          crowd: tuple[Path, int] | None = None) -> None:
+          crowd: tuple[Path, int] | None = None, options: tuple[str, ...] = ()) -> None:
     """One probe's training (see the module doc); ``crowd``: (the barrier's folder, K) of a
-    copy side by side, which writes its own JSON ``out`` and traces nothing."""
+    copy side by side, which writes its own JSON ``out`` and traces nothing; ``options``:
+    OpenNMT-py's, after the config's."""
     import headlab.engine.plugin  # noqa: F401  (the engine's patches first: the clock times what runs)
     from headlab.engine.run import train
     from headlab.engine.steptime import ProfileWindow, StepClock
@@ -80,7 +83,7 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
                            before_lead=before)
     clock = StepClock(profile=window).install()
     try:
-        train(["-config", config, "-train_steps", str(steps + 1), "-save_model", str(scratch / "model"),
+        train(["-config", config, *options, "-train_steps", str(steps + 1), "-save_model", str(scratch / "model"),
                "-save_checkpoint_steps", str(steps + 1), "-valid_steps", str(10**6), "-early_stopping", "0",
                "-model_selection", "last", "-report_every", "10", "-log_file", str(log)])
     finally:
@@ -106,7 +109,8 @@ def copies(models: list[tuple[str, str]], size: int) -> list[tuple[str, str]]:
             for index in range(size)]
 
 
-def side_by_side(models: list[tuple[str, str]], size: int, folder: Path, steps: int, warmup: int) -> int:
+def side_by_side(models: list[tuple[str, str]], size: int, folder: Path, steps: int, warmup: int,
+                 options: tuple[str, ...] = ()) -> int:
     """The crowd (see the module doc): ``size`` copies of ``models`` ((name, config)) at once,
     each a process of its own in this one's process group (a runner that stops this probe
     stops them all); the number of copies that ended with an error."""
@@ -119,12 +123,15 @@ def side_by_side(models: list[tuple[str, str]], size: int, folder: Path, steps: 
         procs.append(subprocess.Popen([sys.executable, "-m", "headlab.workflow.sitting_probe", "--config", config,
                                        "--name", name, "--out", str(folder / f"{name}.json"), "--steps", str(steps),
                                        "--profile-steps", "0", "--warmup", str(warmup), "--barrier", str(folder),
-                                       "--barrier-size", str(size)],
+                                       "--barrier-size", str(size), "--", *options],
                                       stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
     return sum(1 for proc in procs if proc.wait() != 0)
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    options = tuple(argv[split + 1:])
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_probe", description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, action="append", help="a model's onmt.yaml (several: a crowd's models)")
     parser.add_argument("--name", required=True, action="append", help="the model's name in the sitting (one a --config)")
@@ -142,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     # a copy of a crowd (started by --side-by-side): its barrier's folder and size
     parser.add_argument("--barrier", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--barrier-size", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv[:split])
     crowd = args.side_by_side > 1
     steps = args.steps if args.steps is not None else 40 if crowd or args.barrier else 60
     profile_steps = args.profile_steps if args.profile_steps is not None else 0 if crowd or args.barrier else 20
@@ -154,11 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--warmup must leave steps before the profile window: 0 .. {steps - profile_steps - 1}")
     if crowd:
         return 1 if side_by_side(list(zip(args.name, args.config)), args.side_by_side, Path(args.out), steps,
-                                 args.warmup) else 0
+                                 args.warmup, options) else 0
     if len(args.config) > 1:
         parser.error("several --config are a crowd's: give --side-by-side K")
     barrier_at = (Path(args.barrier), args.barrier_size) if args.barrier else None
-    probe(args.config[0], args.name[0], Path(args.out), steps, profile_steps, args.warmup, crowd=barrier_at)
+    probe(args.config[0], args.name[0], Path(args.out), steps, profile_steps, args.warmup, crowd=barrier_at,
+          options=options)
     return 0
 
 
