@@ -327,6 +327,10 @@ def test_a_published_row_of_paper_Bs_table_3_lands_in_its_table_and_tidy_rows(tm
     assert list(tidy["scale"].str[:3]) == ["toy", "toy", "GPU", "GPU"] and set(tidy["column"]) == {"T-base", "DHICM"}
     assert "| multi30k de-en (GPU B-base-dhicm) | GPU base: B-base-dhicm, seed 1, converged" in to_markdown(table)
     assert "B-base-dhicm: 2026-12-03-h100-abc1234 (converged)" in published.summary(published.read(str(root)), "paper_B")
+    # the slice's figure of every sitting, where there is one
+    (root / "B-base-dhicm" / "learning_curves.png").write_bytes(b"png")
+    assert (f"B-base-dhicm: 2026-12-03-h100-abc1234 (converged); curves: {root}/B-base-dhicm/learning_curves.png"
+            in published.summary(published.read(str(root)), "paper_B"))
 
 
 def test_paper_Ds_chain_rows_share_their_parents_heads_and_each_keeps_its_row(tmp_path):

@@ -68,7 +68,7 @@ def test_a_sittings_publication_joins_the_published_tree_and_nothing_else(tmp_pa
         "A-T1-deep/2026-12-01-h100-aaaaaaa/atlas/8L/heads.csv", "A-T1-deep/2026-12-01-h100-aaaaaaa/learning_curve.8L.csv",
         "A-T1-deep/2026-12-01-h100-aaaaaaa/learning_curves.png", "A-T1-deep/2026-12-01-h100-aaaaaaa/provenance.json",
         "A-T1-deep/2026-12-01-h100-aaaaaaa/rows.csv", "A-T1-deep/2026-12-01-h100-aaaaaaa/throughput.csv",
-        "throughput.csv"]
+        "A-T1-deep/learning_curves.png", "throughput.csv"]
     assert (target / "rows.csv").read_text() == _rows()
     # the plan now counts seed 3 (its rows, 2,800 steps), and the accumulated speed table has the row
     states = gpu_plan.seed_states(gpu_plan.load().slice("A-T1-deep"), published)
@@ -77,7 +77,8 @@ def test_a_sittings_publication_joins_the_published_tree_and_nothing_else(tmp_pa
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"headlab receive-sitting: {target}: partial, lacks: BLEU of 8Ftoken: not translated"
     assert out[1].startswith("  queue: A-T1-deep ") and "never run [1, 2]" in out[1]
-    assert out[-1] == f"  commit: git add {target} {published / 'throughput.csv'}"
+    assert out[-1] == (f"  commit: git add {target} {target.parent / 'learning_curves.png'} "
+                       f"{published / 'throughput.csv'}")
     # again: the folder is kept, unless --replace; a replacement publishing less is refused
     with pytest.raises(HeadlabError, match=r"2026-12-01-h100-aaaaaaa exists; a later call's tarball .* --replace"):
         receive.receive(tarball, published)
@@ -91,7 +92,7 @@ def test_a_sittings_publication_joins_the_published_tree_and_nothing_else(tmp_pa
     assert "36.2" in (target / "rows.csv").read_text() and not (target / "atlas").exists()
     # no scratch folder is left, whatever happened
     assert sorted(path.name for path in published.iterdir()) == ["A-T1-deep", "throughput.csv"]
-    assert [path.name for path in target.parent.iterdir()] == [target.name]
+    assert sorted(path.name for path in target.parent.iterdir()) == [target.name, "learning_curves.png"]
 
 
 def test_the_publication_is_the_one_its_status_names(tmp_path):
@@ -167,6 +168,33 @@ def test_a_status_naming_a_publication_the_tarball_lacks_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"its status.json names the publication results/published/A-T1-deep/"
                                         r"2026-12-02-h100-b, which it does not hold \(it holds: " + SITTING):
         receive.receive(tarball, tmp_path / "published")
+
+
+def test_the_slices_figure_shows_every_sitting_and_where_each_row_was_evaluated(tmp_path, monkeypatch):
+    """The shipped A-T1-deep sittings in one figure: a training curve per model and sitting
+    (3 x 3), validation curves only for 993e600's (the sittings before the stop rule had
+    none), and a marker on each at its row's best_step: 8L at 2,200 (validation 1.9618),
+    7Ftoken+1L at 2,000 (1.8605), 8Ftoken at 2,400 (1.8671)."""
+    import shutil
+
+    import matplotlib.figure
+
+    from headlab.workflow import sitting_speed
+
+    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
+    drawn = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, target, **kwargs: drawn.append(figure))
+    assert sitting_speed.slice_figure(tmp_path / "A-T1-deep") == tmp_path / "A-T1-deep/learning_curves.png"
+    train, valid = drawn[0].axes
+    assert sum(1 for line in train.lines if len(line.get_xdata())) == 9
+    assert sum(1 for line in valid.lines if len(line.get_xdata()) > 1) == 3
+    markers = sorted((int(line.get_xdata()[0]), round(float(line.get_ydata()[0]), 4)) for line in valid.lines
+                     if line.get_marker() == "o" and len(line.get_xdata()))
+    assert markers == [(2000, 1.8605), (2200, 1.9618), (2400, 1.8671)]
+    assert [text.get_text() for text in train.get_legend().get_texts()] == [
+        "2026-11-26-h200-e327191 (seed 1; diverged)", "2026-11-27-h100-65e2124 (seed 1; deadline)",
+        "2026-11-27-h100-993e600 (seed 2; deadline)"]
+    assert sitting_speed.slice_figure(tmp_path / "none") is None
 
 
 def test_a_curve_cut_short_by_the_deadline_still_receives_and_says_there_is_no_figure(tmp_path, capsys):

@@ -281,8 +281,11 @@ def summary(frame, study: str) -> str:
     parts = []
     for slice_ in slices:
         runs = mine[mine["slice"] == slice_].drop_duplicates("sitting")
+        # every sitting's learning curves in one figure (headlab.workflow.sitting_speed.slice_figure)
+        figure = os.path.join(os.path.dirname(runs["folder"].iloc[0]), "learning_curves.png") if len(runs) else ""
         parts.append(f"{slice_}: " + (", ".join(f"{sitting} ({status})" for sitting, status in
-                                                zip(runs["sitting"], runs["status"])) or NOT_YET_RUN))
+                                                zip(runs["sitting"], runs["status"])) or NOT_YET_RUN)
+                     + (f"; curves: {figure}" if figure and os.path.isfile(figure) else ""))
     return f"- {GPU} (results/published/, the `(GPU)` rows of the tables): " + "; ".join(parts)
 
 

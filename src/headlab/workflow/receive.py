@@ -25,8 +25,9 @@ hidden ``.receive.*`` folder, which no reader of the tree looks into). A sitting
 tarball of the same sitting, which completes what the deadline cut (BLEU of more test
 sentences, an atlas); one with BLEU for fewer rows than the folder has is refused, as the
 runner itself never publishes less. Then the learning-curves figure where the sitting could
-not make one, ``results/published/throughput.csv`` rebuilt, and the slice's line of the
-queue, the throughput check and what to commit.
+not make one, ``results/published/throughput.csv`` rebuilt, the slice's figure of all its
+sittings (``<slice>/learning_curves.png``), and the slice's line of the queue, the
+throughput check and what to commit.
 """
 from __future__ import annotations
 
@@ -208,13 +209,18 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
         for scratch in scratches:
             shutil.rmtree(scratch, ignore_errors=True)
     sitting_speed.collect(published)
+    # the slice's figure of every sitting, this one with them (a figure never costs a receive)
+    try:
+        sitting_speed.slice_figure(target.parent)
+    except Exception as err:
+        print(f"headlab receive-sitting: no figure of {target.parent}'s sittings: {err}")
     print(f"headlab receive-sitting: {target}: {provenance['status']}"
           + (f", lacks: {'; '.join(provenance['lacks'])}" if provenance.get("lacks") else ""))
     if target.parent.name in {found.name for found in plan.slices}:
         print(f"  queue: {gpu_plan.queue_line(plan.slice(target.parent.name), published)}")
     for line in gpu_plan.stale_throughput(plan, published):
         print(f"  throughput stale: {line}")
-    print(f"  commit: git add {target} {published / 'throughput.csv'}")
+    print(f"  commit: git add {target} {target.parent / 'learning_curves.png'} {published / 'throughput.csv'}")
     return target
 
 

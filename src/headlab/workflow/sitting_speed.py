@@ -9,7 +9,8 @@
 - :func:`collect`: ``results/published/throughput.csv``, every sitting folder's rows
   together (rebuilt from them, so no sitting's rows are ever edited);
 - :func:`curves_figure`: train and validation cross-entropy against step, one colour per
-  model (PNG; matplotlib on the CPU side where the GPU machine lacks it).
+  model (PNG; matplotlib on the CPU side where the GPU machine lacks it); :func:`slice_figure`:
+  every sitting of a slice in one figure, each row's evaluated step marked.
 
 The matrix-rate share is ``6 x parameters x tokens/s`` (forward and backward of every weight
 once per target token: the usual dense-Transformer estimate; attention's own products are
@@ -226,6 +227,68 @@ def curves_figure(folder: Path, title: str) -> Path | None:
     return target
 
 
+def _curve_points(path: Path, split: str) -> list[tuple[int, float]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [(int(r["step"]), float(r["xent"])) for r in csv.DictReader(handle)
+                if r["split"] == split and r["xent"] not in ("", "nan")]
+
+
+def slice_figure(folder: Path) -> Path | None:
+    """``<slice>/learning_curves.png``: every sitting of a slice in one figure, training
+    cross-entropy on the left and validation on the right (a sitting before the stop rule
+    has none), one colour per model, one line style per sitting (its seeds, status); a
+    marker where each published row was evaluated (its ``best_step``, on the validation
+    curve), so that seeds and sittings are seen side by side and each compared at its own
+    checkpoint. None: no matplotlib here, or no curve."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    sittings = sorted(path.parent for path in Path(folder).glob("*/rows.csv"))
+    curves = [(sitting, path) for sitting in sittings for path in sorted(sitting.glob("learning_curve.*.csv"))]
+    if not curves:
+        return None
+    models = list(dict.fromkeys(path.name.removeprefix("learning_curve.").removesuffix(".csv").split(".seed")[0]
+                                for _, path in curves))
+    styles = ["-", "--", ":", "-."]
+    figure, (train_axes, valid_axes) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for index, sitting in enumerate(sittings):
+        with open(sitting / "rows.csv", newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        status = ", ".join(dict.fromkeys(row["status"] for row in rows))
+        seeds = ", ".join(dict.fromkeys(row["seed"] for row in rows))
+        style = styles[index % len(styles)]
+        for path in sorted(sitting.glob("learning_curve.*.csv")):
+            name = path.name.removeprefix("learning_curve.").removesuffix(".csv")
+            colour = f"C{models.index(name.split('.seed')[0])}"
+            for axes, split in ((train_axes, "train"), (valid_axes, "valid")):
+                points = _curve_points(path, split)
+                if points:
+                    axes.plot(*zip(*points), style, color=colour, linewidth=1.2)
+            valid = dict(_curve_points(path, "valid"))
+            for row in rows:
+                if name in (row["heads"], f"{row['heads']}.seed{row['seed']}") and row["best_step"].strip():
+                    step = int(float(row["best_step"]))
+                    if step in valid:
+                        valid_axes.plot([step], [valid[step]], "o", color=colour, markersize=5)
+        train_axes.plot([], [], style, color="grey", label=f"{sitting.name} (seed {seeds}; {status})")
+    for index, model in enumerate(models):
+        valid_axes.plot([], [], "-", color=f"C{index}", label=model)
+    valid_axes.plot([], [], "o", color="grey", label="evaluated (best validation)")
+    train_axes.set(xlabel="step", ylabel="cross-entropy (nats/token)", title="training")
+    valid_axes.set(xlabel="step", title="validation")
+    train_axes.legend(fontsize=7)
+    valid_axes.legend(fontsize=7)
+    figure.suptitle(f"{Path(folder).name}: every sitting", fontsize=10)
+    figure.tight_layout()
+    target = Path(folder) / "learning_curves.png"
+    figure.savefig(target, dpi=110)
+    plt.close(figure)
+    return target
+
+
 def figure_or_say(folder: Path, title: str, who: str) -> Path | None:
     """:func:`curves_figure`, never its caller's failure (a figure is never worth a
     publication: a curve cut short by a deadline may end in an empty cell); a failure is
@@ -238,8 +301,8 @@ def figure_or_say(folder: Path, title: str, who: str) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """On the CPU side, after a sitting's tarball is unpacked: the figures it could not make
-    and the accumulated throughput table."""
+    """On the CPU side, after a sitting's tarball is unpacked: the figures it could not make,
+    each slice's figure of all its sittings and the accumulated throughput table."""
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_speed", description=main.__doc__)
     parser.add_argument("--published", default="results/published",
                         help="the published tree whose sittings' speed rows are gathered")
@@ -249,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (folder / "learning_curves.png").is_file():
             made = curves_figure(folder, f"{folder.parent.name}, sitting {folder.name}")
             print(f"sitting_speed: {made or f'no figure for {folder}'}")
+    for folder in sorted({path.parent.parent for path in root.glob("*/*/rows.csv")}):
+        print(f"sitting_speed: {slice_figure(folder) or f'no figure for {folder}'}")
     print(f"sitting_speed: {collect(root)}")
     return 0
 
