@@ -90,7 +90,6 @@ CROWD_S = {"cuda": 100, "cpu": 60}
 #: of the later call's probes rehearsed, sized for two cores
 PROBE_ARGS = {"cuda": [], "cpu": ["--steps", "8", "--warmup", "2", "--profile-steps", "2"]}
 CROWD_ARGS = {"cuda": [], "cpu": ["--steps", "6", "--warmup", "2"]}
-CROWD_MAX = {"cuda": 64, "cpu": 2}
 CROWD_FOLDER = "crowd"   # under logs/: one JSON per copy (headlab.workflow.sitting_speed.crowd_summary)
 SUITE_REST_MIN_S = 30    # a later call's rest of the CUDA suite has at least this before the probe's time is kept
 SPEED_ROWS_S = 15        # kept back for the speed rows after a later call's probe and bench
@@ -111,9 +110,10 @@ SMI_EVERY_S = 10
 MAX_FILE_BYTES = 4 * 2**20
 #: a rehearsal's settings (--device cpu): the same steps, sized for two cores
 #: (bucket_size: the config's 262,144 examples make OpenNMT-py read Multi30k ~9 times before
-#: its first batch, a minute of two shared cores, which once left no checkpoint at all)
+#: its first batch, a minute of two shared cores, which once left no checkpoint at all;
+#: side_by_side: the copies of its probe side by side, one a core)
 CPU_SETTINGS = {"save_every": 2, "valid_steps": 10**6, "sentences": 16, "batch_size": 256, "max_length": 40,
-                "bucket_size": 2048}
+                "bucket_size": 2048, "side_by_side": 2}
 
 
 def sitting_figures(manifest: dict, device: str) -> dict:
@@ -855,7 +855,7 @@ class Sitting:
         """How many copies the probe side by side trains at once (1: none; a rehearsal: at
         most two)."""
         size = int((self.manifest.get("slice") or {}).get("probe_side_by_side") or 1)
-        return min(size, CROWD_MAX[self.args.device])
+        return min(size, CPU_SETTINGS["side_by_side"]) if self.args.device == "cpu" else size
 
     def crowd_probe(self) -> bool:
         """The probe side by side (:mod:`headlab.workflow.sitting_probe` ``--side-by-side``):
