@@ -290,8 +290,10 @@ def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner():
     # would train the most at once (C-core-base: 4 models, 2 seeds), A's models copied to it
     assert written["probe_side_by_side"] == 8
     runner = object.__new__(gpu_runner.Sitting)
-    runner.manifest = {"slice": written}
+    runner.manifest, runner.args = {"slice": written}, argparse.Namespace(device="cuda")
     assert runner.crowd_size() == 8
+    runner.args.device = "cpu"           # a rehearsal: one copy a core
+    assert runner.crowd_size() == gpu_runner.CPU_SETTINGS["side_by_side"] == 2
 
 
 @pytest.mark.parametrize("budget, refused", [(420, True), (570, False)])
