@@ -210,11 +210,9 @@ def curves_figure(folder: Path, title: str) -> Path | None:
     figure, axes = plt.subplots(figsize=(7, 4.2))
     for index, path in enumerate(curves):
         name = path.name.removeprefix("learning_curve.").removesuffix(".csv")
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
         colour = f"C{index}"
         for split, style in (("train", "-"), ("valid", "--")):
-            points = [(int(r["step"]), float(r["xent"])) for r in rows if r["split"] == split and r["xent"] != "nan"]
+            points = _curve_points(path, split)
             if points:
                 axes.plot(*zip(*points), style, color=colour, label=f"{name} ({split})")
     axes.set(xlabel="step", ylabel="cross-entropy (nats/token)", title=title)
@@ -228,6 +226,8 @@ def curves_figure(folder: Path, title: str) -> Path | None:
 
 
 def _curve_points(path: Path, split: str) -> list[tuple[int, float]]:
+    """(step, cross-entropy) of one split of a ``learning_curve.*.csv``; a cell left empty
+    or NaN (a report cut short by the deadline) is no point."""
     with open(path, newline="", encoding="utf-8") as handle:
         return [(int(r["step"]), float(r["xent"])) for r in csv.DictReader(handle)
                 if r["split"] == split and r["xent"] not in ("", "nan")]
