@@ -866,8 +866,8 @@ class Sitting:
         size, device = self.crowd_size(), self.args.device
         if size < 2 or self.left() < CROWD_S[device] or not self.published():
             return False
-        stages = [(model.get("chain") or {}).get("stage", 0) for model in self.prepared()]
-        models = [model for model, stage in zip(self.prepared(), stages) if stage == min(stages)]
+        first = chain_stages(self.manifest["models"])[0]       # those trained from scratch
+        models = [model for model in self.prepared() if model["name"] in first]
         cmd = [sys.executable, "-m", "headlab.workflow.sitting_probe", "--side-by-side", str(size),
                "--out", str(self.logs / CROWD_FOLDER), *CROWD_ARGS[device]]
         for model in models:
