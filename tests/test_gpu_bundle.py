@@ -979,3 +979,46 @@ def test_a_short_later_call_keeps_the_probe_side_by_side_over_the_probe_alone(tm
     runner, ran, _, mps = _later_call(tmp_path / "b", 185.0, 0, probe_side_by_side=None)
     assert runner.crowd_size() == 1 and not mps
     assert ran == [("probe", 90), ("bench-idle-fused", 40), ("bench-idle-blocked", 40), ("speed-rows", 15)]
+
+
+def test_a_row_says_how_its_checkpoint_was_chosen_and_one_no_validation_chose_is_never_averaged(tmp_path,
+                                                                                                monkeypatch):
+    """8L saved a checkpoint at step 200 but its validation never ran (no history written):
+    it is evaluated at its newest checkpoint, and its row says so (``selected_by``); with
+    status deadline it is a run at the clock's step, shown apart and never averaged, though
+    it has a ``best_step``. 7Ftoken+1L's step 200 was chosen by its validation: one of the seeds."""
+    import torch
+
+    from headlab.studies import published
+
+    monkeypatch.chdir(tmp_path)
+    models = []
+    for heads in ("8L", "7Ftoken+1L"):
+        folder = tmp_path / "models" / heads
+        folder.mkdir(parents=True)
+        (folder / "train.log").write_text(_log([(100, 1235.8, 7.1), (200, 250.6, 5.5)]))
+        torch.save({"model": {"w": torch.zeros(2)}, "generator": {}}, folder / "model_step_200.pt")
+        models.append({"heads": heads, "name": heads, "layers": "6+6", "seed": "seed2", "pair": "de-en",
+                       "corpus": "multi30k", "dir": str(folder), "save_model": str(folder / "model"),
+                       "model_dtype": "fp16"})
+    (tmp_path / "models/7Ftoken+1L/model.valid.csv").write_text("step,xent,ppl,acc\n200,2.5,12.2,50\n")
+    (tmp_path / "test.src").write_text("ein Satz\n")
+    (tmp_path / "test.tgt").write_text("a sentence\n")
+    # no translation, no atlas: this test is about the rows
+    monkeypatch.setattr(sitting, "translate_until", lambda jobs, *args, **kwargs: dict.fromkeys(jobs, 0))
+    monkeypatch.setattr(sitting, "_atlas_safely", lambda *args, **kwargs: None)
+    manifest = {"commit": "abcdef0", "models": models,
+                "test": {"split": "test_2016_flickr", "pair": "de-en", "src": "test.src", "ref": "test.tgt"},
+                "slice": {"name": "A-T1-deep", "study": "paper_A", "table": "T1", "seeds": [2],
+                          "rows": {"8L": "T1 deep", "7Ftoken+1L": "T1 deep"}, "stop": {"valid_steps": 200, "patience": 3}}}
+    root = tmp_path / "results/published"
+    out = root / "A-T1-deep/2026-11-27-cpu-abcdef0"
+    sitting.evaluate(manifest, out, "cpu", {}, {"sitting": out.name, "gpu": "cpu", "date": "2026-11-27"}, 30,
+                     tmp_path / "logs")
+    with open(out / "rows.csv", newline="") as handle:
+        rows = {row["heads"]: row for row in csv.DictReader(handle)}
+    assert {heads: (row["status"], row["best_step"], row["selected_by"]) for heads, row in rows.items()} == {
+        "8L": ("deadline", "200", published.BY_NEWEST),
+        "7Ftoken+1L": ("deadline", "200", published.BY_VALIDATION)}
+    frame = published.read(str(root))
+    assert dict(zip(frame["heads"], published.at_the_clocks_step(frame))) == {"8L": True, "7Ftoken+1L": False}

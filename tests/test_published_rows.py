@@ -38,11 +38,11 @@ def _fake_toy_inputs(inputs, published, bleu=25.0):
             Path(file).write_text(json.dumps({"bleu": bleu}))
 
 
-def _sitting(published, sitting, rows, slice_="A-T1-deep"):
+def _sitting(published, sitting, rows, slice_="A-T1-deep", columns=COLUMNS):
     folder = Path(published) / slice_ / sitting
     folder.mkdir(parents=True)
     with open(folder / "rows.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         for row in rows:
             writer.writerow({"slice": slice_, "sitting": sitting, "study": "paper_A", "table": "T1", "row": "T1 deep",
@@ -134,6 +134,30 @@ def test_a_deadline_run_at_the_clocks_step_is_shown_but_never_averaged_or_judged
     judge = Judge("paper_A", 200)
     claims.judge_published(judge, files, frame, reference=str(reference))
     assert set(judge.frame()["seeds"]) == {2}
+
+
+def test_a_deadline_run_no_validation_chose_is_at_the_clocks_step_though_it_has_a_best_step(tmp_path):
+    """A sitting's ``selected_by`` says how its evaluated checkpoint was chosen: a deadline run
+    at its newest checkpoint (no validation had run: a training stopped before its first)
+    is at the clock's step, best_step or not; a converged one (a fine-tune of fixed length)
+    still counts. A rows.csv from before the column is read with it blank."""
+    from headlab.studies import published
+
+    root = tmp_path / "published"
+    runs = [dict(heads="8L", seed=1, status="deadline", best_step=200, selected_by=published.BY_NEWEST),
+            dict(heads="8L", seed=2, status="deadline", best_step=2200, selected_by=published.BY_VALIDATION),
+            dict(heads="8L", seed=3, status="converged", best_step=400, selected_by=published.BY_NEWEST)]
+    _sitting(root, "2026-11-28-h100-bbbbbbb", runs, columns=[*COLUMNS, "selected_by"])
+    _sitting(root, "2026-11-29-h100-ccccccc", [dict(heads="8L", seed=4, status="deadline", best_step=2400,
+                                                    bleu=30, bleu_ci_low=29, bleu_ci_high=31)])
+    frame = published.read(str(root)).sort_values("seed")
+    assert list(frame["selected_by"]) == [published.BY_NEWEST, published.BY_VALIDATION, published.BY_NEWEST, ""]
+    assert list(published.at_the_clocks_step(frame)) == [True, False, False, False]
+    assert sorted(published.seeds_of(frame)["seed"]) == ["2", "3", "4"]
+    # shown at the step it was evaluated at (its newest checkpoint), not the last one logged
+    tidy = published.gpu_tidy(frame.assign(bleu=30.0, bleu_ci_low=29.0, bleu_ci_high=31.0), "paper_A", "T1",
+                              label=lambda run: run["heads"], column=lambda run: "6+6 ours")
+    assert "8L (GPU A-T1-deep, deadline at the clock's step 200, 2026-11-28-h100-bbbbbbb)" in set(tidy["label"])
 
 
 def test_three_converged_seeds_give_mean_sd_and_a_verdict(tmp_path):

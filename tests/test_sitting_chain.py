@@ -193,14 +193,26 @@ def test_a_chain_whose_parent_left_no_checkpoint_publishes_its_lack(sitting, tmp
 def test_the_publication_labels_the_initial_checkpoint_and_names_an_untrained_link(tmp_path, monkeypatch):
     """The parent stopped at its deadline; its pruned fine-tune's initial checkpoint is as far
     along as the parent (its status), said in its stop reason; a link never prepared has no
-    row and is named, with why, in lacks; the gate values the mask came from are published."""
+    row and is named, with why, in lacks; the gate values the mask came from are published.
+    Each row says how its checkpoint was chosen: the parent's by its validation, the initial
+    checkpoint as the fine-tune's start (never the clock's step, though no validation chose it)."""
     import csv
 
+    import torch
+
+    from headlab.studies import published
     from headlab.workflow import sitting
 
     monkeypatch.chdir(tmp_path)
     parent = tmp_path / "models/8L"
     parent.mkdir(parents=True)
+    (parent / "ft/initial").mkdir(parents=True)
+    for checkpoint in (parent / "model_step_100.pt", parent / "ft/initial/model_step_0.pt"):
+        torch.save({"model": {"w": torch.zeros(2)}, "generator": {}}, checkpoint)
+    (parent / "model.valid.csv").write_text("step,xent,ppl,acc\n100,2.5,12.2,50\n")
+    # no translation, no atlas: the rows are what this test reads
+    monkeypatch.setattr(sitting, "translate_until", lambda jobs, *args, **kwargs: dict.fromkeys(jobs, 0))
+    monkeypatch.setattr(sitting, "_atlas_safely", lambda *args, **kwargs: None)
     (parent / "train.log").write_text("".join(
         f"[2026-11-28 14:28:51,511 INFO] Step {step}/100000; acc: 60.0; ppl: 12.0; xent: 2.5; lr: 0.001; "
         f"sents: 100; bsz: 3432/3682/264; 11445/12278 tok/s; 280 sec;\n" for step in (50, 100)))
@@ -222,7 +234,7 @@ def test_the_publication_labels_the_initial_checkpoint_and_names_an_untrained_li
         "slice": {"name": "D-gates-8L", "study": "paper_D", "table": "T3", "seeds": [1],
                   "rows": {"8L": "Baseline (converged)"}, "stop": {"valid_steps": 200, "patience": 3}}})
     assert untrained == ["control"]
-    out = tmp_path / "published"
+    out = tmp_path / "published/D-gates-8L/s"
     state = {"chain_errors": {"control": "sitting_chain: models/8L: the parent 8L has no checkpoint that loads"}}
     sitting.evaluate(manifest, out, "cpu", state, {"sitting": "s", "gpu": "cpu", "date": "2026-11-28"}, 20,
                      tmp_path / "logs", untrained=untrained)
@@ -231,6 +243,10 @@ def test_the_publication_labels_the_initial_checkpoint_and_names_an_untrained_li
     assert rows["Baseline (converged)"]["status"] == rows["Non-inverted (initial)"]["status"] == "deadline"
     assert rows["Non-inverted (initial)"]["stop_reason"] == ("not trained: 8L at step 100 with pruned's mask "
                                                              "(the fine-tune's initial checkpoint)")
+    assert [(row["best_step"], row["selected_by"]) for row in rows.values()] == [
+        ("100", published.BY_VALIDATION), ("0", published.BY_INITIAL)]
+    frame = published.read(str(tmp_path / "published"))
+    assert len(frame) == 2 and not published.at_the_clocks_step(frame).any()
     lacks = json.loads((out / "provenance.json").read_text())["lacks"]
     assert lacks[0] == ("control: not trained (a fine-tune of the chain never started: sitting_chain: models/8L: "
                         "the parent 8L has no checkpoint that loads)")

@@ -9,7 +9,9 @@ seeds. A sitting folder holds:
   ``converged`` (its stop rule fired: no lower validation cross-entropy for ``patience``
   validations, or every planned step trained), ``deadline`` (the sitting's clock stopped it),
   ``partial`` (scored on the test sentences translated so far) or ``diverged``;
-  ``table``/``row``: the paper's table and row it fills;
+  ``table``/``row``: the paper's table and row it fills; ``best_step`` the checkpoint
+  evaluated and ``selected_by`` how it was chosen (:data:`LATER_COLUMNS`: blank in the
+  sittings before it);
 - ``provenance.json`` (with ``slice``, ``status`` and ``lacks``: what it could not do);
 - ``learning_curve.<heads>.csv`` and the hypotheses, ``<heads>.seed<seed>.<test>.txt``
   (``<heads>.<test>.txt`` in a sitting of seed 1 alone, as the first two sittings wrote).
@@ -53,12 +55,19 @@ ROOT = "results/published"
 COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "step",
            "best_step", "stop_reason", "status", "bleu", "bleu_ci_low", "bleu_ci_high", "chrf", "src_tok_s",
            "tgt_tok_s", "gpu", "commit", "date")
+#: columns a sitting writes since 2026-12-01, which an earlier one's rows.csv lacks (read
+#: blank): ``selected_by``, how its evaluated checkpoint was chosen (:data:`BY_VALIDATION`,
+#: :data:`BY_NEWEST` where no validation had run, :data:`BY_INITIAL` for a fine-tune's
+#: initial checkpoint, evaluated untrained: paper D's "Non-inverted (initial)")
+LATER_COLUMNS = ("selected_by",)
+BY_VALIDATION, BY_NEWEST = "lowest validation cross-entropy", "newest checkpoint (no validation reached)"
+BY_INITIAL = "a fine-tune's initial checkpoint (its parent's, masked; not trained)"
 STATUSES = ("converged", "deadline", "partial", "diverged")
 #: the statuses whose runs are a model's seeds (partial and diverged runs are shown apart,
 #: and so is a deadline run no validation chose a checkpoint of: :func:`at_the_clocks_step`)
 AVERAGED = ("converged", "deadline")
 TEXT = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "best_step",
-        "stop_reason", "status", "gpu", "commit", "date")
+        "stop_reason", "status", "gpu", "commit", "date", *LATER_COLUMNS)
 SCALE, TOY, GPU, NOT_YET_RUN = "scale", "toy", "GPU base", "not yet run"
 #: the GPU plan: its slices, each with the study and table it fills
 PLAN = "config/gpu-plan.yaml"
@@ -96,13 +105,14 @@ def read(root: str = ROOT):
         if missing:
             raise DataError(f"published rows lack the column(s) {', '.join(missing)}; a rows.csv has "
                             f"{', '.join(COLUMNS)}", path=file)
+        frame = frame.assign(**{column: "" for column in LATER_COLUMNS if column not in frame.columns})
         unknown = sorted(set(frame["status"]) - set(STATUSES))
         if unknown:
             raise DataError(f"status {', '.join(map(repr, unknown))} is none of {', '.join(STATUSES)}", path=file)
         # a seed is its number, as the plan counts them ("seed2" as model paths write it: 2)
         frames.append(frame.assign(folder=os.path.dirname(file), seed=frame["seed"].str.removeprefix("seed")))
     if not frames:
-        return pd.DataFrame(columns=[*COLUMNS, "folder"])
+        return pd.DataFrame(columns=[*COLUMNS, *LATER_COLUMNS, "folder"])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -114,15 +124,18 @@ def hypothesis(row) -> str:
 
 def at_the_clocks_step(frame):
     """The runs (a boolean mask) that were evaluated at the step the sitting's clock left,
-    not at a checkpoint their stop rule chose: status deadline and no ``best_step`` (no
-    validation ran: the sittings before the stop rule, paper A's seed 1 at 1,000 steps, before
-    the learning rate's peak). A comparison is at each model's best validation checkpoint,
+    not at a checkpoint their stop rule chose: status deadline and either no ``best_step``
+    (the sittings before the stop rule: paper A's seed 1 at 1,000 steps, before the learning
+    rate's peak) or ``selected_by`` :data:`BY_NEWEST` (a ``best_step``, but the newest
+    checkpoint's: the training stopped before its first validation, or its history was
+    lost). A comparison is at each model's best validation checkpoint,
     never at a step the clock chose, so such a run is shown apart and never averaged with
     (or tested against) the seeds that were; a rerun of its seed replaces it. A converged
     run without one (a fine-tune of fixed length, trained to its last step) is what the
     paper did, and counts."""
     best = frame["best_step"].astype(str).str.strip()
-    return (frame["status"] == "deadline") & best.isin(["", "nan", "None"])
+    newest = frame["selected_by"] == BY_NEWEST if "selected_by" in frame else False
+    return (frame["status"] == "deadline") & (best.isin(["", "nan", "None"]) | newest)
 
 
 def seeds_of(frame):
@@ -190,14 +203,15 @@ def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
                 for _, run in runs.iterrows()]
     for _, run in mine[~mine["status"].isin(AVERAGED) | at_the_clocks_step(mine)].iterrows():
         clocked = run["status"] == "deadline"
-        status = f"deadline at the clock's step {_step('', run['step'])}" if clocked else run["status"]
+        # (the step it was evaluated at: its newest checkpoint's where it has one)
+        status = f"deadline at the clock's step {_step(run['best_step'], run['step'])}" if clocked else run["status"]
         why = "no validation chose it" if clocked else _short(run["stop_reason"])
         out.append(dict(run, label=f"{label(run)} (GPU {run['slice']}, {status}, {run['sitting']})",
                         column=column(run),
                         scale=f"{GPU}: {run['slice']}, seed {run['seed']}, {status}, not averaged "
                               f"({run['sitting']}: {why}); 95% interval "
                               f"[{run['bleu_ci_low']:.2f}, {run['bleu_ci_high']:.2f}]"))
-    return pd.DataFrame(out, columns=[*COLUMNS, "folder", "label", "column", "scale"])
+    return pd.DataFrame(out, columns=[*COLUMNS, *LATER_COLUMNS, "folder", "label", "column", "scale"])
 
 
 def not_run(frame, study: str, table: str, plan: str = PLAN) -> list[str]:

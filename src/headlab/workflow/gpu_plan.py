@@ -42,7 +42,7 @@ PUBLISHED = REPO / "results/published"
 #: the publication contract (rows.csv of every sitting folder), shared with the table renderer
 ROW_COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "step",
                "best_step", "stop_reason", "status", "bleu", "bleu_ci_low", "bleu_ci_high", "chrf", "src_tok_s",
-               "tgt_tok_s", "gpu", "commit", "date")
+               "tgt_tok_s", "gpu", "commit", "date", "selected_by")
 STATUSES = ("converged", "deadline", "partial", "diverged")
 COST_TOLERANCE = 0.05
 #: a seed whose models trained fewer steps than this share of what one sitting reaches now

@@ -26,7 +26,8 @@ each model's learning curve, its stop, the speed rows. Then, within the deadline
 
 The folder (the contract with the table renderer, docs/gpu-cluster.md): ``rows.csv``
 (:data:`headlab.workflow.gpu_plan.ROW_COLUMNS`; ``step`` the last step trained,
-``best_step`` the checkpoint evaluated), ``provenance.json``, ``learning_curve.<model>.csv``,
+``best_step`` the checkpoint evaluated, ``selected_by`` how: its lowest validation
+cross-entropy, else its newest, which the tables show apart), ``provenance.json``, ``learning_curve.<model>.csv``,
 ``throughput.csv``, the hypotheses, ``scores.json`` and ``atlas/<model>/heads.csv`` (with
 ``timing.json`` and ``examples.json``: what the CPU side's atlas reads, checkpoints never
 coming back).
@@ -46,6 +47,7 @@ import time
 from pathlib import Path
 
 from headlab.errors import HeadlabError
+from headlab.studies.published import BY_INITIAL, BY_NEWEST, BY_VALIDATION
 from headlab.workflow import sitting_speed
 from headlab.workflow.gpu_plan import ROW_COLUMNS
 
@@ -129,11 +131,11 @@ def eval_checkpoint(model: dict) -> dict | None:
     for row in sorted(history, key=lambda r: (r["xent"], r["step"])):
         if row["step"] in on_disk and loadable(on_disk[row["step"]]):
             return {"step": row["step"], "path": str(on_disk[row["step"]]), "valid_xent": row["xent"],
-                    "criterion": "lowest validation cross-entropy"}
+                    "criterion": BY_VALIDATION}
     for step in sorted(on_disk, reverse=True):
         if loadable(on_disk[step]):
             return {"step": step, "path": str(on_disk[step]), "valid_xent": None,
-                    "criterion": "newest checkpoint (no validation reached)"}
+                    "criterion": BY_NEWEST}
     return None
 
 
@@ -364,7 +366,8 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
         publication.models[model["name"]].update(evaluated=found and {k: found[k] for k in
                                                                       ("step", "criterion", "valid_xent")})
         if found:
-            publication.row(model)["best_step"] = found["step"]
+            publication.row(model).update(best_step=found["step"], selected_by=BY_INITIAL if model.get("evaluate_only")
+                                          else found["criterion"])
             publication.models[model["name"]]["params"] = params.get(model["name"])
     refs = Path(test["ref"]).read_text(encoding="utf-8").splitlines()[:sentences or None]
     models = [m for m in manifest["models"] if chosen[m["name"]]]
