@@ -161,3 +161,53 @@ def test_a_sitting_models_step_on_the_gpu_loss_path_reads_nothing_back(monkeypat
     upstream, _ = _step_count(spec, 6, upstream_step=True)
     assert upstream.syncs == UPSTREAM_GPU_PATH_SYNCS
     assert upstream.by_op["aten.masked_select.default"] == 1
+
+
+
+def _plan_models() -> list[tuple[str, str, str]]:
+    """(slice, heads, layers) of every model the shipped GPU plan's ready slices train."""
+    from headlab.workflow import gpu_plan
+    return [(entry.name, model["heads"], entry.entry["layers"]) for entry in gpu_plan.load().slices
+            if entry.entry.get("ready") for model in entry.entry["models"]]
+
+
+def _measured_models() -> list[str]:
+    """The heads of the models the plan's seconds a step were measured on: the newest
+    published sitting's rows of ``results/published/throughput.csv``."""
+    import csv
+    from pathlib import Path
+
+    with open(Path(__file__).resolve().parents[1] / "results/published/throughput.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    newest = max(rows, key=lambda row: row["date"])["sitting"]
+    return [row["model"] for row in rows if row["sitting"] == newest]
+
+
+@pytest.mark.parametrize("slice_name,spec,layers", _plan_models())
+def test_every_model_the_shipped_gpu_plan_trains_launches_no_more_than_the_measured_ones(
+        monkeypatch, slice_name, spec, layers):
+    """The GPU plan costs every slice at the seconds a step its newest sitting measured, the
+    slowest of the models trained there (``throughput.seconds_per_step``: N models side by
+    side, whatever their heads). On a launch-bound step (the H100's: 1.6-1.8% of its matrix
+    rate) that holds only while a model dispatches no more aten ops a step than the measured
+    models do, within the plan's tolerance for a stale figure. At 993e600 those were paper
+    A's 8L, 7Ftoken+1L and 8Ftoken (3,080-3,692 ops at 6+6; 7Ftoken+1L, the most, was the
+    slowest); paper C's syntax models add to 8L's in their first encoder layer (3,585-3,732),
+    paper B's DHICM in its last (3,669). On a GPU, no model of the plan reads a value back in
+    its step (the CPU's two are the source-feature checks, which the device asserts there)."""
+    from headlab.engine import xent
+    from headlab.workflow.gpu_plan import SPEED_TOLERANCE
+
+    monkeypatch.setenv(PATH_VARIABLE, "fused")
+    monkeypatch.setattr(xent, "applies", lambda compute, output: False)     # the loss a GPU runs
+    encoder, decoder = (int(part) for part in layers.split("+"))
+    assert encoder == decoder, "the step counted here has as many decoder layers as encoder ones"
+    measured = {heads: _step_count(heads, encoder)[0].ops for heads in _measured_models()}
+    ours, model = _trainer(spec, encoder)
+    counted = count(ours)
+    checks = 2 if model.encoder.columns else 0
+    assert counted.syncs == checks, {name: n for name, n in counted.by_op.items() if name in SYNC_OPS}
+    assert counted.ops <= (1 + SPEED_TOLERANCE) * max(measured.values()), (
+        f"{slice_name}'s {spec} dispatches {counted.ops} aten ops a step against at most {max(measured.values())} "
+        f"for the models the plan's seconds a step were measured on ({measured}): they do not apply to it; "
+        f"measure it (the sitting's probe side by side) and cost its slice apart")
