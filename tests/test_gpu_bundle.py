@@ -568,14 +568,17 @@ CUT = "BLEU and chrF on test sentences 5-16"
     ("partial", [CUT], {"failed": [CUT]}, False)])                   # a failure, not time
 def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, status, lacks, causes, passes):
     """A converged-looking provenance that lacks something is caught: ``lacks`` is non-empty
-    exactly when the status is partial, each lack has its cause, and none is a failure."""
+    exactly when the status is partial, each lack has its cause, and none is a failure. A
+    row that does not say how its checkpoint was chosen fails it too."""
+    from headlab.studies import published
     from headlab.workflow import rehearsal
 
     folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
     models = {"8L": {"checkpoints": [2, 4]}, "7Ftoken+1L": {"checkpoints": [2, 4]}}
     header = ",".join(gpu_plan.ROW_COLUMNS)
     row = {column: "" for column in gpu_plan.ROW_COLUMNS}
-    lines = [header] + [",".join(str({**row, "heads": h, "bleu": "1.0", "best_step": "4"}[c]) for c in gpu_plan.ROW_COLUMNS)
+    lines = [header] + [",".join(str({**row, "heads": h, "bleu": "1.0", "best_step": "4",
+                                      "selected_by": published.BY_NEWEST}[c]) for c in gpu_plan.ROW_COLUMNS)
                         for h in models]
     provenance = {"status": status, "lacks": lacks, "lacks_by_cause": causes,
                   "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
@@ -596,6 +599,16 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
                                                                         "speed_rows_rc": 1}]}))
     assert not dict(rehearsal.checks(out, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))[
         "the second call's speed rows rewritten without an error (status 1)"]
+    scored = [check for check in results if check.startswith("BLEU for 2 of 2 models")]
+    assert scored == ["BLEU for 2 of 2 models, each at its own evaluated checkpoint, saying how it was chosen "
+                      f"({published.BY_NEWEST})"] and results[scored[0]]
+    unsaid = _rehearsal_out(tmp_path / "unsaid", {"published": True, "publication": folder, "models": models,
+                                                  "calls": [first_call]},
+                            {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/throughput.csv": speed,
+                             f"{folder}/rows.csv": "\n".join(line.removesuffix(published.BY_NEWEST) for line in lines)})
+    unsaid = dict(rehearsal.checks(unsaid, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))
+    assert not unsaid["BLEU for 2 of 2 models, each at its own evaluated checkpoint, saying how it was chosen "
+                      "(not said)"]
     # what it still lacks is printed, with why; a call that published nothing has no such lines
     assert rehearsal.final_lacks(out) == [(cause, what) for cause, lines in causes.items() for what in lines]
     nothing = tmp_path / "nothing"

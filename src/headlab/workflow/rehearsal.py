@@ -240,8 +240,9 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         (f"labelled: lacks {len(provenance['lacks'])} thing(s) exactly when partial, each with its cause",
          (provenance["status"] == "partial") == bool(provenance["lacks"])
          and sorted(provenance["lacks"]) == sorted(sum(causes.values(), []))),
-        (f"BLEU for {len(scored)} of {len(rows)} models, each at its own evaluated checkpoint",
-         all(row["best_step"] for row in scored)),
+        (f"BLEU for {len(scored)} of {len(rows)} models, each at its own evaluated checkpoint, saying how it "
+         f"was chosen ({', '.join(sorted({row.get('selected_by') or 'not said' for row in scored}))})",
+         all(row["best_step"] and row.get("selected_by") for row in scored)),
         ("torch and numpy are the venv's, not the bundle's",
          "site" not in Path(provenance["machine"]["torch_file"]).parts[-4:-2]),
         (f"first call within its budget ({seconds[0]:.0f} of {budget:.0f} s)", seconds[0] <= budget + 5),
