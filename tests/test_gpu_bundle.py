@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from headlab.errors import ConfigError, HeadlabError
+from headlab.studies.published import BY_NEWEST, STATUSES
 from headlab.workflow import bundle, gpu_plan, gpu_runner, sitting
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -330,19 +331,26 @@ def _log(steps) -> str:
                    for step, ppl, xent in steps)
 
 
+def _logged_models(tmp_path: Path, seed: str, reports) -> list[dict]:
+    """8L and 7Ftoken+1L as the sitting's manifest names them, each with a training log of
+    ``reports`` (step, tokens/s, cross-entropy) and no checkpoint yet."""
+    models = []
+    for heads in ("8L", "7Ftoken+1L"):
+        folder = tmp_path / "models" / heads
+        folder.mkdir(parents=True)
+        (folder / "train.log").write_text(_log(reports))
+        models.append({"heads": heads, "name": heads, "layers": "6+6", "seed": seed, "pair": "de-en",
+                       "corpus": "multi30k", "dir": str(folder), "save_model": str(folder / "model"),
+                       "model_dtype": "fp16"})
+    return models
+
+
 def test_a_sitting_short_of_time_publishes_what_it_has_labelled(tmp_path, monkeypatch):
     """No checkpoint loads (the trainings stopped before their first save): the folder still
     holds each model's row with its stop, its learning curve and its speed row, and says
     what it lacks."""
     monkeypatch.chdir(tmp_path)
-    models = []
-    for heads in ("8L", "7Ftoken+1L"):
-        folder = tmp_path / "models" / heads
-        folder.mkdir(parents=True)
-        (folder / "train.log").write_text(_log([(50, 1235.8, 7.1), (100, 250.6, 5.5)]))
-        models.append({"heads": heads, "name": heads, "layers": "6+6", "seed": "seed1", "pair": "de-en",
-                       "corpus": "multi30k", "dir": str(folder), "save_model": str(folder / "model"),
-                       "model_dtype": "fp16"})
+    models = _logged_models(tmp_path, "seed1", [(50, 1235.8, 7.1), (100, 250.6, 5.5)])
     (tmp_path / "test.src").write_text("ein Satz\n")
     (tmp_path / "test.tgt").write_text("a sentence\n")
     manifest = {"commit": "abcdef0", "models": models,
@@ -397,11 +405,11 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
         names = tar.getnames()
         rows = list(csv.DictReader(tar.extractfile(f"{published}/rows.csv").read().decode().splitlines())) \
             if f"{published}/rows.csv" in names else []
-    assert provenance["slice"] == "A-T1-deep" and provenance["status"] in gpu_plan.STATUSES
+    assert provenance["slice"] == "A-T1-deep" and provenance["status"] in STATUSES
     assert (provenance["status"] == "partial") == bool(provenance["lacks"])
     assert [row["heads"] for row in rows] == ["8L", "7Ftoken+1L", "8Ftoken"], provenance["lacks"]
     for row in rows:
-        assert row["status"] in gpu_plan.STATUSES and row["sitting"] == status["sitting"]
+        assert row["status"] in STATUSES and row["sitting"] == status["sitting"]
         # a model without BLEU is named in what the publication lacks
         assert row["bleu"] or any(row["heads"] in lack or "BLEU" in lack for lack in provenance["lacks"])
     assert f"{published}/learning_curve.8L.csv" in names and f"{published}/throughput.csv" in names
@@ -570,7 +578,6 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
     """A converged-looking provenance that lacks something is caught: ``lacks`` is non-empty
     exactly when the status is partial, each lack has its cause, and none is a failure. A
     row that does not say how its checkpoint was chosen fails it too."""
-    from headlab.studies import published
     from headlab.workflow import rehearsal
 
     folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
@@ -578,7 +585,7 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
     header = ",".join(gpu_plan.ROW_COLUMNS)
     row = {column: "" for column in gpu_plan.ROW_COLUMNS}
     lines = [header] + [",".join(str({**row, "heads": h, "bleu": "1.0", "best_step": "4",
-                                      "selected_by": published.BY_NEWEST}[c]) for c in gpu_plan.ROW_COLUMNS)
+                                      "selected_by": BY_NEWEST}[c]) for c in gpu_plan.ROW_COLUMNS)
                         for h in models]
     provenance = {"status": status, "lacks": lacks, "lacks_by_cause": causes,
                   "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
@@ -601,11 +608,11 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
         "the second call's speed rows rewritten without an error (status 1)"]
     scored = [check for check in results if check.startswith("BLEU for 2 of 2 models")]
     assert scored == ["BLEU for 2 of 2 models, each at its own evaluated checkpoint, saying how it was chosen "
-                      f"({published.BY_NEWEST})"] and results[scored[0]]
+                      f"({BY_NEWEST})"] and results[scored[0]]
     unsaid = _rehearsal_out(tmp_path / "unsaid", {"published": True, "publication": folder, "models": models,
                                                   "calls": [first_call]},
                             {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/throughput.csv": speed,
-                             f"{folder}/rows.csv": "\n".join(line.removesuffix(published.BY_NEWEST) for line in lines)})
+                             f"{folder}/rows.csv": "\n".join(line.removesuffix(BY_NEWEST) for line in lines)})
     unsaid = dict(rehearsal.checks(unsaid, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))
     assert not unsaid["BLEU for 2 of 2 models, each at its own evaluated checkpoint, saying how it was chosen "
                       "(not said)"]
@@ -1005,15 +1012,9 @@ def test_a_row_says_how_its_checkpoint_was_chosen_and_one_no_validation_chose_is
     from headlab.studies import published
 
     monkeypatch.chdir(tmp_path)
-    models = []
-    for heads in ("8L", "7Ftoken+1L"):
-        folder = tmp_path / "models" / heads
-        folder.mkdir(parents=True)
-        (folder / "train.log").write_text(_log([(100, 1235.8, 7.1), (200, 250.6, 5.5)]))
-        torch.save({"model": {"w": torch.zeros(2)}, "generator": {}}, folder / "model_step_200.pt")
-        models.append({"heads": heads, "name": heads, "layers": "6+6", "seed": "seed2", "pair": "de-en",
-                       "corpus": "multi30k", "dir": str(folder), "save_model": str(folder / "model"),
-                       "model_dtype": "fp16"})
+    models = _logged_models(tmp_path, "seed2", [(100, 1235.8, 7.1), (200, 250.6, 5.5)])
+    for model in models:
+        torch.save({"model": {"w": torch.zeros(2)}, "generator": {}}, Path(model["dir"]) / "model_step_200.pt")
     (tmp_path / "models/7Ftoken+1L/model.valid.csv").write_text("step,xent,ppl,acc\n200,2.5,12.2,50\n")
     (tmp_path / "test.src").write_text("ein Satz\n")
     (tmp_path / "test.tgt").write_text("a sentence\n")

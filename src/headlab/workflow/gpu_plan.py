@@ -34,16 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headlab.errors import ConfigError, DataError, HeadlabError
+from headlab.studies.published import AVERAGED as TRAINED
+from headlab.studies.published import COLUMNS as RENDERED_COLUMNS
+from headlab.studies.published import LATER_COLUMNS
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN = REPO / "config/gpu-plan.yaml"
 SCHEMA = REPO / "config/gpu-plan.schema.yaml"
 PUBLISHED = REPO / "results/published"
-#: the publication contract (rows.csv of every sitting folder), shared with the table renderer
-ROW_COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "step",
-               "best_step", "stop_reason", "status", "bleu", "bleu_ci_low", "bleu_ci_high", "chrf", "src_tok_s",
-               "tgt_tok_s", "gpu", "commit", "date", "selected_by")
-STATUSES = ("converged", "deadline", "partial", "diverged")
+#: the publication contract (rows.csv of every sitting folder): the table renderer's columns
+#: and those it reads blank from the sittings before them
+ROW_COLUMNS = (*RENDERED_COLUMNS, *LATER_COLUMNS)
 COST_TOLERANCE = 0.05
 #: a seed whose models trained fewer steps than this share of what one sitting reaches now
 #: is rerun with the new seeds, not after them: its rerun at least doubles the training, a
@@ -58,8 +59,6 @@ RERUN_MIN_GAIN = 1.1
 #: sittings a seed may take without converging: after them it waits for a person (a seed
 #: that diverges or is cut short again and again would otherwise hold the queue)
 MAX_SITTINGS_A_SEED = 3
-#: the statuses whose runs are a seed's rows in the tables (headlab.studies.published.AVERAGED)
-TRAINED = ("converged", "deadline")
 #: a plan's seconds a step, or start-up, further than this share from the newest sitting's
 #: measure is stale (the three models of the 993e600 sitting ran 0.13-0.135 s a step, ~4% apart)
 SPEED_TOLERANCE = 0.10

@@ -119,11 +119,11 @@ def _check(folder: Path, published_root: Path, tarball: Path, member: str, plan:
     except ValueError as err:
         raise DataError(f"{member}/provenance.json is not JSON: {err}", path=str(tarball)) from None
     if not isinstance(provenance, dict) or provenance.get("slice") != slice_name \
-            or provenance.get("status") not in gpu_plan.STATUSES:
+            or provenance.get("status") not in published.STATUSES:
         found = provenance if isinstance(provenance, dict) else {}
         raise DataError(f"{member}/provenance.json: slice {found.get('slice')!r} and status {found.get('status')!r}, "
                         f"where the folder's slice is {slice_name!r} and a status one of "
-                        f"{', '.join(gpu_plan.STATUSES)}", path=str(tarball))
+                        f"{', '.join(published.STATUSES)}", path=str(tarball))
     try:
         published.read(str(published_root))
         if slice_name in {found.name for found in plan.slices}:

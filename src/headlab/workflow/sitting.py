@@ -26,8 +26,8 @@ each model's learning curve, its stop, the speed rows. Then, within the deadline
 
 The folder (the contract with the table renderer, docs/gpu-cluster.md): ``rows.csv``
 (:data:`headlab.workflow.gpu_plan.ROW_COLUMNS`; ``step`` the last step trained,
-``best_step`` the checkpoint evaluated, ``selected_by`` how: its lowest validation
-cross-entropy, else its newest, which the tables show apart), ``provenance.json``, ``learning_curve.<model>.csv``,
+``best_step`` the checkpoint evaluated, ``selected_by`` how: :func:`eval_checkpoint`'s
+criterion), ``provenance.json``, ``learning_curve.<model>.csv``,
 ``throughput.csv``, the hypotheses, ``scores.json`` and ``atlas/<model>/heads.csv`` (with
 ``timing.json`` and ``examples.json``: what the CPU side's atlas reads, checkpoints never
 coming back).
@@ -127,6 +127,9 @@ def eval_checkpoint(model: dict) -> dict | None:
     from headlab.engine.selection import read_history
 
     on_disk = dict(checkpoints(model["save_model"]))
+    # a fine-tune's initial checkpoint (the parent's, masked) is its only one: never validated,
+    # and no clock chose it
+    newest = BY_INITIAL if model.get("evaluate_only") else BY_NEWEST
     history = read_history(Path(model["save_model"] + ".valid.csv"))
     for row in sorted(history, key=lambda r: (r["xent"], r["step"])):
         if row["step"] in on_disk and loadable(on_disk[row["step"]]):
@@ -135,7 +138,7 @@ def eval_checkpoint(model: dict) -> dict | None:
     for step in sorted(on_disk, reverse=True):
         if loadable(on_disk[step]):
             return {"step": step, "path": str(on_disk[step]), "valid_xent": None,
-                    "criterion": BY_NEWEST}
+                    "criterion": newest}
     return None
 
 
@@ -366,8 +369,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
         publication.models[model["name"]].update(evaluated=found and {k: found[k] for k in
                                                                       ("step", "criterion", "valid_xent")})
         if found:
-            publication.row(model).update(best_step=found["step"], selected_by=BY_INITIAL if model.get("evaluate_only")
-                                          else found["criterion"])
+            publication.row(model).update(best_step=found["step"], selected_by=found["criterion"])
             publication.models[model["name"]]["params"] = params.get(model["name"])
     refs = Path(test["ref"]).read_text(encoding="utf-8").splitlines()[:sentences or None]
     models = [m for m in manifest["models"] if chosen[m["name"]]]
