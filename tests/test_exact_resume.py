@@ -43,20 +43,46 @@ def _whole(path: Path) -> bool:
         return False
 
 
-def _train_killed(config: Path, model_dir: Path) -> int:
-    """Start the training and SIGKILL it as soon as its first checkpoint is whole; the step
-    it had reached by then, from its log."""
+def _children(pid: int) -> set[int]:
+    """The processes ``pid`` has started and that are still running (Linux's /proc)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found.update(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _train_killed(config: Path, model_dir: Path) -> tuple[int, set[int]]:
+    """Start the training and SIGKILL it as soon as its first checkpoint is whole: its exit
+    status, and the processes it had started (a data worker, multiprocessing's resource
+    tracker), each of which must end with it (the test waits for them up to a minute)."""
     proc = subprocess.Popen(HEADLAB + ["train", "-config", str(config)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=ENV)
+    children = set()
     try:
         while proc.poll() is None and not _whole(model_dir / f"model_step_{EVERY}.pt"):
             time.sleep(0.01)
+        children = _children(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.wait()
     assert not (model_dir / "model.pt").exists(), "the training finished before it was killed"
-    return proc.returncode
+    waited = time.monotonic()
+    while any(map(_alive, children)) and time.monotonic() - waited < 60:
+        time.sleep(0.1)
+    left = {pid: Path(f"/proc/{pid}/comm").read_text().strip() for pid in children if _alive(pid)}
+    assert not left, f"processes of the killed training still running: {left}"
+    return proc.returncode, children
 
 
 def _config(folder: Path, name: str, workers: int = 0) -> Path:
@@ -129,7 +155,10 @@ def test_killed_training_resumes_into_the_same_model(corpus, workers):
     """In process (CPU trainings) and with a data-loading worker (GPU trainings)."""
     straight, resumed = f"straight{workers}", f"resumed{workers}"
     _train(_config(corpus, straight, workers))
-    assert _train_killed(_config(corpus, resumed, workers), corpus / resumed) == -signal.SIGKILL
+    status, children = _train_killed(_config(corpus, resumed, workers), corpus / resumed)
+    assert status == -signal.SIGKILL
+    # the worker was there when the trainer was killed, and ended with it
+    assert len(children) >= workers
     second = _train(corpus / f"{resumed}.yaml")
     assert "headlab: resuming interrupted training from checkpoint" in second.stderr
     assert "will differ from an uninterrupted one" not in second.stderr

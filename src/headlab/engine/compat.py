@@ -544,9 +544,39 @@ def _rebuild_dataset_iter(cls):
     """Unpickling target of :func:`_patch_spawned_data_workers` (module level: pickle finds
     it by name, and importing this module is the point). The worker then applies the
     patches, so it runs the OpenNMT-py the trainer runs (the data iterator's among them);
-    pickle has imported the iterator's module already, which is all apply needs first."""
+    pickle has imported the iterator's module already, which is all apply needs first.
+    It also asks to die with the trainer (:func:`_die_with_parent`)."""
+    _die_with_parent()
     apply()
     return cls.__new__(cls)
+
+
+#: Linux's prctl option: the signal the calling process gets when its parent ends
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """A data worker outlives a trainer killed with SIGKILL (the OOM killer's, a lost
+    session's): upstream's worker notices a dead parent only between two requests, and one
+    blocked writing its prefetched batches to the dead trainer's pipe never gets there (after
+    the resume test one slept on, holding its shared-memory batches, until killed by hand). On
+    Linux the kernel now sends the worker SIGKILL when the trainer ends; a trainer gone
+    while this is set up is caught by its pid. Elsewhere, and in a main process, nothing
+    changes.
+
+    This runs while the worker unpickles its task, before multiprocessing records the parent
+    (``parent_process()`` is still None then): the parent is ``getppid()``, and the process's
+    name, which spawn has set already, tells a worker from a main process."""
+    import multiprocessing
+    if multiprocessing.current_process().name == "MainProcess" or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import os
+    import signal
+    trainer = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != trainer:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _patch_spawned_data_workers() -> None:
