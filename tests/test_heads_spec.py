@@ -70,3 +70,44 @@ def test_path_forms_of_specs_parse_alike():
     back = parse_heads_name(name)
     assert parse_spec(back["enc"], 3) == parse_spec(spec, 3)
     assert parse_spec(back["cross"], 3, site="cross") == parse_spec("2*(4L),4L|gate", 3, site="cross")
+
+
+def test_every_declared_kind_and_mixer_is_registered_by_its_module_with_its_declared_facts():
+    """headlab.heads.builtin answers the spec checks without importing the modules; each
+    module must then register the name, and its class carry those facts."""
+    from headlab.heads import builtin
+    from headlab.heads.spec import HEAD_MIXERS
+    for registry, declared in ((HEAD_KINDS, builtin.KINDS), (HEAD_MIXERS, builtin.MIXERS)):
+        assert set(declared) <= set(registry)
+        for name, facts in declared.items():
+            cls = registry[name]
+            assert cls.__module__ == facts.module and cls.declared is facts, name
+            assert {key: getattr(cls, key) for key in builtin.Declared.ATTRIBUTES} == {
+                key: getattr(facts, key) for key in builtin.Declared.ATTRIBUTES}, name
+    from headlab.heads.patterns import PATTERNS
+    assert builtin.KINDS["Ftoken"].most_heads == len(PATTERNS) == 8
+
+
+def test_a_declared_kind_takes_its_facts_from_the_declaration_only():
+    from headlab.heads.builtin import Declared
+    from headlab.heads.spec import HEAD_KINDS as registry
+    registry.declared["Tdecl"] = Declared(__name__, sites=("enc",), most_heads=2, most_heads_why="two at most")
+    try:
+        # before any class: the spec check reads the declaration
+        assert parse_spec("2Tdecl")[0].terms == (Term(2, "Tdecl"),)
+        with pytest.raises(ConfigError, match=r"\[enc_heads\].*'3Tdecl': two at most, not 3"):
+            parse_spec("3Tdecl")
+        with pytest.raises(ConfigError, match=r"\[dec_heads\].*cannot be used in decoder self"):
+            parse_spec("1Tdecl", site="dec")
+        with pytest.raises(LookupError, match="does not register the head kind 'Tdecl'"):
+            registry["Tdecl"]
+        # a class body that says a declared fact itself is refused, so is another module's
+        with pytest.raises(ValueError, match="sites come from its declaration"):
+            register_head_kind("Tdecl")(type("Own", (HeadGroup,), {"sites": ("enc",), "__module__": __name__}))
+        with pytest.raises(ValueError, match="is declared in test_heads_spec"):
+            register_head_kind("Tdecl")(type("Elsewhere", (HeadGroup,), {"__module__": "somewhere"}))
+        cls = register_head_kind("Tdecl")(type("Declared", (HeadGroup,), {"__module__": __name__}))
+        assert registry["Tdecl"] is cls and cls.sites == ("enc",) and cls.needs_words is False
+    finally:
+        del registry["Tdecl"]
+    assert "Tdecl" not in registry

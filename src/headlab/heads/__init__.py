@@ -6,6 +6,8 @@ that use them live in :mod:`headlab.engine`.
 
 Layout
 ------
+``builtin``    the built-in kinds and mixers declared: module, sites, what they read
+               (the spec checks read these without importing torch).
 ``spec``       grammar (``7Ftoken+1L``, ``6*(7Ftoken+1L)``, ``8L,8L,4*(8Ftoken)``,
                ``7Ftoken+1L|gate``, ``*(8L),8L|dhicm``), the sites, and the registries
                ``register_head_kind`` / ``register_head_mixer``.
@@ -40,7 +42,7 @@ How kinds plug in
 * **Per-head kinds** produce head outputs from ``(x, values, ctx)``; ``ctx``
   (:class:`base.HeadContext`) carries the padding mask, lengths, token ids, word ids and
   ``side``: per-sentence side inputs (paper C: the parse columns of
-  :data:`headlab.syntax.trees.FEATURES`, read by kinds with ``needs_syntax = True``).
+  :data:`headlab.syntax.trees.FEATURES`, read by kinds with ``needs_syntax``).
   A kind reads model options through ``HeadGroup.build(count, d_model, d_head, options)``
   (``options`` = :func:`headlab.engine.common.mixer_options`: ``lpea_k``, ``relpos_k``,
   ``rhe_fgate``, ...).
@@ -62,17 +64,18 @@ How kinds plug in
   projection (``HeadMixer.forward(heads, ctx, x)``: hard-concrete gates, ``|gate``), or
   replace it (``replaces_output``, ``HeadMixer.project``: DHICM, ``|dhicm``). Mixers see
   only head outputs and the layer input, so the same class serves encoder and decoder,
-  self and cross attention. A kind or mixer lists the sites it serves in ``sites``.
+  self and cross attention. A kind or mixer lists the sites it serves in ``sites``
+  (a built-in one in its declaration, :mod:`builtin`, which the spec checks read
+  without importing its module or torch).
 * **Auxiliary losses**: every HeadGroup and HeadMixer may report named terms of its last
   forward from ``aux_terms()`` (``kl``, ``l0``); the encoder and decoder sum them, and
   :mod:`headlab.engine.aux_loss` weighs each into the training loss by its own option.
 """
 from headlab.heads.spec import (HEAD_KINDS, HEAD_MIXERS, LayerSpec, Term, parse_spec,
                                 register_head_kind, register_head_mixer)
-from headlab.heads import kinds as _kinds  # noqa: F401  (registers built-in kinds)
-from headlab.heads import mixers as _mixers  # noqa: F401  (registers built-in mixers)
-from headlab.heads import dhicm as _dhicm  # noqa: F401  (registers "dhicm")
-from headlab.heads import rhe as _rhe  # noqa: F401  (paper C: DEA, LPEA, RelPos, Local, RHE*)
+# the built-in kinds' and mixers' modules are imported when a model uses them (their
+# declarations in headlab.heads.builtin answer the spec checks): a head spec is checked
+# without torch
 
 __all__ = ["HEAD_KINDS", "HEAD_MIXERS", "LayerSpec", "Term", "parse_spec",
            "register_head_kind", "register_head_mixer"]

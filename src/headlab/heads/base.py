@@ -72,8 +72,9 @@ class HeadContext:
 class HeadGroup(nn.Module):
     """``count`` heads of one registered kind.
 
-    Subclasses set ``needs_words`` if they read ``ctx.word_ids`` and implement
-    :meth:`forward` and :meth:`attention`. Learned kinds with an additive score bias
+    Subclasses implement :meth:`forward` and :meth:`attention`; a built-in kind gets
+    ``sites``, ``needs_words`` and ``needs_syntax`` from its declaration
+    (:mod:`headlab.heads.builtin`), a kind registered elsewhere sets them in its class. Learned kinds with an additive score bias
     (localness, DEA/LPEA masks from ``ctx.side``) subclass
     :class:`headlab.heads.kinds.LearnedHeads` and override ``score_bias``.
     """

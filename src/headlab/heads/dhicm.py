@@ -42,7 +42,8 @@ from headlab.heads.spec import register_head_mixer
 
 @register_head_mixer("dhicm")
 class DHICM(HeadMixer):
-    replaces_output = True
+    """Paper B's mixer; it replaces the output projection and needs at least 2 heads in
+    its layer (its declaration, headlab.heads.builtin)."""
 
     def __init__(self, num_heads: int, d_model: int, d_head: int, d_m: int = 0,
                  dropout: float = 0.0, bias: bool = False):
@@ -57,11 +58,6 @@ class DHICM(HeadMixer):
         self.record = False
         self.importance: Tensor | None = None
         self._kl: Tensor | None = None
-
-    @classmethod
-    def check_layer(cls, layer, bad) -> None:
-        if layer.num_heads < 2:
-            raise bad("dhicm weighs heads against each other: the layer needs at least 2 heads")
 
     @classmethod
     def build(cls, num_heads, d_model, widths, options, add_bias):

@@ -118,16 +118,7 @@ class WideLearnedHeads(LearnedHeads):
 class _FixedHeads(HeadGroup):
     """Heads 1..count are paper A's patterns 1..count; see headlab.heads.patterns.
 
-    Encoder-only: the patterns look at following tokens (not causal) and at positions of
-    the queries' own sentence (not a cross-attention)."""
-
-    sites = ("enc",)
-
-    @classmethod
-    def check_count(cls, count, bad):
-        if count > len(PATTERNS):
-            raise bad(f"paper A defines {len(PATTERNS)} fixed patterns "
-                      f"({', '.join(PATTERNS)}), not {count}")
+    Encoder-only, at most len(PATTERNS) heads: their declarations (headlab.heads.builtin)."""
 
     def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0):
         super().__init__(count, d_model, d_head)
@@ -150,9 +141,8 @@ class FixedTokenHeads(_FixedHeads):
 
 @register_head_kind("Fword")
 class FixedWordHeads(_FixedHeads):
-    """Fixed word-based patterns (paper A §3.2, Fig. 1 lower row)."""
-
-    needs_words = True
+    """Fixed word-based patterns (paper A §3.2, Fig. 1 lower row); reads word boundaries
+    (``needs_words``: its declaration)."""
 
     def _word_ids(self, ctx: HeadContext) -> Tensor:
         if ctx.word_ids is None:

@@ -35,7 +35,6 @@ from headlab.heads.spec import register_head_kind
 class Local(QueryBiasedHeads):
     """Yang et al. (2018) localness with query-specific centre and window; see module doc."""
 
-    sites = ("enc",)
     min_var = 1e-4
 
     def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0):

@@ -61,8 +61,11 @@ import functools
 import torch
 from torch import Tensor
 
-#: pattern names in paper A's order (head k of ``kF...`` is PATTERNS[k-1])
-PATTERNS = ("current", "previous", "next", "left", "right", "end", "start", "last")
+from headlab.heads.builtin import FIXED_PATTERNS
+
+#: pattern names in paper A's order (head k of ``kF...`` is PATTERNS[k-1]), declared with
+#: the fixed kinds (their most heads)
+PATTERNS = FIXED_PATTERNS
 _SHIFT = ("current", "previous", "next", "last")
 _PREFIX = ("left", "end")        # weights (j+1)^3
 _SUFFIX = ("right", "start")     # weights (n-j)^3, i.e. the prefix patterns flipped

@@ -72,8 +72,6 @@ class QueryBiasedHeads(LearnedHeads):
 class RelPos(QueryBiasedHeads):
     """Shaw et al. (2018) relative positions; see the module doc. Option ``-relpos_k``."""
 
-    sites = ("enc",)
-
     def __init__(self, count, d_model, d_head, *, add_qkvbias=False, attention_dropout=0.0, k: int = 16):
         super().__init__(count, d_model, d_head, add_qkvbias=add_qkvbias, attention_dropout=attention_dropout)
         self.k = k

@@ -130,9 +130,6 @@ class RHE:
     """Mixin placed before a biased kind (DEA, LPEA, RelPos, Local) in the bases: the
     kind's ``logit_bias`` (and RelPos's ``value_term``) give the enlivened attention."""
 
-    needs_syntax = True
-    needs_words = True
-    sites = ("enc",)
     side_keys: tuple[str, ...] = ("dep_head",)
     fgate = 0.0
     prune = False           # set at translation by -rhe_prune (headlab.engine.compat)

@@ -63,9 +63,6 @@ from headlab.heads.spec import register_head_kind
 class SyntaxHeads(LearnedHeads):
     """Learned heads whose logits get a per-sentence syntactic bias (encoder only)."""
 
-    needs_syntax = True
-    needs_words = True
-    sites = ("enc",)
     #: the ctx.side columns this kind reads (names from headlab.syntax.trees.FEATURES)
     side_keys: tuple[str, ...] = ("dep_head",)
 

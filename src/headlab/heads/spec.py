@@ -37,28 +37,90 @@ Paper A's names: ``8L``, ``7Ftoken+1L``, ``7Fword+1L``, ``1L``, ``1Lwide``, ``8F
 from __future__ import annotations
 
 import difflib
+import importlib
 import re
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
 from headlab.errors import ConfigError
+from headlab.heads import builtin
+from headlab.heads.builtin import Declared
 
 #: attention sites and the option naming each one's head spec
 SITES = {"enc": "enc_heads", "dec": "dec_heads", "cross": "cross_heads"}
 SITE_NAMES = {"enc": "encoder self-attention", "dec": "decoder self-attention",
               "cross": "decoder cross-attention"}
 
+class _Registry(MutableMapping):
+    """Name -> class of the kinds (or mixers) specs may name. A built-in one is declared in
+    :mod:`headlab.heads.builtin`: its name is known, and :meth:`facts` answers, before its
+    module is imported; looking its class up imports the module. A class registered any
+    other way (a plugin, a test's) is its own declaration."""
+
+    def __init__(self, what: str, declared: dict[str, Declared]):
+        self.what, self.declared, self.loaded = what, dict(declared), {}
+
+    def __getitem__(self, name: str) -> type:
+        if name not in self.loaded and name in self.declared:
+            importlib.import_module(self.declared[name].module)
+            if name not in self.loaded:
+                raise LookupError(f"{self.declared[name].module} does not register the {self.what} {name!r} "
+                                  f"that headlab.heads.builtin declares in it")
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, cls: type) -> None:
+        self.loaded[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self.loaded.pop(name, None)
+        self.declared.pop(name, None)
+
+    def __contains__(self, name) -> bool:
+        return name in self.loaded or name in self.declared
+
+    def __iter__(self):
+        return iter(dict.fromkeys([*self.declared, *self.loaded]))
+
+    def __len__(self) -> int:
+        return len(set(self.declared) | set(self.loaded))
+
+    def facts(self, name: str):
+        """What a spec check reads of ``name`` (``sites``, ``needs_words``, ``needs_syntax``,
+        ``check_count``; a mixer's ``replaces_output``, ``check_layer``), without importing
+        a built-in's module: its declaration, else its registered class."""
+        return self.declared[name] if name in self.declared else self.loaded[name]
+
+    def register(self, name: str, cls: type) -> type:
+        if name in self.loaded and self.loaded[name] is not cls:
+            raise ValueError(f"{self.what} {name!r} is already registered")
+        declared = self.declared.get(name)
+        if declared is not None:
+            if cls.__module__ != declared.module:
+                raise ValueError(f"{self.what} {name!r} is declared in {declared.module} "
+                                 f"(headlab.heads.builtin), not {cls.__module__}")
+            own = [key for key in Declared.ATTRIBUTES if key in vars(cls)]
+            if own:
+                raise ValueError(f"{self.what} {name!r}: {', '.join(own)} come from its declaration in "
+                                 f"headlab.heads.builtin, not from the class body")
+            for key in Declared.ATTRIBUTES:
+                setattr(cls, key, getattr(declared, key))
+            cls.declared = declared
+        self.loaded[name] = cls
+        return cls
+
+
 #: kind name -> HeadGroup subclass (see headlab.heads.base)
-HEAD_KINDS: dict[str, type] = {}
+HEAD_KINDS = _Registry("head kind", builtin.KINDS)
 #: mixer name -> HeadMixer subclass
-HEAD_MIXERS: dict[str, type] = {}
+HEAD_MIXERS = _Registry("head mixer", builtin.MIXERS)
 
 
 def register_head_kind(name: str):
     """Class decorator (OpenNMT-style) registering a head kind under ``name``."""
     def wrap(cls):
-        if name in HEAD_KINDS and HEAD_KINDS[name] is not cls:
-            raise ValueError(f"head kind {name!r} is already registered")
-        HEAD_KINDS[name] = cls
+        HEAD_KINDS.register(name, cls)
         cls.kind_name = name
         return cls
     return wrap
@@ -67,9 +129,7 @@ def register_head_kind(name: str):
 def register_head_mixer(name: str):
     """Class decorator registering a layer-level head mixer (gates, DHICM, ...)."""
     def wrap(cls):
-        if name in HEAD_MIXERS and HEAD_MIXERS[name] is not cls:
-            raise ValueError(f"head mixer {name!r} is already registered")
-        HEAD_MIXERS[name] = cls
+        HEAD_MIXERS.register(name, cls)
         cls.mixer_name = name
         return cls
     return wrap
@@ -101,14 +161,6 @@ _TERM = re.compile(r"^(\d*)([A-Za-z_][A-Za-z0-9_]*)$")
 _GROUP = re.compile(r"^(?:(\d*)\*)?(?:\((.*)\)|(.*))$")
 
 
-def _ensure_registered() -> None:
-    # the built-in kinds register themselves on import
-    import headlab.heads.kinds  # noqa: F401
-    import headlab.heads.mixers  # noqa: F401
-    import headlab.heads.dhicm  # noqa: F401
-    import headlab.heads.rhe  # noqa: F401  (sea, relpos, localness, rhe: paper C)
-
-
 def _suggest(name: str, choices) -> str:
     same_case = [c for c in choices if c.lower() == name.lower()]
     close = same_case or difflib.get_close_matches(name, list(choices), n=1, cutoff=0.4)
@@ -134,26 +186,27 @@ def _parse_layer(spec: str, text: str, site: str) -> LayerSpec:
             raise _bad(spec, raw, f"unknown head kind {kind!r}; " + _suggest(kind, HEAD_KINDS), site)
         if count < 1:
             raise _bad(spec, raw, "a head count must be at least 1", site)
-        _check_site(HEAD_KINDS[kind], f"head kind {kind!r}", site, lambda why, raw=raw: _bad(spec, raw, why, site))
-        HEAD_KINDS[kind].check_count(count, lambda why, raw=raw: _bad(spec, raw, why, site))
+        facts = HEAD_KINDS.facts(kind)
+        _check_site(facts, f"head kind {kind!r}", site, lambda why, raw=raw: _bad(spec, raw, why, site))
+        facts.check_count(count, lambda why, raw=raw: _bad(spec, raw, why, site))
         terms.append(Term(count, kind))
     layer = LayerSpec(tuple(terms))
     mixers = []
     for raw in parts[1:]:
         if raw not in HEAD_MIXERS:
             raise _bad(spec, "|" + raw, f"unknown head mixer {raw!r}; " + _suggest(raw, HEAD_MIXERS), site)
-        cls = HEAD_MIXERS[raw]
+        facts = HEAD_MIXERS.facts(raw)
         bad = lambda why, raw=raw: _bad(spec, "|" + raw, why, site)  # noqa: E731
-        _check_site(cls, f"head mixer {raw!r}", site, bad)
-        cls.check_layer(layer, bad)
-        if mixers and getattr(HEAD_MIXERS[mixers[-1]], "replaces_output", False):
+        _check_site(facts, f"head mixer {raw!r}", site, bad)
+        facts.check_layer(layer, bad)
+        if mixers and getattr(HEAD_MIXERS.facts(mixers[-1]), "replaces_output", False):
             raise bad(f"{mixers[-1]!r} replaces the output projection, so it must be the last mixer")
         mixers.append(raw)
     return LayerSpec(tuple(terms), tuple(mixers))
 
 
-def _check_site(cls, what: str, site: str, bad) -> None:
-    sites = getattr(cls, "sites", tuple(SITES))
+def _check_site(facts, what: str, site: str, bad) -> None:
+    sites = getattr(facts, "sites", tuple(SITES))
     if site not in sites:
         raise bad(f"{what} cannot be used in {SITE_NAMES.get(site, site)} (it serves: "
                   f"{', '.join(SITE_NAMES[s] for s in sites)})")
@@ -166,7 +219,6 @@ def parse_spec(spec: str, num_layers: int | None = None, site: str = "enc") -> l
     ``*(LAYER)`` fill group and checks per-layer specs; without it a single-layer spec
     gives a one-element list (and a fill group one layer).
     """
-    _ensure_registered()
     key = SITES.get(site)
     if key is None:
         raise ConfigError(f"unknown attention site {site!r}; known: {', '.join(SITES)}")
@@ -229,7 +281,7 @@ def _any_kind(heads: str, flag: str) -> bool:
 
     for site, spec in parse_heads_name(str(heads)).items():
         for layer in parse_spec(spec, None, site=site):
-            if any(getattr(HEAD_KINDS[t.kind], flag, False) for t in layer.terms):
+            if any(getattr(HEAD_KINDS.facts(t.kind), flag, False) for t in layer.terms):
                 return True
     return False
 
