@@ -81,7 +81,7 @@ def test_every_declared_kind_and_mixer_is_registered_by_its_module_with_its_decl
         assert set(declared) <= set(registry)
         for name, facts in declared.items():
             cls = registry[name]
-            assert cls.__module__ == facts.module and cls.declared is facts, name
+            assert cls.__module__ == facts.module and registry.facts(name) is facts, name
             assert {key: getattr(cls, key) for key in builtin.Declared.ATTRIBUTES} == {
                 key: getattr(facts, key) for key in builtin.Declared.ATTRIBUTES}, name
     from headlab.heads.patterns import PATTERNS

@@ -51,6 +51,7 @@ SITES = {"enc": "enc_heads", "dec": "dec_heads", "cross": "cross_heads"}
 SITE_NAMES = {"enc": "encoder self-attention", "dec": "decoder self-attention",
               "cross": "decoder cross-attention"}
 
+
 class _Registry(MutableMapping):
     """Name -> class of the kinds (or mixers) specs may name. A built-in one is declared in
     :mod:`headlab.heads.builtin`: its name is known, and :meth:`facts` answers, before its
@@ -106,7 +107,6 @@ class _Registry(MutableMapping):
                                  f"headlab.heads.builtin, not from the class body")
             for key in Declared.ATTRIBUTES:
                 setattr(cls, key, getattr(declared, key))
-            cls.declared = declared
         self.loaded[name] = cls
         return cls
 

@@ -80,8 +80,10 @@ def enhanced_spec(kind: str, layers: tuple[int, int], heads: int = 8) -> str:
 
 @lru_cache(maxsize=None)
 def option_defaults() -> dict[str, Any]:
-    """Defaults of headlab's own options (``lpea_k``, ``rhe_fgate``, ...), from its parser."""
-    from onmt.utils.parse import ArgumentParser
+    """Defaults of headlab's own options (``lpea_k``, ``rhe_fgate``, ...), from its parser.
+    configargparse's parser, which OpenNMT-py's subclasses: that one's module imports torch,
+    and this runs where the DAG is built (every snakemake start)."""
+    from configargparse import ArgumentParser
 
     from headlab.engine import opts
 
