@@ -30,7 +30,7 @@ import yaml
 
 from headlab.errors import ConfigError, HeadlabError
 from headlab.studies.published import BY_NEWEST, STATUSES
-from headlab.workflow import bundle, gpu_plan, gpu_runner, sitting
+from headlab.workflow import bundle, gpu_measures, gpu_plan, gpu_runner, sitting
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -437,8 +437,8 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
             tar.getmember(f"{published}/{name}") for name in ("throughput.csv", "provenance.json")])
     timed = [row for row in speed.values() if row["step_ms"]]
     starts = [float(row["start_first_batch_s"]) for row in timed if row["start_first_batch_s"]]
-    assert gpu_plan.measured_speed(tmp_path / "unpacked/results/published") == (
-        {3: gpu_plan.Measured(published.removeprefix("results/published/"), provenance["created"], "cpu", 3,
+    assert gpu_measures.measured_speed(tmp_path / "unpacked/results/published") == (
+        {3: gpu_measures.Measured(published.removeprefix("results/published/"), provenance["created"], "cpu", 3,
                               max(float(row["step_ms"]) for row in timed) / 1000, max(starts, default=None))}
         if timed else {})
     # received as the next session receives a sitting: the plan then counts its seed
@@ -449,7 +449,7 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     assert gpu_plan.seed_states(gpu_plan.load().slice("A-T1-deep"), tmp_path / "received").never_run == [2, 3]
     # with the runner's status, whose evaluate phase the plan's evaluation check reads
     assert (received / "status-sitting.json").read_text() == (out / "status.json").read_text()
-    evaluation = gpu_plan.measured_evaluation(tmp_path / "received")
+    evaluation = gpu_measures.measured_evaluation(tmp_path / "received")
     assert (evaluation.evaluated if evaluation else 0) == sum(1 for row in rows if row["bleu"])
     assert ("profile" in clocks.get("8L", {})) == (f"{published}/profile.8L.txt" in names)
     assert "logs/gpu-tests.log" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
@@ -659,7 +659,7 @@ def test_the_rehearsal_checks_the_second_calls_probes_reached_the_speed_rows(tmp
 
 
 def test_the_rehearsal_reads_the_sittings_clock_back_as_the_plan_does():
-    """The sitting's throughput.csv as gpu_plan.measured_speed reads it: the slowest model's
+    """The sitting's throughput.csv as gpu_measures.measured_speed reads it: the slowest model's
     step with both side by side (900.5 ms), the later first batch (31 s); and what the side
     track cost the trainings (said, not checked: 8L 1,000 ms a step beside the suite, 800
     clear, +25%)."""
@@ -687,7 +687,7 @@ def test_the_rehearsal_reads_the_sittings_clock_back_as_the_plan_does():
 
 
 def test_the_rehearsal_reads_the_sittings_evaluation_back_as_the_plan_does():
-    """The call's status as gpu_plan.measured_evaluation reads a received sitting's: the
+    """The call's status as gpu_measures.measured_evaluation reads a received sitting's: the
     evaluate phase (42.5 s) less the atlas (12.5 s), 2 of 3 rows scored."""
     from headlab.workflow import rehearsal
 

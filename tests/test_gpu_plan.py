@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from headlab.errors import ConfigError
-from headlab.workflow import gpu_plan
+from headlab.workflow import gpu_measures, gpu_plan
 
 SLICE_NAMES = ["A-T1-deep", "C-core-base", "B-base-dhicm", "D-gates-8L", "A-lowres"]
 
@@ -464,11 +464,11 @@ def test_a_plan_off_the_newest_sittings_clock_says_which_figure_and_by_how_much(
     plan = gpu_plan.load()
     # the published sittings (993e600 and before) have no clock: nothing to compare
     shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
-    assert gpu_plan.measured_speed(tmp_path) == {} and gpu_plan.stale_throughput(plan, tmp_path) == []
+    assert gpu_measures.measured_speed(tmp_path) == {} and gpu_plan.stale_throughput(plan, tmp_path) == []
     # 3 side by side, slowest 131 ms (|0.135 - 0.131| under 0.0131), first batch 52.5 s (under 5.25 off)
     _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
            {"8L": 120.0, "7Ftoken+1L": 131.0, "8Ftoken": 125}, 52.5)
-    assert gpu_plan.measured_speed(tmp_path) == {3: gpu_plan.Measured(
+    assert gpu_measures.measured_speed(tmp_path) == {3: gpu_measures.Measured(
         "A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100", 3, 0.131, 52.5)}
     assert gpu_plan.stale_throughput(plan, tmp_path) == []
     assert gpu_plan.main(["--published", str(tmp_path)]) == 0
@@ -513,8 +513,8 @@ def test_one_model_alone_is_measured_by_the_probe_where_no_model_trained_alone(t
     _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
            {"8L": 120.0, "7Ftoken+1L": 131.0, "8Ftoken": 125}, 52.5,
            {"8L": {"step_ms_alone": 80.0, "validation_share": 0.05, "checkpoints_share": 0.02}})
-    measured = gpu_plan.measured_speed(tmp_path)
-    assert measured[1] == gpu_plan.Measured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100",
+    measured = gpu_measures.measured_speed(tmp_path)
+    assert measured[1] == gpu_measures.Measured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100",
                                             1, pytest.approx(0.0884), 52.5, probe=True)
     assert measured[3].step_s == 0.131 and not measured[3].probe
     assert gpu_plan.stale_throughput(plan, tmp_path) == [
@@ -531,13 +531,13 @@ def test_one_model_alone_is_measured_by_the_probe_where_no_model_trained_alone(t
     # a sitting that trained one model alone measures it by its training, not its probe
     _clock(tmp_path, "D-gates-8L", "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 125.0}, 50,
            {"8L": {"step_ms_alone": 70.0}})
-    assert gpu_plan.measured_speed(tmp_path)[1] == gpu_plan.Measured(
+    assert gpu_measures.measured_speed(tmp_path)[1] == gpu_measures.Measured(
         "D-gates-8L/2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", "h100", 1, 0.125, 50)
     # a probe's step that is no number: one line naming its file, line and column
     table = _clock(tmp_path, "A-T1-deep", "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", {"8L": 120.0}, 50,
                    {"8L": {"step_ms_alone": "-3"}})
     with pytest.raises(DataError) as caught:
-        gpu_plan.measured_speed(tmp_path)
+        gpu_measures.measured_speed(tmp_path)
     assert str(caught.value) == f"{table}:2: [step_ms_alone] step_ms_alone '-3' is not a positive number"
 
 
@@ -562,8 +562,8 @@ def test_more_models_side_by_side_are_measured_by_the_probe_side_by_side(tmp_pat
            {"8L": {**probed, "step_ms_probed_side_by_side": 150.0},
             "8Ftoken": {**probed, "step_ms_probed_side_by_side": 160.0, "validation_share": 0.05,
                         "checkpoints_share": 0.03}})
-    measured = gpu_plan.measured_speed(tmp_path)
-    assert measured[8] == gpu_plan.Measured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100",
+    measured = gpu_measures.measured_speed(tmp_path)
+    assert measured[8] == gpu_measures.Measured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", "h100",
                                             8, pytest.approx(0.170), 52.5, probe=True)
     assert sorted(measured) == [3, 8] and not measured[3].probe
     assert gpu_plan.stale_throughput(plan, tmp_path) == [
@@ -581,12 +581,12 @@ def test_more_models_side_by_side_are_measured_by_the_probe_side_by_side(tmp_pat
     for other in ({"probed_overlap": 0.3}, {"probed_mps": "failed: no daemon"}):
         _clock(tmp_path / "other", "A-T1-deep", "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", {"8L": 120.0}, 50,
                {"8L": {**probed, "step_ms_probed_side_by_side": 150.0, **other}})
-        assert sorted(gpu_plan.measured_speed(tmp_path / "other")) == [1]
+        assert sorted(gpu_measures.measured_speed(tmp_path / "other")) == [1]
         shutil.rmtree(tmp_path / "other")
     table = _clock(tmp_path, "A-T1-deep", "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 120.0}, 50,
                    {"8L": {**probed, "step_ms_probed_side_by_side": 150.0, "models_probed_side_by_side": "8.5"}})
     with pytest.raises(DataError) as caught:
-        gpu_plan.measured_speed(tmp_path)
+        gpu_measures.measured_speed(tmp_path)
     assert str(caught.value) == (f"{table}:2: [models_probed_side_by_side] models_probed_side_by_side '8.5' is not a "
                                  f"whole number")
 
@@ -598,7 +598,7 @@ def test_the_queue_says_what_the_side_track_cost_the_trainings(tmp_path, capsys)
     only says so; a split that is no number is one line."""
     from headlab.errors import DataError
 
-    assert gpu_plan.side_track_line() == ("side track: no published sitting has split its trainings' steps by what "
+    assert gpu_measures.side_track_line() == ("side track: no published sitting has split its trainings' steps by what "
                                           "ran beside them yet")
     _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", {"8L": 120.0}, 50,
            {"8L": {"step_ms_side_track": 300, "step_ms_clear": 100}})
@@ -609,24 +609,24 @@ def test_the_queue_says_what_the_side_track_cost_the_trainings(tmp_path, capsys)
             "8Ftoken": {"step_ms_side_track": 130, "step_ms_clear": 125}})
     expected = ("side track: at A-T1-deep/2026-12-02-h100-bbbbbbb, the trainings took 135 ms a step while the CUDA "
                 "suite or the bench ran beside them, 125 ms while neither did (+8%; a mean over 2 models)")
-    assert gpu_plan.side_track_line(tmp_path) == expected
+    assert gpu_measures.side_track_line(tmp_path) == expected
     gpu_plan.main(["--published", str(tmp_path)])
     assert expected in capsys.readouterr().out.splitlines()
     # a sitting whose side track outlasted every training (two cores: the suite's CPU stand-ins)
     _clock(tmp_path, "A-T1-deep", "2026-12-03-cpu-ccccccc", "2026-12-03 10:00:00 UTC", {"8L": 3500.0, "8Ftoken": 3400},
            8, {"8L": {"step_ms_side_track": 3600}, "8Ftoken": {"step_ms_side_track": 3400}})
-    assert gpu_plan.side_track_line(tmp_path) == (
+    assert gpu_measures.side_track_line(tmp_path) == (
         "side track: at A-T1-deep/2026-12-03-cpu-ccccccc, the CUDA suite or the bench ran beside every marked span of "
         "the trainings (3500 ms a step): no clear span to compare with")
     _clock(tmp_path, "A-T1-deep", "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", {"8L": 120.0}, 50,
            {"8L": {"step_ms_clear": 118}})
-    assert gpu_plan.side_track_line(tmp_path) == (
+    assert gpu_measures.side_track_line(tmp_path) == (
         "side track: at A-T1-deep/2026-12-04-h100-ddddddd, nothing ran beside the trainings' marked spans (118 ms a "
         "step)")
     table = _clock(tmp_path, "A-T1-deep", "2026-12-05-h100-eeeeeee", "2026-12-05 10:00:00 UTC", {"8L": 120.0}, 50,
                    {"8L": {"step_ms_side_track": "slow", "step_ms_clear": 100}})
     with pytest.raises(DataError) as caught:
-        gpu_plan.side_track_line(tmp_path)
+        gpu_measures.side_track_line(tmp_path)
     assert str(caught.value) == f"{table}:2: [step_ms_side_track] step_ms_side_track 'slow' is not a positive number"
 
 
@@ -642,8 +642,8 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     from headlab.errors import DataError
 
     plan = gpu_plan.load()
-    measured = gpu_plan.measured_evaluation()
-    assert measured == gpu_plan.EvaluationMeasured("A-T1-deep/2026-11-27-h100-993e600", "2026-11-27 19:49:28 UTC", 3,
+    measured = gpu_measures.measured_evaluation()
+    assert measured == gpu_measures.EvaluationMeasured("A-T1-deep/2026-11-27-h100-993e600", "2026-11-27 19:49:28 UTC", 3,
                                                    pytest.approx(53.4))
     assert measured.for_rows(5) == pytest.approx(89.0)
     assert {found.name: (found.evaluations, found.eval_reserve_s, found.train_window_s) for found in plan.slices} == {
@@ -675,19 +675,19 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     (newer / "provenance.json").write_text(json.dumps({**provenance, "created": "2026-12-01 10:00:00 UTC",
                                                        "atlas": {"wall_s": 30.0}}))
     (newer / "status-sitting.json").write_text(json.dumps({"calls": [{"phases": {"evaluate": {"wall_s": 90.0}}}]}))
-    assert gpu_plan.measured_evaluation(tmp_path).seconds == 60.0
+    assert gpu_measures.measured_evaluation(tmp_path).seconds == 60.0
     (newer / "status-sitting.json").write_text(json.dumps({"calls": [{"phases": {"train": {"wall_s": 400}}}]}))
-    assert gpu_plan.measured_evaluation(tmp_path).sitting == "A-T1-deep/2026-11-27-h100-993e600"
+    assert gpu_measures.measured_evaluation(tmp_path).sitting == "A-T1-deep/2026-11-27-h100-993e600"
     (newer / "status-sitting.json").write_text("{")
     with pytest.raises(DataError, match=r"2026-12-01-h100-aaaaaaa/status-sitting.json: not a runner's status"):
-        gpu_plan.measured_evaluation(tmp_path)
+        gpu_measures.measured_evaluation(tmp_path)
     # an evaluation its deadline cut (a BLEU lack for time): its slice's reserve is short, whatever the rate
     (newer / "status-sitting.json").write_text(json.dumps({"calls": [{"phases": {"evaluate": {"wall_s": 70.0}}}]}))
     (newer / "provenance.json").write_text(json.dumps({
         **provenance, "created": "2026-12-01 10:00:00 UTC", "atlas": {"wall_s": 0.0},
         "lacks_by_cause": {"deadline": ["BLEU and chrF on test sentences 251-1000 of test_2016_flickr: not translated "
                                         "before the deadline (scored on the first 250)"]}}))
-    cut = gpu_plan.measured_evaluation(tmp_path)
+    cut = gpu_measures.measured_evaluation(tmp_path)
     assert (cut.sitting, cut.evaluated, cut.seconds, cut.cut) == ("A-T1-deep/2026-12-01-h100-aaaaaaa", 3, 70.0, True)
     rate = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa (3 rows in 70 s, its head atlas aside; cut by its "
             "deadline: at least that rate)")
@@ -695,7 +695,7 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
         f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 80 s, which {rate} ran out of",
         f"sitting.eval_reserve_s: D-gates-8L keeps 110 s to score its 5 rows, ~117 s at the rate of {rate}"]
     # no sitting with a status: nothing to check, and the queue says so
-    assert gpu_plan.measured_evaluation(tmp_path / "none") is None
+    assert gpu_measures.measured_evaluation(tmp_path / "none") is None
     assert gpu_plan.stale_throughput(short, tmp_path / "none") == []
 
 
@@ -741,7 +741,7 @@ def test_a_chain_sittings_start_up_is_its_slowest_models_whatever_its_stage(tmp_
 
     rows = [("8L", 1, 100, ""), ("gated", 1, 100, ""), ("pruned", 2, 120, 80), ("control", 2, 118, 78)]
     write(rows)
-    measured = gpu_plan.measured_speed(tmp_path)
+    measured = gpu_measures.measured_speed(tmp_path)
     assert {count: (measure.step_s, measure.startup_s) for count, measure in measured.items()} == {
         1: (0.1, 80), 2: (0.12, 80)}
     assert gpu_plan.stale_throughput(gpu_plan.load(), tmp_path) == [
@@ -750,4 +750,4 @@ def test_a_chain_sittings_start_up_is_its_slowest_models_whatever_its_stage(tmp_
     write(rows[:3] + [("control", 2.5, 118, 78)])
     with pytest.raises(DataError, match=r"throughput.csv:5: \[models_side_by_side\] models_side_by_side '2.5' is not "
                                         r"a whole number"):
-        gpu_plan.measured_speed(tmp_path)
+        gpu_measures.measured_speed(tmp_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from headlab.errors import DataError, HeadlabError
-from headlab.workflow import gpu_plan, receive
+from headlab.workflow import gpu_measures, gpu_plan, receive
 
 SITTING = "results/published/A-T1-deep/2026-12-01-h100-aaaaaaa"
 HEADS = ("8L", "7Ftoken+1L", "8Ftoken")
@@ -241,7 +241,7 @@ def test_the_runners_status_is_kept_in_the_sitting_folder_and_read_as_the_plan_r
     tarball = _tarball(tmp_path / "out", _files(**{f"{SITTING}/provenance.json": provenance}), status)
     target = receive.receive(tarball, tmp_path / "published")
     assert json.loads((target / "status-sitting.json").read_text()) == status
-    assert gpu_plan.measured_evaluation(tmp_path / "published") == gpu_plan.EvaluationMeasured(
+    assert gpu_measures.measured_evaluation(tmp_path / "published") == gpu_measures.EvaluationMeasured(
         "A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", 2, 52.0)
     # a status whose calls are no list of calls: refused by name, nothing left
     bad = _tarball(tmp_path / "bad", _files(), {"calls": "none"})

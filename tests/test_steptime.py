@@ -311,7 +311,7 @@ def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
     import csv
     import shutil
 
-    from headlab.workflow import gpu_plan, gpu_runner, sitting
+    from headlab.workflow import gpu_measures, gpu_plan, gpu_runner, sitting
 
     out = tmp_path / "A-T1-deep" / "2026-11-27-h100-993e600"
     shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep" / "2026-11-27-h100-993e600", out)
@@ -333,7 +333,7 @@ def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
     assert rows["8Ftoken"]["step_ms_alone"] == rows["8Ftoken"]["src_tok_s_alone"] == ""
     # 8L's clock side by side: 130 ms a step, 1/13 of it validation; alone 84.5 + 10 = 94.5 ms
     assert rows["8L"]["step_ms"] == "130.0"
-    assert gpu_plan.measured_speed(tmp_path)[1].step_s == pytest.approx(0.0945, abs=1e-4)
+    assert gpu_measures.measured_speed(tmp_path)[1].step_s == pytest.approx(0.0945, abs=1e-4)
     # then the probe side by side: two copies of 8L under MPS, as the trainings were, at
     # 140 and 150 ms a step over windows sharing 9 of their 10 s; 8L's row gains it, the
     # others keep blanks, and the queue reads (145 + 10) ms as two models side by side
@@ -351,6 +351,6 @@ def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
     assert [rows["8L"][key] for key in ("models_probed_side_by_side", "step_ms_probed_side_by_side", "probed_overlap",
                                         "probed_mps", "mps")] == ["2", "145.0", "0.9", "on", "on"]
     assert rows["8Ftoken"]["step_ms_probed_side_by_side"] == rows["8Ftoken"]["models_probed_side_by_side"] == ""
-    assert gpu_plan.measured_speed(tmp_path)[2] == gpu_plan.Measured(
+    assert gpu_measures.measured_speed(tmp_path)[2] == gpu_measures.Measured(
         "A-T1-deep/2026-11-27-h100-993e600", "2026-11-27 19:49:28 UTC", "h100", 2, pytest.approx(0.155, abs=1e-4),
         None, probe=True)

@@ -21,14 +21,13 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
   clock (``throughput.csv``), so that the steps a sitting reaches, and with them every
   seed's state, are never read from figures a later sitting measured otherwise; and where
   a slice's evaluation reserve is short of what the newest sitting's evaluation took a row,
-  times the rows the slice scores (:func:`measured_evaluation`).
+  times the rows the slice scores (:func:`headlab.workflow.gpu_measures.measured_evaluation`).
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import math
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +36,13 @@ from headlab.errors import ConfigError, DataError, HeadlabError
 from headlab.studies.published import AVERAGED as TRAINED
 from headlab.studies.published import COLUMNS as RENDERED_COLUMNS
 from headlab.studies.published import LATER_COLUMNS
+from headlab.workflow.gpu_measures import (PUBLISHED, EvaluationMeasured, Measured, SpeedTable, cell_number,
+                                           measured_evaluation, measured_speed, side_track_line, sitting_time,
+                                           speed_tables)
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN = REPO / "config/gpu-plan.yaml"
 SCHEMA = REPO / "config/gpu-plan.schema.yaml"
-PUBLISHED = REPO / "results/published"
 #: the publication contract (rows.csv of every sitting folder): the table renderer's columns
 #: and those it reads blank from the sittings before them
 ROW_COLUMNS = (*RENDERED_COLUMNS, *LATER_COLUMNS)
@@ -65,9 +66,6 @@ SPEED_TOLERANCE = 0.10
 #: the most copies a sitting's probe side by side trains at once: each is a training and
 #: its data worker, on a GPU machine of 16 cores
 MAX_PROBE_SIDE_BY_SIDE = 8
-#: a probe side by side measures that many models at once only where its copies' timed steps
-#: ran together for at least this share of their span (sitting_speed.crowd_summary's overlap)
-MIN_PROBE_OVERLAP = 0.5
 
 
 @dataclass(frozen=True)
@@ -306,21 +304,9 @@ def _seed(text: str) -> int:
     return int(str(text).removeprefix("seed"))
 
 
-def _cell(text: str | None) -> float | None:
-    """A CSV cell as a number: None when empty, NaN when it is no finite number."""
-    text = (text or "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return math.nan
-    return value if math.isfinite(value) else math.nan
-
-
 def _step(text: str, rows: Path, line: int) -> float | None:
     """A published row's ``step`` (None: not written); anything but a finite number is one line."""
-    step = _cell(text)
+    step = cell_number(text)
     if step is not None and not step >= 0:          # NaN too
         raise DataError(f"step {text.strip()!r} is not a number of training steps", path=str(rows), line=line,
                         key="step")
@@ -329,18 +315,6 @@ def _step(text: str, rows: Path, line: int) -> float | None:
 
 #: one published run of a model: (its sitting's folder name, status, step or None)
 Run = tuple[str, str, "float | None"]
-
-
-def _sitting_time(folder: Path) -> str:
-    """When a sitting published, as text that sorts in time: its provenance's ``created``
-    (two sittings of one day: a folder name orders them by commit), else its folder's date."""
-    import json
-
-    try:
-        created = json.loads((folder / "provenance.json").read_text(encoding="utf-8")).get("created")
-    except (OSError, ValueError):
-        created = None
-    return str(created or folder.name[:10])
 
 
 @dataclass(frozen=True)
@@ -354,7 +328,7 @@ class Runs:
 def _seed_runs(found: Slice, published: Path | str) -> Runs:
     """The slice's runs over its sitting folders (``results/published/<slice>/<sitting>/rows.csv``)."""
     files = sorted((Path(published) / found.name).glob("*/rows.csv"),
-                   key=lambda rows: (_sitting_time(rows.parent), rows.parent.name))
+                   key=lambda rows: (sitting_time(rows.parent), rows.parent.name))
     runs: dict[int, dict[tuple[str, str], list[Run]]] = {}
     for rows in files:
         with open(rows, newline="", encoding="utf-8") as handle:
@@ -466,181 +440,6 @@ def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
                       undertrained=undertrained, short=short, at_limit=limit)
 
 
-@dataclass(frozen=True)
-class Measured:
-    """A sitting's own clock (``headlab.engine.steptime``) with some models side by side."""
-    sitting: str                # <slice>/<sitting folder>
-    published: str              # when (:func:`_sitting_time`)
-    gpu: str
-    side_by_side: int
-    #: its slowest model's loop wall time a step, validation and checkpoints in it: the
-    #: plan's ``seconds_per_step`` (every model of a sitting stops at one deadline)
-    step_s: float
-    #: its slowest model's first batch in, from the command's start, over every model of the
-    #: sitting (whatever stage of a chain it trained in): the plan's ``startup_s``
-    startup_s: float | None
-    #: measured by one of the sitting's probes (alone, or side by side), not a training of its
-    #: own (see :func:`measured_speed`)
-    probe: bool = False
-
-    def described(self) -> str:
-        at = "alone" if self.side_by_side == 1 else f"with {self.side_by_side} side by side"
-        return f"{self.step_s:.3f} s a step {at}" + (" (its probe, validation and checkpoints as side by side)"
-                                                     if self.probe else "")
-
-
-def _measure(text: str, path: Path, line: int, key: str) -> float | None:
-    """A speed row's measure (None: not written); anything but a positive number is one line."""
-    value = _cell(text)
-    if value is not None and not value > 0:         # NaN too
-        raise DataError(f"{key} {text.strip()!r} is not a positive number", path=str(path), line=line, key=key)
-    return value
-
-
-def _probe_step_s(row: dict, step_ms: float, table: Path, line: int, key: str = "step_ms_alone") -> float | None:
-    """A speed row's probe in the plan's terms (None: no probe): the probe's wall time a step
-    (``key``: ``step_ms_alone``, or ``step_ms_probed_side_by_side``; past its warm-up, no
-    validation or checkpoint) plus the validation's and checkpoints' seconds a step of the
-    same model's training (an upper estimate alone, where they would share the GPU with
-    nothing; side by side, with more models than the training's, an estimate)."""
-    probed_ms = _measure(row.get(key), table, line, key)
-    if probed_ms is None:
-        return None
-    shares = [_cell(row.get(f"{part}_share")) for part in ("validation", "checkpoints")]
-    return (probed_ms + step_ms * sum(share for share in shares if share is not None and share >= 0)) / 1000
-
-
-def _probed_side_by_side(row: dict, step_ms: float, table: Path, line: int) -> tuple[int, float] | None:
-    """(models, seconds a step) of a speed row's probe side by side, None without one, or
-    with one that does not measure that many models at once as the sitting trained them:
-    copies that overlapped under :data:`MIN_PROBE_OVERLAP`, or a GPU shared otherwise than
-    the trainings' (``probed_mps`` against ``mps``)."""
-    seconds = _probe_step_s(row, step_ms, table, line, "step_ms_probed_side_by_side")
-    if seconds is None:
-        return None
-    count = _measure(row.get("models_probed_side_by_side"), table, line, "models_probed_side_by_side")
-    if count is None or not count.is_integer():
-        raise DataError(f"models_probed_side_by_side {str(row.get('models_probed_side_by_side')).strip()!r} is not a "
-                        f"whole number", path=str(table), line=line, key="models_probed_side_by_side")
-    overlap = _cell(row.get("probed_overlap"))
-    if overlap is None or overlap < MIN_PROBE_OVERLAP or (row.get("probed_mps") or "") != (row.get("mps") or ""):
-        return None
-    return int(count), seconds
-
-
-@dataclass(frozen=True)
-class SpeedTable:
-    """One published sitting's ``throughput.csv``, read once for every measure taken of it."""
-    path: Path
-    sitting: str                # <slice>/<sitting folder>
-    published: str              # when (:func:`_sitting_time`)
-    rows: list[tuple[int, dict]]  # (line, row)
-
-
-def speed_tables(published: Path | str = PUBLISHED) -> list[SpeedTable]:
-    """Every published sitting's speed rows, oldest first (by its provenance's time)."""
-    tables = []
-    for path in Path(published).glob("*/*/throughput.csv"):
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            rows = [(reader.line_num, row) for row in reader]
-        tables.append(SpeedTable(path, f"{path.parent.parent.name}/{path.parent.name}", _sitting_time(path.parent),
-                                 rows))
-    return sorted(tables, key=lambda table: (table.published, table.path.parent.name))
-
-
-def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] | None = None) -> dict[int, Measured]:
-    """models side by side -> the newest published sitting's measure (its ``throughput.csv``
-    rows that carry the training's own clock, ``step_ms``: sittings before that clock have
-    none, and are left out). One model alone is measured by a sitting that trained one, or
-    else by its probe (:func:`_probe_step_s`; the slowest model probed); more models than it
-    trained, by its probe side by side (:func:`_probed_side_by_side`, the slowest model).
-    ``tables``: already read (:func:`speed_tables`)."""
-    newest: dict[int, Measured] = {}
-    for table in speed_tables(published) if tables is None else tables:
-        by_count: dict[int, list[float]] = {}
-        probed: list[float] = []
-        crowd: dict[int, list[float]] = {}
-        startups, gpu = [], "?"
-        for line, row in table.rows:
-            step_ms = _measure(row.get("step_ms"), table.path, line, "step_ms")
-            if step_ms is None:
-                continue
-            probe_s = _probe_step_s(row, step_ms, table.path, line)
-            probed += [probe_s] if probe_s is not None else []
-            side = _probed_side_by_side(row, step_ms, table.path, line)
-            if side is not None:
-                crowd.setdefault(side[0], []).append(side[1])
-            count = _measure(row.get("models_side_by_side"), table.path, line, "models_side_by_side")
-            if count is not None and not count.is_integer():
-                raise DataError(f"models_side_by_side {row['models_side_by_side'].strip()!r} is not a whole "
-                                f"number", path=str(table.path), line=line, key="models_side_by_side")
-            startup = _measure(row.get("start_first_batch_s"), table.path, line, "start_first_batch_s")
-            startups += [startup] if startup is not None else []
-            gpu = row.get("gpu") or gpu
-            by_count.setdefault(int(count or 1), []).append(step_ms / 1000)
-        sitting, when = table.sitting, table.published
-        for count, steps in by_count.items():
-            newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None))
-        if probed and 1 not in by_count:
-            newest[1] = Measured(sitting, when, gpu, 1, max(probed), max(startups, default=None), probe=True)
-        for count, steps in crowd.items():
-            if count not in by_count:
-                newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None),
-                                         probe=True)
-    return newest
-
-
-@dataclass(frozen=True)
-class EvaluationMeasured:
-    """What a sitting's evaluation took: its first call's ``evaluate`` phase (the runner's
-    clock in ``status-sitting.json``: the sitting's start, translation, scoring and writing)
-    less its head atlas, which takes what is left of the reserve and is skipped short of it."""
-    sitting: str                # <slice>/<sitting folder>
-    published: str              # when (:func:`_sitting_time`)
-    evaluated: int              # rows scored (with BLEU)
-    seconds: float
-    #: its deadline cut the scores (a BLEU lack of cause ``deadline``): its slice's reserve
-    #: is short, and its rate only a lower bound
-    cut: bool = False
-
-    def for_rows(self, rows: int) -> float:
-        """Seconds for ``rows`` evaluations: linear in the rows, an upper estimate (the models
-        translate at once, so more of them share the GPU rather than queue)."""
-        return self.seconds / self.evaluated * rows
-
-
-def measured_evaluation(published: Path | str = PUBLISHED) -> EvaluationMeasured | None:
-    """The newest published sitting's evaluation (None: no sitting has its runner's status)."""
-    import json
-
-    newest = None
-    for status_path in Path(published).glob("*/*/status-sitting.json"):
-        folder = status_path.parent
-        try:
-            calls = json.loads(status_path.read_text(encoding="utf-8")).get("calls") or [{}]
-            wall = ((calls[0].get("phases") or {}).get("evaluate") or {}).get("wall_s")
-        except (OSError, ValueError, AttributeError) as err:
-            raise DataError(f"not a runner's status ({err})", path=str(status_path)) from None
-        if not isinstance(wall, (int, float)) or not (folder / "rows.csv").is_file():
-            continue                 # trained nothing, or published no rows
-        with open(folder / "rows.csv", newline="", encoding="utf-8") as handle:
-            bleu = [_cell(row.get("bleu")) for row in csv.DictReader(handle)]
-        evaluated = sum(1 for value in bleu if value is not None and not math.isnan(value))
-        try:
-            provenance = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise DataError(f"unreadable ({err})", path=str(folder / "provenance.json")) from None
-        if not evaluated:
-            continue                 # its evaluation scored nothing
-        atlas = (provenance.get("atlas") or {}).get("wall_s") or 0.0
-        cut = any(str(lack).startswith("BLEU") for lack in (provenance.get("lacks_by_cause") or {}).get("deadline") or [])
-        found = EvaluationMeasured(f"{folder.parent.name}/{folder.name}", _sitting_time(folder), evaluated,
-                                   max(wall - atlas, 0.0), cut)
-        if newest is None or (found.published, found.sitting) > (newest.published, newest.sitting):
-            newest = found
-    return newest
-
 
 def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: dict[int, Measured] | None = None,
                      evaluation: EvaluationMeasured | None = None) -> list[str]:
@@ -679,16 +478,12 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
         need = evaluation.for_rows(found.evaluations)
         if evaluation.cut and evaluation.sitting.split("/")[0] == found.name:
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s, which "
-                         f"{_evaluation_text(evaluation)} ran out of")
+                         f"{evaluation.described()} ran out of")
         elif found.entry["ready"] and need > found.eval_reserve_s:
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s to score its {found.evaluations} rows, "
-                         f"~{need:.0f} s at the rate of {_evaluation_text(evaluation)}")
+                         f"~{need:.0f} s at the rate of {evaluation.described()}")
     return lines
 
-
-def _evaluation_text(evaluation: EvaluationMeasured) -> str:
-    return (f"the sitting {evaluation.sitting} ({evaluation.evaluated} rows in {evaluation.seconds:.0f} s, "
-            f"its head atlas aside" + ("; cut by its deadline: at least that rate" if evaluation.cut else "") + ")")
 
 
 def pending_seeds(found: Slice, published: Path | str = PUBLISHED) -> list[int]:
@@ -853,7 +648,7 @@ def _evaluation_line(plan: Plan, evaluation: EvaluationMeasured | None) -> str:
     if evaluation is None:
         return ("evaluation: no published sitting has its runner's status (status-sitting.json) yet; the slices "
                 "keep their reserves as written")
-    return (f"evaluation: at the rate of {_evaluation_text(evaluation)}, each ready slice's rows against its reserve: "
+    return (f"evaluation: at the rate of {evaluation.described()}, each ready slice's rows against its reserve: "
             + ", ".join(f"{found.name} ~{evaluation.for_rows(found.evaluations):.0f} of {found.eval_reserve_s:g} s"
                         for found in plan.slices if found.entry["ready"]))
 
@@ -893,34 +688,6 @@ def more_seeds_line(plan: Plan) -> str:
         parts.append(f"{found.name} {seeds} seeds ({more.side_by_side} side by side{scaled}) ~{steps:,} steps a "
                      f"sitting, {verdict}")
     return "one seed more a sitting: " + ("; ".join(parts) if parts else "no ready slice has seeds left to add")
-
-
-def side_track_line(published: Path | str = PUBLISHED, tables: list[SpeedTable] | None = None) -> str:
-    """What the CUDA suite and the bench beside the trainings cost them, at the newest
-    sitting that split its steps by it (``throughput.csv``'s ``step_ms_side_track`` and
-    ``step_ms_clear``, means over its models): the measure that says whether the side track
-    belongs in the training window or after it. ``tables``: already read (:func:`speed_tables`)."""
-    newest = None
-    for table in speed_tables(published) if tables is None else tables:
-        pairs = [(_measure(row.get("step_ms_side_track"), table.path, line, "step_ms_side_track"),
-                  _measure(row.get("step_ms_clear"), table.path, line, "step_ms_clear")) for line, row in table.rows]
-        pairs = [pair for pair in pairs if pair != (None, None)]
-        if pairs:                    # the tables come oldest first
-            newest = (table.sitting, pairs)
-    if newest is None:
-        return "side track: no published sitting has split its trainings' steps by what ran beside them yet"
-    sitting, pairs = newest
-    both = [pair for pair in pairs if None not in pair]
-    if both:
-        beside, clear = (statistics.fmean(values) for values in zip(*both))
-        return (f"side track: at {sitting}, the trainings took {beside:.0f} ms a step while the CUDA suite or the "
-                f"bench ran beside them, {clear:.0f} ms while neither did ({beside / clear - 1:+.0%}; a mean over "
-                f"{len(both)} models)")
-    beside = [first for first, _ in pairs if first is not None]
-    return (f"side track: at {sitting}, " + (
-        f"the CUDA suite or the bench ran beside every marked span of the trainings ({statistics.fmean(beside):.0f} "
-        f"ms a step): no clear span to compare with" if beside else
-        f"nothing ran beside the trainings' marked spans ({statistics.fmean(c for _, c in pairs):.0f} ms a step)"))
 
 
 def _queue(args) -> int:

@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 from headlab.errors import DataError, HeadlabError
-from headlab.workflow import gpu_plan
+from headlab.workflow import gpu_measures, gpu_plan
 
 #: a publication's place in the tarball (and in the checkout): results/published/<slice>/<sitting>/
 PREFIX = ("results", "published")
@@ -128,8 +128,8 @@ def _check(folder: Path, published_root: Path, tarball: Path, member: str, plan:
         published.read(str(published_root))
         if slice_name in {found.name for found in plan.slices}:
             gpu_plan.seed_states(plan.slice(slice_name), published_root)
-        gpu_plan.measured_speed(published_root)
-        gpu_plan.measured_evaluation(published_root)
+        gpu_measures.measured_speed(published_root)
+        gpu_measures.measured_evaluation(published_root)
     except HeadlabError as err:
         # the message names the unpacked copy: name the member of the tarball instead
         raise DataError(str(err).replace(f"{published_root}/", "results/published/"), path=str(tarball)) from None

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from headlab.errors import DataError, HeadlabError
-from headlab.workflow import gpu_plan
+from headlab.workflow import gpu_measures
 from headlab.workflow.bundle import MACHINE_FILE, rehearsal_requirements
 
 MACHINE_PYTHON = "3.12"
@@ -121,13 +121,13 @@ def _read_back(published: str, files: dict[str, str | bytes], reader):
 
 def speed_check(published: str, provenance: dict, speed: bytes | None) -> tuple[str, bool]:
     """The sitting's speed rows (``throughput.csv``) read back as the GPU plan reads them
-    (:func:`headlab.workflow.gpu_plan.measured_speed`): the training's own clock, a step's
+    (:func:`headlab.workflow.gpu_measures.measured_speed`): the training's own clock, a step's
     seconds with the models side by side, so that the plan's throughput can be checked."""
     if speed is None:
         return ("the plan reads the sitting's clock: no throughput.csv published", False)
     def read(root: str) -> tuple[dict, str]:
-        tables = gpu_plan.speed_tables(root)
-        return gpu_plan.measured_speed(root, tables), gpu_plan.side_track_line(root, tables)
+        tables = gpu_measures.speed_tables(root)
+        return gpu_measures.measured_speed(root, tables), gpu_measures.side_track_line(root, tables)
 
     # what the suite and bench beside the trainings cost them: said, never a failure (on two
     # cores the suite's CPU stand-ins may outlast every training)
@@ -146,7 +146,7 @@ def probe_check(second: Path) -> tuple[str, bool]:
     """The second call's probes, as a GPU's later call runs them (run.py's ``crowd_probe``
     and ``speed_probe``, here with the rehearsal's small settings): neither ended in an
     error, and what each timed reached the speed rows and is read back by the GPU plan
-    (:func:`headlab.workflow.gpu_plan.measured_speed`: one model alone, and the copies side
+    (:func:`headlab.workflow.gpu_measures.measured_speed`: one model alone, and the copies side
     by side). A probe stopped at its time, or not run for want of it, is slowness, said,
     not a failure."""
     import csv
@@ -165,7 +165,7 @@ def probe_check(second: Path) -> tuple[str, bool]:
     columns = {"side by side": "step_ms_probed_side_by_side", "alone": "step_ms_alone"}
     missing = [what for what, rc in ran.items() if rc == 0 and not any(row.get(columns[what]) for row in rows)]
     measured, error = _read_back(published, {"throughput.csv": speed, "provenance.json": provenance},
-                                 gpu_plan.measured_speed)
+                                 gpu_measures.measured_speed)
     probed = sorted(count for count, measure in (measured or {}).items() if measure.probe)
     said = "; ".join(f"{what} {'stopped at its time' if rc is None else rc if rc == 'not run' else f'status {rc}'}"
                      for what, rc in ran.items())
@@ -178,12 +178,12 @@ def probe_check(second: Path) -> tuple[str, bool]:
 
 def evaluation_check(published: str, provenance: dict, rows: bytes | None, status: dict) -> tuple[str, bool]:
     """The call's status read back as the GPU plan reads a received sitting's
-    (:func:`headlab.workflow.gpu_plan.measured_evaluation`: its ``evaluate`` phase, per row
+    (:func:`headlab.workflow.gpu_measures.measured_evaluation`: its ``evaluate`` phase, per row
     scored), so that the plan's evaluation reserves can be checked against it."""
     if rows is None:
         return ("the plan reads the sitting's evaluation: no rows.csv published", False)
     measured, error = _read_back(published, {"rows.csv": rows, "provenance.json": json.dumps(provenance),
-                                             "status-sitting.json": json.dumps(status)}, gpu_plan.measured_evaluation)
+                                             "status-sitting.json": json.dumps(status)}, gpu_measures.measured_evaluation)
     if error:
         return (f"the plan reads the sitting's evaluation: {error}", False)
     if measured is None:
