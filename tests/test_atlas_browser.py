@@ -30,6 +30,7 @@ import pytest
 
 import atlas_workflow
 from atlas_workflow import DHICM, MODEL_DIR, SPECS
+from hangguard import hang_guard
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTEFACTS = Path(os.environ.get("HEADLAB_ARTEFACTS", ROOT / "tmp" / "artefacts")) / "atlas-browser"
@@ -61,7 +62,7 @@ def _install() -> str | None:
         return f"{CHROMIUM} / {DRIVER} missing: install Debian's {' '.join(PACKAGES)} (root installs them itself)"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
-        done = subprocess.run(command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=1200)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=hang_guard(1200))
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return None
 

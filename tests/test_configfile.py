@@ -12,6 +12,7 @@ import pytest
 from headlab.errors import ConfigError
 from headlab.workflow.configfile import read
 from test_workflow import ROOT, SNAKEMAKE, snakemake_env
+from hangguard import hang_guard
 
 BAD = {
     "syntax.yaml": ("studies:\n  baseline:\n    heads: [8L\n  x: 1\n", r"syntax\.yaml:4: YAML syntax error: expected"),
@@ -52,7 +53,7 @@ def test_make_run_stops_at_a_bad_config_with_one_line(name, tmp_path):
 def test_snakemake_without_a_config_outside_the_repository_says_which_to_pass(tmp_path):
     # the embedded default is relative to the working directory
     result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "-n"],
-                            cwd=tmp_path, capture_output=True, text=True, env=snakemake_env(), timeout=300)
+                            cwd=tmp_path, capture_output=True, text=True, env=snakemake_env(), timeout=hang_guard(300))
     assert result.returncode != 0
     assert "no config: pass --configfile config/config.yaml" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
@@ -82,7 +83,7 @@ def test_a_duplicate_key_in_an_overlay_stops_the_configfile_check(tmp_path):
 def _snakemake_lines(*configfiles, tmp_path) -> tuple[int, list[str]]:
     result = subprocess.run([*SNAKEMAKE, "-n", "--configfile", *configfiles,
                              "--config", f"results={tmp_path / 'results'}"],
-                            capture_output=True, text=True, env=snakemake_env(), timeout=300, cwd=ROOT)
+                            capture_output=True, text=True, env=snakemake_env(), timeout=hang_guard(300), cwd=ROOT)
     lines = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("Using profile")]
     return result.returncode, lines
 

@@ -33,6 +33,7 @@ import torch
 
 import headcases as hc
 from simdevice import DeviceTensor, MixedDeviceError, SimulatedDevice, on_device, values
+from hangguard import hang_guard
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -210,7 +211,7 @@ def test_fake_cuda_autograd_aborts_a_cpu_only_torch():
     script = ("import torch\nfrom torch._subclasses.fake_tensor import FakeTensorMode\n"
               "with FakeTensorMode():\n    x = torch.randn(2, device='cuda', requires_grad=True)\n"
               "    (x * 2).sum().backward()\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=hang_guard(300))
     assert result.returncode != 0 and "not linked with support for cuda devices" in result.stderr
 
 

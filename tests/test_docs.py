@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hangguard import hang_guard
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -27,7 +28,7 @@ def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("docs") / "html"
     # its own process: the build imports every subcommand (OpenNMT-py patched included)
     run = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-                          str(DOCS), str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+                          str(DOCS), str(out)], capture_output=True, text=True, cwd=ROOT, timeout=hang_guard(600))
     assert run.returncode == 0, f"sphinx-build failed:\n{run.stdout}\n{run.stderr}"
     return out
 

@@ -31,6 +31,7 @@ import yaml
 from headlab.errors import ConfigError, HeadlabError
 from headlab.studies.published import BY_NEWEST, STATUSES
 from headlab.workflow import bundle, gpu_measures, gpu_plan, gpu_runner, sitting
+from hangguard import hang_guard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -391,7 +392,7 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     command = [sys.executable, str(copy / "run.py"), "--device", "cpu", "--work", str(work)]
     # a CPU shared with the other test files: translation gets most of the budget
     first = subprocess.run(command + ["--budget", "200", "--eval-reserve", "100", "--out", str(out)],
-                           capture_output=True, text=True, timeout=400, cwd=tmp_path)
+                           capture_output=True, text=True, timeout=hang_guard(400), cwd=tmp_path)
     assert sorted(p.name for p in out.iterdir()) == ["headlab-sitting.tar.gz", "status.json"]
     status = json.loads((out / "status.json").read_text())
     assert status["published"], first.stdout[-3000:] + first.stderr[-3000:]
@@ -455,7 +456,7 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
     assert "logs/gpu-tests.log" in names and "train-logs/8L.log" in names and not any(n.endswith(".pt") for n in names)
     # a second call on the same machine: the remainder only, the models untouched
     second = subprocess.run(command + ["--budget", "40", "--out", str(tmp_path / "out2")],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                            capture_output=True, text=True, timeout=hang_guard(120), cwd=tmp_path)
     later = json.loads((tmp_path / "out2/status.json").read_text())
     phases = later["calls"][-1]["phases"].keys()
     # first what the first call's deadline cut of the evaluation, if anything: never less

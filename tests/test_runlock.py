@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from headlab.workflow import runlock
+from hangguard import hang_guard
 
 #: one rule whose job takes ``config["wait"]`` seconds
 SNAKEFILE = """
@@ -135,7 +136,7 @@ def test_the_workflow_keeps_the_incomplete_folder_of_its_working_directory(tmp_p
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory",
                           str(tmp_path), "--list-rules", "--configfile", str(root / "tests/configs/smoke.yaml")],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=hang_guard(300))
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / ".snakemake/incomplete" / runlock.KEEP_INCOMPLETE).is_file()
 

@@ -22,6 +22,7 @@ import yaml
 import headlab.naming
 import headlab.workflow.hints
 from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
+from hangguard import hang_guard
 
 SLURM = ROOT / "tests/slurm"
 # the run's one low-resource model, trained long enough (about 30 s) to be cancelled between
@@ -163,7 +164,7 @@ def slurm(slurm_started_by_tests):
     was_up = any(comm.read_text().strip() == "slurmctld" for comm in Path("/proc").glob("[0-9]*/comm")
                  if comm.exists())
     up = subprocess.run(["bash", str(SLURM / "up.sh")], stdin=subprocess.DEVNULL, capture_output=True,
-                        text=True, timeout=1200)
+                        text=True, timeout=hang_guard(1200))
     assert up.returncode == 0, up.stdout + up.stderr
     if not was_up:  # stopped at the end of the session (conftest.py says why)
         slurm_started_by_tests.touch()
@@ -188,7 +189,7 @@ def slurm_run(slurm, tmp_path_factory, mirror):
         cancelled = None
         try:
             while proc.poll() is None:
-                assert time.monotonic() - started < 1200, "the SLURM run did not finish in 20 min"
+                assert time.monotonic() - started < hang_guard(1200), "the SLURM run did not finish in its hang guard"
                 train_log = model / "train.log"
                 if cancelled is None and train_log.exists() and "Saving checkpoint" in train_log.read_text():
                     queue = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True,
@@ -293,6 +294,6 @@ def test_job_over_its_memory_limit_fails_naming_rule_and_resource(slurm_run):
                        "--configfile", str(slurm_run.config), timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and not model.exists()
-    assert time.monotonic() - started < 300, "a job over its memory limit must fail, not hang"
+    assert time.monotonic() - started < hang_guard(300), "a job over its memory limit must fail, not hang"
     assert "Error in rule train" in output
     assert re.search(r"rule train exceeded its memory limit \(mem_mb=200\): raise mem_mb", output), output[-4000:]

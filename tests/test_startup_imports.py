@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from hangguard import hang_guard
+
 PROBE = """
 import sys, importlib.metadata
 import headlab.engine.export, headlab.studies
@@ -33,7 +35,7 @@ def test_the_workflow_builds_its_dag_without_importing_torch(tmp_path):
     command = [*SNAKEMAKE[:1], "-X", "importtime", *SNAKEMAKE[1:], "-n", "--quiet", "rules",
                "--configfile", "config/config.yaml", "--config", f"results={tmp_path / 'results'}"]
     for _ in range(2):
-        out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=hang_guard(300))
         assert out.returncode == 0, out.stderr[-3000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert {"headlab.heads.spec", "headlab.studies"} <= imported and "torch" not in imported

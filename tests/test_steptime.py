@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from headlab.engine import steptime
+from hangguard import hang_guard
 
 CLOCK = [sys.executable, "-m", "headlab.workflow.sitting_clock"]
 
@@ -199,7 +200,7 @@ def test_the_probe_side_by_side_times_its_copies_together_on_the_cpu(toy, tmp_pa
     (folder / "old.1.json").write_text("{}")          # an earlier crowd's: removed first
     result = subprocess.run([sys.executable, "-m", "headlab.workflow.sitting_probe", "--side-by-side", "2", "--config",
                              str(toy("crowd", 4, 4)), "--name", "toy", "--out", str(folder), "--steps", "14",
-                             "--warmup", "4"], capture_output=True, text=True, timeout=300)
+                             "--warmup", "4"], capture_output=True, text=True, timeout=hang_guard(300))
     assert result.returncode == 0, result.stderr[-2000:]
     copies = {path.name: json.loads(path.read_text()) for path in folder.glob("*.json")}
     assert sorted(copies) == ["toy.1.json", "toy.2.json"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hangguard import hang_guard
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
@@ -22,8 +23,9 @@ def snakemake_env() -> dict:
 
 
 def snakemake(*args, timeout=900):
+    """snakemake run in the repository; ``timeout``: its hang guard on the reference VM (hangguard.py)"""
     return subprocess.run(SNAKEMAKE + list(args), capture_output=True, text=True, env=snakemake_env(),
-                          timeout=timeout, cwd=ROOT)
+                          timeout=hang_guard(timeout), cwd=ROOT)
 
 
 def set_dotted(config: dict, changes: dict) -> dict:
