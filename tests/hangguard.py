@@ -3,7 +3,7 @@
 A guard only stops a run that hangs, so that the test fails with its output instead of
 holding the suite until CI's limit; it is never what a test asserts (speed is measured by
 `make bench` and the snakemake benchmarks). Each guard is written in seconds for the 2-core
-VM of the README's timing table, where a run takes at most about half of it, and
+VM of the README's timing table, where a healthy run stays well under it, and
 multiplied here by ``HEADLAB_TEST_SLACK`` (default 2.5): a VM of the same kind has run the
 same tests at half that speed (`make test` 49 min 49 s, its CPU busy 5,676 core-seconds
 against 2,911 the day before), and there the smoke run passed its unscaled 900 s and failed
