@@ -26,6 +26,7 @@ def test_a_guard_is_the_reference_vms_seconds_times_the_slack(slack, seconds):
     assert result.returncode == 0 and result.stdout.strip() == seconds, result.stderr
 
 
-def test_a_slack_below_one_is_refused_naming_the_variable():
-    result = _guard("0.5")
-    assert result.returncode != 0 and "HEADLAB_TEST_SLACK=0.5" in result.stderr.splitlines()[-1]
+@pytest.mark.parametrize("slack", ["0.5", "fast", "nan", "inf"])
+def test_a_slack_below_one_or_not_a_number_is_refused_naming_the_variable(slack):
+    result = _guard(slack)
+    assert result.returncode != 0 and f"HEADLAB_TEST_SLACK={slack}: want a number" in result.stderr.splitlines()[-1]
