@@ -61,11 +61,13 @@ run: setup
 	start=$$(date +%s); $(SNAKE) --cores $(CORES) || $(BIN)/python -m headlab.workflow.runlock failures --since $$start
 
 # Test files run on TEST_WORKERS processes (pytest-xdist, one file per worker at a time: a
-# module's fixtures are built once); the slowest tests are listed at the end. Three on two
+# module's fixtures are built once); the slowest tests are listed at the end, by wall time
+# and by CPU with their subprocesses (tests/cputime.py: what to cut when the suite runs
+# long on two cores is the CPU, not the wall time of a test that waited). Three on two
 # cores: the SLURM run's worker mostly waits for the executor's polls (~14 s a job); whether
 # this beats two is within this VM's run-to-run spread (the README's timing table has the runs).
 TEST_WORKERS ?= 3
-PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+PYTEST := $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 --cpu-durations=15
 
 # the atlas browser test's Chromium (Debian's, with its driver): installed when missing and
 # root; make test requires it (the test fails instead of skipping without it)

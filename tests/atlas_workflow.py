@@ -27,7 +27,7 @@ def build(tmp_path_factory, mirror) -> Path:
     """The run's folder (``results/atlas`` under it), run on the first call of the session
     (each test module's ``atlas_run`` fixture calls it); fails the test if snakemake fails."""
     from filelock import FileLock
-    from test_workflow import snakemake, write_config
+    from test_workflow import run_workflow, write_config
 
     root = _shared_root(tmp_path_factory) / "atlas-workflow"
     root.mkdir(parents=True, exist_ok=True)
@@ -41,7 +41,7 @@ def build(tmp_path_factory, mirror) -> Path:
                                          "heads": list(SPECS), "preset": "tiny", "seeds": [1]}},
                 "atlas": {"models": "all", "valid_sentences": 12, "treebank_sentences": 30, "examples": 2}})
             # the target before --configfile, which takes every path after it
-            result = snakemake("--cores", "2", str(root / "results/atlas/index.html"), "--configfile", str(config),
+            result = run_workflow("--cores", "2", str(root / "results/atlas/index.html"), "--configfile", str(config),
                                timeout=1500)
             if result.returncode != 0:
                 failed.write_text(result.stderr[-5000:])

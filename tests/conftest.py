@@ -9,6 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: --cpu-durations: what each test costs in CPU (tests/cputime.py)
+pytest_plugins = ("cputime",)
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs a worker per core: one torch thread each, or they oversubscribe
     os.environ.setdefault("OMP_NUM_THREADS", "1")

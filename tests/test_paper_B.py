@@ -11,7 +11,7 @@ from headlab.errors import ConfigError
 from headlab.naming import model_path
 from headlab.studies.common import stage_file
 from headlab.studies.paper_B import grid
-from test_workflow import snakemake, write_config
+from test_workflow import run_workflow, snakemake, write_config
 
 STUDY = {"data": {"multi30k": ["de-en"]}, "layers": "1+1", "preset": "mini_paper_B", "lambda_kl": 0.1,
          "grid": {"stage1": {"heads": [4, 8]}, "stage2": {"dropout": [0.0, 0.1], "label_smoothing": [0.1]}},
@@ -122,7 +122,7 @@ def test_dry_run_stage_two_waits_for_stage_one(tmp_path, mirror):
 def test_end_to_end_paper_b(tmp_path, mirror):
     # Table 3 at two seeds (issue 22): mean ± sd, and the seed-aware tests of effects.csv
     config = _paper_b_config(tmp_path, mirror, headline_seeds=[1, 2])
-    result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
+    result = run_workflow("--cores", "2", "--configfile", str(config), timeout=1500)
     assert result.returncode == 0, result.stderr[-5000:]
     out = tmp_path / "results/paper_B"
     for name in ("T2", "T2grid", "T3", "T4", "importance"):
@@ -170,7 +170,7 @@ def test_end_to_end_paper_b(tmp_path, mirror):
         "studies": {"paper_B": {**STUDY, "headline_seeds": [1, 2], "grid": {**STUDY["grid"], "stage2": {"dropout": [0.0, 0.2],
                                                                              "label_smoothing": [0.1]}}}},
         "training.overrides.valid_steps": 3, "training.overrides.save_checkpoint_steps": 3})
-    rerun = snakemake("--cores", "2", "--configfile", str(changed), timeout=1500)
+    rerun = run_workflow("--cores", "2", "--configfile", str(changed), timeout=1500)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = {p: p.stat().st_mtime for p in (tmp_path / "results/models").rglob("model.pt")}
     assert any("dropout=0.2" in str(p) for p in set(after) - set(before))

@@ -115,10 +115,10 @@ def test_end_to_end_paper_c(tmp_path, mirror):
     averaging (avg2), test-time pruning and the one-sentence Figure 5 split."""
     import csv
 
-    from test_workflow import snakemake
+    from test_workflow import run_workflow
 
     config = _paper_c_config(tmp_path, mirror)
-    result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
+    result = run_workflow("--cores", "2", "--configfile", str(config), timeout=1500)
     assert result.returncode == 0, result.stderr[-5000:]
     out = tmp_path / "results/paper_C"
     for name in REGISTRY["paper_C"].tables:

@@ -442,10 +442,10 @@ def test_dry_run_pruned_finetunes_wait_for_the_gates(tmp_path, mirror):
 def test_end_to_end_paper_d(tmp_path, mirror):
     import json
 
-    from test_workflow import snakemake
+    from test_workflow import run_workflow, snakemake
 
     config = _paper_d_config(tmp_path, mirror)
-    result = snakemake("--cores", "2", "--configfile", str(config), timeout=1500)
+    result = run_workflow("--cores", "2", "--configfile", str(config), timeout=1500)
     assert result.returncode == 0, result.stderr[-5000:]
     out = tmp_path / "results/paper_D"
     for name in ("T1", "T2", "T2values", "T3", "lambda_sweep", "join", "fixed"):

@@ -21,7 +21,7 @@ import yaml
 
 import headlab.naming
 import headlab.workflow.hints
-from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env, write_config
+from test_workflow import ROOT, SNAKEMAKE, run_workflow, snakemake, snakemake_env, write_config
 from hangguard import hang_guard
 
 SLURM = ROOT / "tests/slurm"
@@ -276,7 +276,7 @@ def test_table_equals_a_local_run_of_the_same_config(slurm_run, tmp_path, mirror
     config = write_config(tmp_path, mirror, **LONG_TRAINING)
     table = tmp_path / "results/tables/baseline.csv"
     threads = [f"{rule}={n}" for rule, n in slurm_run.profile["set-threads"].items()]
-    local = snakemake(str(table), "--cores", "2", "--set-threads", *threads, "--configfile", str(config))
+    local = run_workflow(str(table), "--cores", "2", "--set-threads", *threads, "--configfile", str(config))
     assert local.returncode == 0, local.stderr[-3000:]
     slurm_table = (slurm_run.tmp / "results/tables/baseline.csv").read_text()
     assert slurm_table.startswith("system,test_2016_flickr\nde-en,")
