@@ -20,7 +20,7 @@ import time
 import pytest
 import yaml
 
-from test_workflow import ROOT, SNAKEMAKE, snakemake, snakemake_env
+from test_workflow import LOCAL_PROFILE, ROOT, SNAKEMAKE, snakemake, snakemake_env
 from hangguard import hang_guard
 
 CONFIGS = ["config/multi30k-gpu.yaml", "config/cpu/multi30k-gpu.yaml"]
@@ -66,7 +66,7 @@ def run(tmp_path_factory, mirror):
     targets = [str(results / "paper_B/stages/multi30k/de-en/stage1.json"),
                str(results / "scores" / LPEA_RHE / "test_2016_flickr.avg5.json"),
                str(results / "paper_D/T3.csv")]
-    options = ["--profile", "profiles/local", "--cores", "2", "--configfile", *CONFIGS, str(overlay)]
+    options = [*LOCAL_PROFILE, "--cores", "2", "--configfile", *CONFIGS, str(overlay)]
     args = [*options, "--", *targets]
     # first run, killed once some training has saved a checkpoint: the training itself
     # (snakemake starts each job in a session of its own, so a signal to snakemake's group

@@ -28,13 +28,17 @@ def snakemake(*args, timeout=900):
                           timeout=hang_guard(timeout), cwd=ROOT)
 
 
+#: the shipped profile of local runs, as `make run` passes it
+LOCAL_PROFILE = ("--profile", "profiles/local")
+
+
 def run_workflow(*args, timeout=900):
     """A whole workflow run (hundreds of jobs) through the shipped local profile, as `make run`
     runs it: the profile users run is the one tested, and its greedy scheduler and job rate
     (profiles/local/config.yaml) cut snakemake's own CPU; the smoke run alone on 2 cores:
     510 -> 439 core-s, 277 -> 246 s. Runs of a few jobs keep plain ``snakemake``: the
     profile's rate window makes a run wait up to 10 s at its end (one job: 15 -> 24 s)."""
-    return snakemake("--profile", "profiles/local", *args, timeout=timeout)
+    return snakemake(*LOCAL_PROFILE, *args, timeout=timeout)
 
 
 def set_dotted(config: dict, changes: dict) -> dict:
