@@ -78,6 +78,9 @@ MACHINE_FILE = REPO / "requirements/gpu-machine.txt"
 #: the command that starts a sitting from the checkout that carries the bundle (``$OUT``:
 #: the folder whose files come back)
 START = "python3 {bundle}/run.py --out \"$OUT\""
+#: seconds one device command may run (the device tool's limit): what both calls of a sitting
+#: in one command share
+COMMAND_LIMIT_S = 600
 
 
 def _norm(name: str) -> str:
@@ -601,12 +604,16 @@ from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{fold
     {START.format(bundle=folder)} --budget 250     # again on the same, still warm machine: what is left
 
 The second call's budget: what the lease has left (`status`: budget_left_s) less ~40 s for the
-transfers and the give-back; 250 s holds a head atlas the deadline cut (~50 s), the probe side by
-side ({plan.get('probe_side_by_side', 1)} models at once: a start-up and 40 steps, at most 100 s), the probe
-alone (at most 90 s) and what is left of the idle bench; with less, the probe side by side comes first.
-Or both in one device command (`...; {START.format(bundle=folder)} --budget 250`): a machine given
-back between two calls (idle for its warm time, 30 s) takes the first call's state with it, and
-a second call there refuses to train anew on a window short of the slice's min_steps.
+transfers and the give-back, and at most the {COMMAND_LIMIT_S} s a device command may run less ~15 s; 250 s
+holds a head atlas the deadline cut (~50 s), the probe side by side ({plan.get('probe_side_by_side', 1)} models
+at once: a start-up and 40 steps, at most 100 s), the probe alone (at most 90 s) and what is left of
+the idle bench; with less, the probe side by side comes first. It must come within the machine's
+warm time (idle 30 s): a machine given back takes the first call's state with it, and a second call
+there refuses to train anew on a window short of the slice's min_steps. Not both in one device
+command with a fixed budget: the first call alone takes its {plan['sitting']['budget_s']:g} s of the {COMMAND_LIMIT_S}; in
+one command the second gets what is left of it, `--budget $(({COMMAND_LIMIT_S - 15} - SECONDS))` (bash's
+seconds since the command began). A call stopped from outside anyway (SIGTERM) stops its processes
+and packs what it has; the next call evaluates the checkpoints of a training it cut.
 
 Slice {plan['name']} of the GPU plan ({plan['study']} {plan['table']}), seeds {plan['seeds']}.
 The first call installs (seconds; refuses any wheel that would replace the machine's

@@ -100,6 +100,7 @@ MARK_EVERY = {"cuda": 50, "cpu": 5}
 #: past the allocator's and MPS's warm-up and clear of the validation and checkpoint at 200
 PROFILE_STEPS = {"cuda": (151, 20), "cpu": (3, 2)}
 MPS_CHECK_S = 60         # a CUDA client of the MPS daemon must start within this
+MPS_CONTROL_S = 20       # the daemon's start (-d) and quit answer within this, else recorded and left
 MPS_SEARCH_PATH = "/usr/local/nvidia/bin:/usr/bin:/usr/local/cuda/bin"
 MPS_CLIENT_CHECK = "import torch; assert torch.ones(2, device='cuda').sum().item() == 2"
 ATTENTION_PATHS = ("fused", "blocked")
@@ -251,6 +252,7 @@ class Sitting:
         self.procs: dict[str, subprocess.Popen] = {}
         self.last_status = 0.0
         self.mps_control = "nvidia-cuda-mps-control"
+        self.mps_live: set[str] = set()      # the records whose daemon this call started and has not quit
 
     # -- time and status -----------------------------------------------------------------
     def elapsed(self) -> float:
@@ -373,8 +375,11 @@ class Sitting:
         handle = open(log, "a")
         handle.write(f"\n$ {' '.join(cmd)}\n")
         handle.flush()
+        # a process group of its own (stopped as one: a sitting's translations with it), in
+        # the command's session: the device machine ends what a command leaves running
+        # except a new session's, which would hold the GPU into the next call
         proc = subprocess.Popen(cmd, cwd=self.src, env={**self.env(), **(extra_env or {})}, stdout=handle,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0)
         self.procs[name] = proc
         return proc
 
@@ -392,6 +397,23 @@ class Sitting:
                 return
             except subprocess.TimeoutExpired:
                 continue
+
+    def stop_all(self, grace: float) -> None:
+        """Every process of the call at once: SIGTERM, ``grace`` s for all of them, then SIGKILL
+        (one by one, each with its own grace, a call stopped from outside would lose its last pack)."""
+        live = [proc for proc in self.procs.values() if proc.poll() is None]
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
+            for proc in live:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+            until = time.monotonic() + wait
+            while time.monotonic() < until and any(proc.poll() is None for proc in live):
+                time.sleep(0.1)
+            live = [proc for proc in live if proc.poll() is None]
+            if not live:
+                return
 
     def run(self, name: str, cmd: list[str], timeout: float, extra_env=None) -> int | None:
         """``cmd`` to the end or ``timeout`` s (then stopped: None), status kept current."""
@@ -502,6 +524,26 @@ class Sitting:
             raise SystemExit(f"run.py: the manifest names {', '.join(twice)} more than once "
                              f"({', '.join(m.get('dir', m['name']) for m in self.manifest['models'] if m['name'] in twice)}): "
                              f"rebuild the bundle (make gpu-bundle); nothing trained")
+
+    def adopt_interrupted_training(self) -> bool:
+        """A call stopped from outside while its models trained (the device command's limit,
+        a signal, a fault of the runner) left the phase begun and never ended, and the
+        checkpoints on this machine: this call takes them for trained (each at the deadline
+        of its newest checkpoint) and evaluates them, where training anew would throw them
+        away and find the window short of the slice's min_steps. False where there is
+        nothing to adopt (no earlier call trained here, or no checkpoint came of it)."""
+        earlier = self.state["calls"][:-1]
+        began = next((call for call in earlier if "train" in (call.get("phases") or {})), None)
+        if self.state.get("trained") or self.state.get("after") or began is None or not self.src.is_dir():
+            return False
+        if not any(entry.get("checkpoints") for entry in self.model_progress().values()):
+            return False
+        self.state.update(trained=True, exited={})
+        began.setdefault("phases", {})["train"].setdefault("interrupted", True)
+        self.call["adopted_training"] = (f"the training of an earlier call was stopped from outside at "
+                                         f"{began.get('elapsed_s', '?')} s: its checkpoints evaluated")
+        print(f"run.py: {self.call['adopted_training']}", flush=True)
+        return True
 
     def check_window(self) -> None:
         """Before anything, on a GPU: a first call whose training window cannot reach the
@@ -685,12 +727,20 @@ class Sitting:
     def complete_evaluation(self) -> None:
         """A later call on the same machine evaluates again what the first call's deadline
         cut (its finished translation chunks kept, :func:`headlab.workflow.sitting.translate_until`),
-        in at most half of what this call has, and publishes into the same sitting folder."""
-        here = self.published() and (self.src / self.published() / "provenance.json").is_file()
-        if not here or self.state.get("after") or not self.evaluation_left():
+        in at most half of what this call has, and publishes into the same sitting folder.
+        A first call stopped from outside in its evaluation never read what it published:
+        its causes are read here (the translations not yet made are the deadline's), and
+        one stopped before writing anything is evaluated whole."""
+        if not self.published() or self.state.get("after") or not self.state.get("trained"):
             return        # (after a sitting on another machine, its checkpoints are not here)
+        written = (self.src / self.published() / "provenance.json").is_file()
+        cut = "published" not in self.state
+        if cut and written:
+            self.adopt_publication()
+        if not (cut and not written) and not self.evaluation_left():
+            return
         self.phase("evaluate-rest")
-        before = list(self.state["lacks"])
+        before = list(self.state.get("lacks") or [])
         # its own deadline is half of what is left; stopped from outside only past all of it
         rc = self.run("evaluate-rest", self.sitting_args(deadline_s=self.left() / 2), self.left() - 5)
         self.end_phase("evaluate-rest", rc=rc, lacked=before)
@@ -705,13 +755,18 @@ class Sitting:
                                        f"the evaluation ended with status {rc}")
                                       + f" before writing anything (logs/{log}.log)",
                                       "deadline" if rc is None else "failed")
+        self.adopt_publication()
+        if rc != 0:
+            self.state["error"] = f"evaluation ended with status {rc}: see logs/{log}.log"
+
+    def adopt_publication(self) -> None:
+        """The state's view of what the sitting folder's provenance says (status, lacks)."""
+        provenance = self.src / self.published() / "provenance.json"
         self.state["published"] = provenance.is_file()
         found = json.loads(provenance.read_text()) if provenance.is_file() else {}
         self.state["publication_status"] = found.get("status")
         self.state["lacks"] = found.get("lacks")
         self.state["lacks_by_cause"] = found.get("lacks_by_cause")
-        if rc != 0:
-            self.state["error"] = f"evaluation ended with status {rc}: see logs/{log}.log"
 
     def sitting_args(self, speed_only: bool = False, deadline_s: float | None = None) -> list[str]:
         manifest = self.resolved if self.resolved.is_file() else BUNDLE / "manifest.json"
@@ -759,8 +814,9 @@ class Sitting:
                 pipes.mkdir(exist_ok=True)
                 variables = {"CUDA_MPS_PIPE_DIRECTORY": str(pipes), "CUDA_MPS_LOG_DIRECTORY": str(pipes)}
                 os.environ.update(variables)
+                self.mps_live.add(record)
                 try:
-                    started = subprocess.run([control, "-d"], capture_output=True, text=True, timeout=20)
+                    started = subprocess.run([control, "-d"], capture_output=True, text=True, timeout=MPS_CONTROL_S)
                     mode = "on" if started.returncode == 0 else f"failed: {started.stderr.strip()[:80]}"
                     if mode == "on":
                         client = subprocess.run([sys.executable, "-c", MPS_CLIENT_CHECK], capture_output=True,
@@ -770,9 +826,7 @@ class Sitting:
                 except (OSError, subprocess.TimeoutExpired) as err:
                     mode = f"failed: {err}"[:120]
                 if mode != "on":
-                    subprocess.run([control], input="quit\n", text=True, capture_output=True, timeout=20)
-                    for name in variables:
-                        os.environ.pop(name, None)
+                    self.quit_mps(record)
         self.call[record] = mode
         extra = self.logs / "speed-extra.json"
         found = json.loads(extra.read_text()) if extra.is_file() else {}
@@ -780,10 +834,21 @@ class Sitting:
         extra.write_text(json.dumps({**found, record: mode}, indent=1))
 
     def stop_mps(self, record: str = "mps") -> None:
-        if self.call.get(record) == "on":
-            subprocess.run([self.mps_control], input="quit\n", text=True, capture_output=True, timeout=20)
-            for name in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
-                os.environ.pop(name, None)
+        if self.call.get(record) == "on" and record in self.mps_live:
+            self.quit_mps(record)
+
+    def quit_mps(self, record: str) -> None:
+        """The daemon told to quit, its variables removed; optional like its start: a daemon
+        that does not answer (``quit`` waits for its clients) is recorded and left, never
+        taken for the sitting's failure (it would cost the evaluation after the trainings)."""
+        try:
+            subprocess.run([self.mps_control], input="quit\n", text=True, capture_output=True,
+                           timeout=MPS_CONTROL_S)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            self.call[f"{record}_quit"] = f"failed: {err}"[:120]
+        self.mps_live.discard(record)
+        for name in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+            os.environ.pop(name, None)
 
     def sample_gpu(self) -> None:
         """nvidia-smi every SMI_EVERY_S s into logs/nvidia-smi.csv, while the runner lives
@@ -926,9 +991,14 @@ def main(argv=None) -> int:
         parser.error("--out (or $OUT) is required")
     sitting = Sitting(args)
     code = 0
+    # a call stopped from outside (the device command's limit, a Ctrl-C) still stops its
+    # processes and packs what it has: the signal ends the call through `finally`
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _stopped_by_signal)
     try:
-        first = not sitting.state.get("trained")
         sitting.check_manifest()
+        adopted = sitting.adopt_interrupted_training()
+        first = not sitting.state.get("trained")
         sitting.check_window()
         sitting.install()
         if first:
@@ -936,6 +1006,10 @@ def main(argv=None) -> int:
             sitting.evaluate()
             code = 0 if sitting.state.get("published") else 1
             sitting.speed_probe_and_rows()
+        elif adopted:
+            sitting.evaluate()
+            code = 0 if sitting.state.get("published") else 1
+            sitting.remainder()
         else:
             sitting.remainder()
         published = (f"published {sitting.published()} ({sitting.state.get('publication_status')})"
@@ -946,12 +1020,27 @@ def main(argv=None) -> int:
         print(stop, flush=True)
         sitting.state.setdefault("error", str(stop).removeprefix("run.py: "))
         code = 1
+    except Exception as err:
+        # a fault of the runner itself: recorded, and the call ends as after any error (a
+        # later call on the machine evaluates what trained, :meth:`adopt_interrupted_training`)
+        import traceback
+        traceback.print_exc()
+        sitting.state.setdefault("error", f"run.py failed in {sitting.call.get('phase')}: "
+                                          f"{type(err).__name__}: {err}"[:300])
+        code = 1
     finally:
-        for name in list(sitting.procs):
-            sitting.stop(name, grace=2)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)       # the last pack is not itself cut short
+        sitting.stop_all(grace=2)
+        for record in list(sitting.mps_live):      # a daemon left by a call cut short
+            sitting.quit_mps(record)
         sitting.call["phase"] = "done"
         sitting.status(force=True)
     return code
+
+
+def _stopped_by_signal(signum, frame) -> None:
+    raise SystemExit(f"run.py: stopped by {signal.Signals(signum).name}: what is done is packed")
 
 
 if __name__ == "__main__":

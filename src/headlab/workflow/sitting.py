@@ -182,7 +182,8 @@ def translate_until(jobs: dict[str, dict], device: str, deadline: float, max_len
                 stamp.unlink(missing_ok=True)
                 command = translate_command(job, chunk, hyp, device, max_length)
                 with open(logs / f"translate.{name}.log", "a") as log:
-                    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    # in the evaluation's process group: the runner stops them with it
+                    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
                     while proc.poll() is None and time.monotonic() < deadline:
                         time.sleep(0.5)
                     late = proc.poll() is None
@@ -487,7 +488,7 @@ def head_atlas(publication: Publication, models: list[dict], chosen: dict, devic
         name = f"{publication.manifest['slice']['name']}/{publication.ident['sitting']}/{model['name']}"
         with open(logs / f"atlas.{model['name']}.log", "a") as log:
             runs[model["name"]] = subprocess.Popen(atlas_command(chosen[model["name"]]["path"], valid, name, out, device),
-                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                                   stdout=log, stderr=subprocess.STDOUT)
     while any(proc.poll() is None for proc in runs.values()) and time.monotonic() < deadline - ATLAS_MARGIN_S:
         time.sleep(0.5)
     for name, proc in runs.items():
