@@ -23,8 +23,12 @@ GPU_ON_CPU := config/multi30k-gpu.yaml,config/cpu/multi30k-gpu.yaml config/paper
 help:
 	@echo "make run    set up, then run the workflow on $(CONFIG) (all tables and figures)"
 	@echo "make test   set up, then run the test suite"
-	@echo "make bench  set up, then write results/bench/*.csv"
+	@echo "make bench  set up, then write results/bench/*.csv (BENCH=\"--what parts\": its options)"
 	@echo "make dryrun print the DAG of every shipped config"
+	@echo "make test-fast  the tests without the slow end-to-end runs"
+	@echo "make report  snakemake's HTML report of the last run (report.html)"
+	@echo "make docs   the Sphinx site (docs/_build/html)"
+	@echo "make clean  remove every output under results/ but published/ (a later run starts anew)"
 	@echo "make gpu-configs-on-cpu  run the whole DAG of both GPU configs on CPU (config/cpu/ overlays)"
 	@echo "make gpu-bundle          the GPU sitting's bundle of the plan's next slice (SLICE=NAME: that one; prints its command)"
 	@echo "make gpu-rehearsal       the sitting on this CPU, in a venv of the GPU machine's Python and packages"
@@ -95,7 +99,7 @@ docs: setup
 
 bench: setup
 	$(SNAKE) --cores $(CORES) results/data/multi30k/de-en/full/vocab.txt
-	$(BIN)/python -m headlab.bench --out results/bench
+	$(BIN)/python -m headlab.bench --out results/bench $(BENCH)
 
 dryrun: setup
 	$(BIN)/snakemake -n --quiet rules --configfile config/config.yaml
@@ -131,5 +135,8 @@ gpu-rehearsal-plan: setup
 report: setup
 	$(SNAKE) --cores $(CORES) --report report.html
 
+# everything the workflow wrote under results/ (data, models, scores, tables, atlas, every
+# study's folder) but published/, which git tracks; a run after it starts from scratch
 clean:
-	rm -rf .snakemake results/work results/tables results/paper_A results/cpu results/gpu results/gpu-sitting gpu-bundle report.html
+	find results -mindepth 1 -maxdepth 1 ! -name published -exec rm -rf {} +
+	rm -rf .snakemake gpu-bundle report.html

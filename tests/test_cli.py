@@ -34,6 +34,34 @@ def test_every_command_names_itself_and_has_one_option_style(command, capsys):
         assert single_dash == [], f"headlab {command}: options spelled the OpenNMT-py way: {single_dash}"
 
 
+#: the tools run as ``python -m`` (the GPU sitting's and the workflow's own): their help too
+MODULE_TOOLS = ("headlab.workflow.gpu_plan", "headlab.workflow.rehearsal", "headlab.workflow.runlock",
+                "headlab.workflow.sitting", "headlab.workflow.sitting_probe", "headlab.workflow.sitting_clock",
+                "headlab.workflow.gpu_runner")
+
+
+def _words(text: str) -> str:
+    return " ".join(text.replace("``", "").split())
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS) + list(MODULE_TOOLS))
+def test_a_help_that_opens_with_the_modules_docstring_holds_its_whole_first_paragraph(command, capsys):
+    """A description cut at the docstring's first line ends mid-sentence (``headlab
+    gpu-bundle --help``: "...everything a GPU sitting needs that the offline")."""
+    import importlib
+
+    module = importlib.import_module(COMMANDS[command][0] if command in COMMANDS else command)
+    if command in COMMANDS:
+        text = _help(command, capsys)
+    else:
+        with pytest.raises(SystemExit):
+            module.main(["--help"])
+        text = capsys.readouterr().out
+    first_line = _words(module.__doc__.splitlines()[0])
+    if first_line in _words(text):
+        assert _words(module.__doc__.split("\n\n")[0]) in _words(text), text[:600]
+
+
 def test_onmt_help_is_there_on_request(capsys):
     assert main(["train", "--help-onmt"]) == 0
     text = capsys.readouterr().out

@@ -148,6 +148,23 @@ def test_cli(toy, capsys):
     assert err.startswith("headlab: ") and err.count("\n") == 1 and "mismatch" in err
     assert fetch_mod.main(["--dataset", "toy", "--list"]) == 0
     assert "mirror-only.txt" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        fetch_mod.main(["--dest", str(dest)])            # --dataset: required but with --list
+    assert "--dataset is required" in capsys.readouterr().err
+
+
+def test_fetch_list_without_a_dataset_lists_every_datasets_files(capsys):
+    """`headlab fetch --list` (config/paper.yaml's pointer to the downloads that publish no
+    checksum): one line per file of every registered dataset, its name first, '-' where
+    upstream publishes no checksum."""
+    from headlab.data import registry
+
+    assert fetch_mod.main(["--list"]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert {fields[0] for fields in lines} == set(registry.DATASETS)
+    assert len(lines) == sum(len(registry.get(name).files) for name in registry.DATASETS)
+    unverified = [fields for fields in lines if fields[0] == "wmt19-de-en" and fields[2] == "-"]
+    assert unverified and all(fields[3].startswith("http") for fields in unverified)
 
 
 def test_real_mirror(mirror, tmp_path):

@@ -281,7 +281,7 @@ def characterise(model_path: str, src: str, tgt: str, out_dir: str, name: str, *
 def main(argv: list[str]) -> int:
     from headlab.options import CommandParser
 
-    parser = CommandParser("atlas-model", __doc__.splitlines()[0])
+    parser = CommandParser("atlas-model", __doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
     parser.add_argument("--src", required=True, help="validation source (BPE; featured for syntax models)")
     parser.add_argument("--tgt", required=True, help="validation target (BPE)")

@@ -36,7 +36,7 @@ __all__ = ["CONFIGS", "TRAIN_CONFIGS", "attention_plan", "bench_atlas", "bench_a
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headlab.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/bench", help="folder for the bench CSVs")
     parser.add_argument("--sizes", default=None,
                         help="comma list of n (default: 32,128,512,2048 on CPU, 32,64,...,1024 on CUDA)")

@@ -11,6 +11,7 @@ file as ``<file>.sha256`` so a later run can at least detect a change.
 
     headlab fetch --dataset NAME [--file REL ...] --dest DIR [--mirror DIR] [--offline]
                   [--allow-unverified] [--list]
+    headlab fetch --list                 (every dataset's files, checksums and addresses)
 """
 from __future__ import annotations
 
@@ -190,22 +191,28 @@ def fetch(dataset: str, file: str, dest_dir: str | os.PathLike, mirror: str | os
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab fetch", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", required=True, help=f"one of: {', '.join(registry.DATASETS)}")
+    parser.add_argument("--dataset", help=f"one of: {', '.join(registry.DATASETS)} (required but with --list)")
     parser.add_argument("--file", nargs="+", metavar="REL", help="files inside the dataset (default: all)")
     parser.add_argument("--dest", help="the dataset's local folder (files land at DEST/REL)")
     parser.add_argument("--mirror", help=f"data mirror root (default: ${MIRROR_ENV} or ../shared/data)")
     parser.add_argument("--offline", action="store_true", help="never download; the mirror must have it")
     parser.add_argument("--allow-unverified", action="store_true",
                         help="accept downloads that have no known checksum (records the observed sha256)")
-    parser.add_argument("--list", action="store_true", help="list the dataset's files and exit")
+    parser.add_argument("--list", action="store_true",
+                        help="list the dataset's files (without --dataset: every dataset's) and exit; "
+                             "'-': no published checksum")
     args = parser.parse_args(argv)
+    if not args.dataset and not args.list:
+        parser.error("--dataset is required")
 
     def go() -> int:
-        dataset = registry.get(args.dataset)
         if args.list:
-            for rf in dataset.files.values():
-                print(f"{rf.rel}\t{rf.sha256 or '-'}\t{rf.url or '(mirror only)'}")
+            # one dataset's files, or every dataset's with its name first
+            for name in [args.dataset] if args.dataset else list(registry.DATASETS):
+                for rf in registry.get(name).files.values():
+                    print(("" if args.dataset else f"{name}\t") + f"{rf.rel}\t{rf.sha256 or '-'}\t{rf.url or '(mirror only)'}")
             return 0
+        dataset = registry.get(args.dataset)
         if not args.dest:
             parser.error("--dest is required")
         for rel in args.file or list(dataset.files):

@@ -433,7 +433,7 @@ def write_yaml(options: Mapping[str, Any], path: str | Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab onmt-config", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab onmt-config", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", required=True, help="a preset of src/headlab/presets.yaml (mini, base, ...)")
     parser.add_argument("--layers", required=True, help="encoder+decoder layers, e.g. 6+6")
     parser.add_argument("--heads", default="8L",

@@ -187,7 +187,7 @@ def write_finetune(parent: str, parent_config: str, options: Mapping[str, Any], 
 def main(argv: list[str]) -> int:
     from headlab.naming import parse_tune
 
-    parser = argparse.ArgumentParser(prog="headlab finetune-config", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab finetune-config", description=__doc__.split("\n\n")[0])
     parser.add_argument("--parent", required=True, help="the parent's checkpoint (model.pt)")
     parser.add_argument("--parent-config", required=True, help="the parent's OpenNMT-py config (onmt.yaml)")
     parser.add_argument("--tune", required=True, help="the child's tune path (its last /ft_ segment is read)")

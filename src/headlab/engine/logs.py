@@ -93,7 +93,7 @@ def tensorboard_options(config: Mapping[str, Any], save_dir: str) -> dict[str, A
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab learning-curve", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab learning-curve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--log", required=True, help="OpenNMT-py training log (the train rule's train.log)")
     parser.add_argument("--out", required=True, help="tidy CSV: step, split, xent, ppl, acc, lr")
     args = parser.parse_args(argv)

@@ -85,7 +85,7 @@ def count_checkpoint(path: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab params", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab params", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="base", help="a preset of src/headlab/presets.yaml")
     parser.add_argument("--layers", default="6+6", help="ENC+DEC layers, e.g. 6+6 or 6+1")
     parser.add_argument("--heads", default="8L",

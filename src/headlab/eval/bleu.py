@@ -96,7 +96,7 @@ def score_files(hyp: str | os.PathLike, ref: str | os.PathLike, **kwargs) -> dic
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab bleu", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab bleu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hyp", required=True, help="detokenised system output, one line per segment")
     parser.add_argument("--ref", required=True, help="detokenised reference, same number of lines")
     parser.add_argument("--out", required=True, help="JSON file to write")

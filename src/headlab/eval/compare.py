@@ -211,7 +211,7 @@ def _cutoffs(text: str) -> tuple[int, ...]:
 def main(argv: list[str]) -> int:
     import pandas as pd
 
-    parser = argparse.ArgumentParser(prog="headlab compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ref", required=True, help="detokenised reference")
     parser.add_argument("--sys", action="append", required=True, metavar="NAME=HYP",
                         help="a system output (repeatable)")

@@ -156,7 +156,7 @@ def _write_lines(path, lines):
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab contrastive", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab contrastive", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("pairs", help="write the source/target lines to score")

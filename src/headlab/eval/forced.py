@@ -154,7 +154,7 @@ def score_files(model_path, src_path, tgt_path, out_path, *, batch_size: int = 3
 def main(argv: list[str]) -> int:
     from headlab.options import CommandParser
 
-    parser = CommandParser("score", __doc__.splitlines()[0],
+    parser = CommandParser("score", __doc__.split("\n\n")[0],
                            epilog="Any other option is an onmt_translate option (e.g. -disable_enc_heads 8).")
     parser.add_argument("--model", required=True, help="OpenNMT-py 3.5.1 checkpoint (.pt)")
     parser.add_argument("--src", required=True, help="tokenised source, one sentence per line")

@@ -49,7 +49,7 @@ def mucow(root: Path, pair: str, domains: list[str], limit: int | None = None) -
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab suite-split", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab suite-split", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", required=True, help="distil_<name> or mucow")
     parser.add_argument("--pair", required=True, help="language pair, SRC-TGT")
     parser.add_argument("--root", required=True, help="folder with the fetched datasets (DATA/raw)")

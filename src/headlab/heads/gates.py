@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     from headlab.errors import DataError
     from headlab.io import atomic_write
 
-    parser = argparse.ArgumentParser(prog="headlab gates", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab gates", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a gated model's checkpoint (.pt)")
     parser.add_argument("--out", required=True, help="gate values CSV")
     args = parser.parse_args(argv)

@@ -316,7 +316,7 @@ def build(config: dict, root: str, out: str, published: str | None = None) -> di
 def main(argv: list[str]) -> int:
     from headlab.studies import merge_config
 
-    parser = argparse.ArgumentParser(prog="headlab atlas-index", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab atlas-index", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", required=True, help="the workflow's results folder")
     parser.add_argument("--config-json", required=True, action="append", help="the workflow's config as JSON (repeatable: merged in order)")
     parser.add_argument("--out", required=True, help="the atlas folder to write (index.html, data)")

@@ -217,7 +217,7 @@ def save(figure, prefix: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab figure", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab figure", description=__doc__.split("\n\n")[0])
     parser.add_argument("--in", dest="inputs", action="append", required=True, help="tidy CSV (repeatable)")
     parser.add_argument("--x", required=True, help="column on the x axis")
     parser.add_argument("--y", required=True, help="column on the y axis")

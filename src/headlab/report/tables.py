@@ -207,7 +207,7 @@ def _order(text: str | None):
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab table", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--in", dest="inputs", action="append", required=True, help="tidy CSV (repeatable)")
     parser.add_argument("--index", required=True, help="column giving the table rows")
     parser.add_argument("--columns", required=True, help="column giving the table columns")

@@ -181,7 +181,7 @@ FIELDS = ("parser", "sentences", "f1", "precision", "recall", "matched", "gold_b
 def main(argv: list[str]) -> int:
     from headlab.syntax.parse import PARSERS
 
-    ap = argparse.ArgumentParser(prog="headlab parser-eval", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="headlab parser-eval", description=__doc__.split("\n\n")[0])
     ap.add_argument("--treebank", required=True, help="ptb-sample's treebank.zip (or .mrg files)")
     ap.add_argument("--parser", default=PARSERS[0], choices=PARSERS, help="the parser evaluated")
     ap.add_argument("--limit", type=int, default=0, help="score the first N trees (0: all)")

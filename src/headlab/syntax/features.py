@@ -123,7 +123,7 @@ def write_feature_vocabs(src_vocab: str | Path, count: int | None = None, values
 def main_featurize(argv: list[str]) -> int:
     from headlab.syntax.parse import PARSERS
 
-    ap = argparse.ArgumentParser(prog="headlab featurize", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="headlab featurize", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bpe", required=True, help="BPE'd source (pieces joined by '@@ ')")
     ap.add_argument("--parses", required=True, help="the parse cache of the same split (headlab parse)")
     ap.add_argument("--parser", choices=PARSERS, help="the parser the cache must come from")

@@ -250,7 +250,7 @@ def read_parses(path: str | Path, sentences: Iterable[Sequence[str]] | None = No
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="headlab parse", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="headlab parse", description=__doc__.split("\n\n")[0])
     ap.add_argument("--in", dest="src", required=True, help="Moses-tokenised English, one sentence a line")
     ap.add_argument("--out", required=True, help="the parse cache (JSON lines)")
     ap.add_argument("--parser", default=DEFAULT_PARSER, choices=PARSERS, help="depconv (spaCy dependencies to constituents) or benepar")

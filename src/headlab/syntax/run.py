@@ -129,7 +129,7 @@ def profile_heads(model_path: str, treebank: str, src: str, out: str, pair: str 
 def main_profile_heads(argv: list[str]) -> int:
     from headlab.options import CommandParser
 
-    parser = CommandParser("profile-heads", __doc__.splitlines()[0])
+    parser = CommandParser("profile-heads", __doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
     parser.add_argument("--treebank", required=True, help="gold trees, CoNLL-U (.gz allowed)")
     parser.add_argument("--src", required=True, help="the treebank's text after the model's preprocessing (BPE)")

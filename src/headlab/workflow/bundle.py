@@ -633,7 +633,7 @@ OUT/status.json is rewritten every 30 s; OUT/headlab-sitting.tar.gz holds what i
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab gpu-bundle", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab gpu-bundle", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="gpu-bundle", help="the bundle folder (replaced)")
     parser.add_argument("--slice", default=None,
                         help="the GPU plan's slice to bundle (default: the first not done that fits a sitting)")

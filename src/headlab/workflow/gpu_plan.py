@@ -630,7 +630,7 @@ def forecast(plan: Plan, published: Path | str = PUBLISHED, count: int = 3) -> l
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.gpu_plan", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.gpu_plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", default=str(PLAN), help="the GPU plan (a YAML queue of slices)")
     parser.add_argument("--published", default=str(PUBLISHED),
                         help="the published sittings the queue's state is read from")

@@ -966,7 +966,7 @@ class Sitting:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="run.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT"), help="where status.json and the results go ($OUT)")
     parser.add_argument("--work", default=os.environ.get("HEADLAB_GPU_WORK",
                                                          os.path.join(tempfile.gettempdir(), "headlab-gpu")),

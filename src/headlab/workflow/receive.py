@@ -225,7 +225,7 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="headlab receive-sitting", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="headlab receive-sitting", description=__doc__.split("\n\n")[0])
     parser.add_argument("tarball", help="the sitting's headlab-sitting.tar.gz (its status.json beside it, if there)")
     parser.add_argument("--published", default=str(gpu_plan.PUBLISHED), help="the published tree it joins")
     parser.add_argument("--replace", action="store_true",

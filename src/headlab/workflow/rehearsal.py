@@ -264,7 +264,7 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.rehearsal", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.rehearsal", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", default="gpu-bundle", help="a built bundle (make gpu-bundle)")
     parser.add_argument("--venv", default=".venv-rehearsal", help="the Python 3.12 virtual environment of the rehearsal")
     parser.add_argument("--python", default=None, help=f"a CPython {MACHINE_PYTHON} (default: found)")

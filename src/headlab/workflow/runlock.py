@@ -217,7 +217,7 @@ def failures(directory: Path, since: float) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.runlock", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.runlock", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["unlock", "failures"], help="unlock: clear a dead run's lock; failures: list the failed jobs since --since")
     parser.add_argument("--directory", type=Path, default=Path.cwd(), help="snakemake's working directory")
     parser.add_argument("--since", type=float, default=0.0, help="failures: only a log written at or after "

@@ -593,7 +593,7 @@ def _read_json(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting", description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True, help="the bundle's manifest.json")
     parser.add_argument("--out", required=True, help="the sitting's publication folder")
     parser.add_argument("--state", required=True, help="the runner's state.json (machine, phases, checkpoints)")

@@ -119,7 +119,7 @@ def prepare(manifest: dict, name: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_chain", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_chain", description=__doc__.split("\n\n")[0])
     parser.add_argument("--manifest", required=True, help="the sitting's manifest (with the models resolved so far)")
     parser.add_argument("--model", required=True, help="the chained model to prepare")
     parser.add_argument("--out", required=True, help="its completed manifest entry (JSON)")

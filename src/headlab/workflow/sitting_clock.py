@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_clock",
-                                     description=__doc__.splitlines()[0])
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="the clock's JSON (rewritten while the training runs)")
     parser.add_argument("--name", default="", help="the model's name in the sitting")
     parser.add_argument("--profile-from", type=int, default=None,

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     options = tuple(argv[split + 1:])
-    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_probe", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m headlab.workflow.sitting_probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, action="append", help="a model's onmt.yaml (several: a crowd's models)")
     parser.add_argument("--name", required=True, action="append", help="the model's name in the sitting (one a --config)")
     parser.add_argument("--out", required=True,
