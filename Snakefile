@@ -57,7 +57,7 @@ for _configfile in workflow.overwrite_configfiles or ["config/config.yaml"]:
 _sources.append(("--config", dict(workflow.config_settings.config)))
 for _source, _values in reversed(_sources):
     try:
-        headlab.workflow.config_types.coerce_overrides(config, _values, _schema)
+        headlab.workflow.config_types.coerce_overrides(config, _values, _schema, typed=_source != "--config")
     except HeadlabError as err:
         _stop(f"config error: {_source}: {err}")
 # a schema violation as one line naming key, value, what is allowed and where it was written

@@ -46,6 +46,31 @@ def test_free_form_onmt_overrides_read_as_yaml_scalars():
                                             "optim": "adam"}
 
 
+def test_a_head_mask_stays_the_string_it_was_written_as():
+    """``enc_head_mask: "01001100.00000000"`` (the docs' spelling, paper D's pruned models): a
+    leading zero keeps it a string, from a config file or --config (YAML would read a float)."""
+    mask = "01001100.00000000"
+    over = {"studies": {"baseline": {"overrides": {"enc_head_mask": mask, "dropout": "0.1"}}}}
+    out = _coerced({"studies": {"baseline": {"overrides": dict(over["studies"]["baseline"]["overrides"])}}}, over)
+    assert out["studies"]["baseline"]["overrides"] == {"enc_head_mask": mask, "dropout": 0.1}
+    several = {"studies": {"baseline": {"overrides": {"enc_head_mask": "10010000.11111111"}}}}
+    assert _coerced({"studies": {"baseline": {"overrides": {"enc_head_mask": "10010000.11111111"}}}},
+                    several) == several
+    # a config file's quoted value is a string whatever it reads as
+    written = {"training": {"overrides": {"enc_head_mask": "11111111", "train_steps": 600}}}
+    coerce_overrides(written, written, SCHEMA, typed=True)
+    assert written["training"]["overrides"] == {"enc_head_mask": "11111111", "train_steps": 600}
+
+
+def test_a_head_mask_of_another_type_is_one_line_naming_its_key():
+    from headlab.heads.prune import parse_head_mask
+
+    assert parse_head_mask(11111111, [8]) == [[1] * 8]
+    with pytest.raises(ConfigError) as err:
+        parse_head_mask(1001100.0, [8, 8], key="studies.baseline.overrides.enc_head_mask")
+    assert str(err.value).startswith("[studies.baseline.overrides.enc_head_mask] head mask 1001100.0 is a float")
+
+
 @pytest.mark.parametrize("over, key", [
     ({"studies": {"baseline": {"sizes": ["5k"]}}}, "studies.baseline.sizes[0]"),
     ({"studies": {"baseline": {"seeds": ["1", "one"]}}}, "studies.baseline.seeds[1]"),

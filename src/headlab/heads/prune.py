@@ -32,6 +32,11 @@ KEY = "enc_head_mask"
 def parse_head_mask(text: str | None, layer_heads: list[int], key: str = KEY) -> list[list[int]] | None:
     """The mask as one list of 0/1 per layer (None: every head kept); ConfigError naming
     ``key`` for a bad string or one that does not fit ``layer_heads`` (heads per layer)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        text = str(text)        # YAML's reading of an unquoted all-ones mask (11111111)
+    elif text is not None and not isinstance(text, str):
+        raise ConfigError(f"head mask {text!r} is a {type(text).__name__}: write it as a quoted string "
+                          f"of 0/1 per head, one row per layer ('01001100.00000000')", key=key)
     text = (text or "").strip()
     if not text:
         return None

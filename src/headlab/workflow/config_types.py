@@ -12,6 +12,7 @@ as a YAML number, boolean or null becomes one, as it would in a config file.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 import yaml
@@ -41,7 +42,11 @@ def _is_a(value: Any, kind: str) -> bool:
 
 
 def _scalar(text: str) -> Any:
-    """A string as YAML reads it in a config file (``5000`` -> 5000, ``true`` -> True)."""
+    """A string as YAML reads it in a config file (``5000`` -> 5000, ``true`` -> True); but a
+    run of digits with a leading zero stays a string: YAML would read ``01001100.00000000``
+    (a head mask) as the float 1001100.0, and no OpenNMT-py number is written that way."""
+    if re.match(r"[+-]?0[0-9]", text.strip()) or re.fullmatch(r"[01]{2,}([.,][01]{2,})+", text.strip()):
+        return text             # (and a mask of several rows, 10010000.11111111, never a number)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -62,8 +67,10 @@ def _child(schema: Mapping, key: str) -> Mapping:
     return extra if isinstance(extra, Mapping) else {}
 
 
-def coerce(value: Any, schema: Mapping, root: Mapping, key: str) -> Any:
-    """``value`` (possibly strings from ``--config``) converted to what ``schema`` expects."""
+def coerce(value: Any, schema: Mapping, root: Mapping, key: str, reread: bool = True) -> Any:
+    """``value`` (possibly strings from ``--config``) converted to what ``schema`` expects;
+    ``reread`` False: a free-form string stays one (a config file's, which YAML typed already:
+    a quoted value there is meant as a string)."""
     schema = _resolve(schema, root)
     branches = schema.get("oneOf") or schema.get("anyOf")
     if branches:
@@ -71,7 +78,7 @@ def coerce(value: Any, schema: Mapping, root: Mapping, key: str) -> Any:
             return value
         for branch in branches:
             try:
-                candidate = coerce(value, branch, root, key)
+                candidate = coerce(value, branch, root, key, reread)
             except ConfigError:
                 continue
             if _fits(candidate, _resolve(branch, root), root):
@@ -79,14 +86,14 @@ def coerce(value: Any, schema: Mapping, root: Mapping, key: str) -> Any:
         raise ConfigError(f"{value!r} is not valid here (expected one of: "
                           f"{'; '.join(_describe(b, root) for b in branches)})", key=key)
     if isinstance(value, dict):
-        return {k: coerce(v, _child(schema, k), root, f"{key}.{k}" if key else k) for k, v in value.items()}
+        return {k: coerce(v, _child(schema, k), root, f"{key}.{k}" if key else k, reread) for k, v in value.items()}
     if isinstance(value, list):
         items = schema.get("items", {})
-        return [coerce(v, items, root, f"{key}[{i}]") for i, v in enumerate(value)]
+        return [coerce(v, items, root, f"{key}[{i}]", reread) for i, v in enumerate(value)]
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
     if not kinds:  # free-form (OpenNMT-py options): read as a config file would
-        return _scalar(value) if isinstance(value, str) else value
+        return _scalar(value) if isinstance(value, str) and reread else value
     if "null" in kinds and _is_null(value):
         return None
     if any(_is_a(value, k) for k in kinds):
@@ -113,12 +120,13 @@ def _describe(schema: Mapping, root: Mapping) -> str:
     return kinds if isinstance(kinds, str) else " or ".join(kinds)
 
 
-def coerce_overrides(config: dict, overrides: Mapping[str, Any], schema: Mapping) -> None:
+def coerce_overrides(config: dict, overrides: Mapping[str, Any], schema: Mapping, typed: bool = False) -> None:
     """Give the values of ``config`` that came from ``--config`` (``overrides``, as snakemake
     parsed them and merged them into ``config``) the schema's types, in place. ``null``
     where the schema allows no null removes the key (``studies={"paper_A": null}``: a
     mapping given with ``--config`` is merged into the config, so this is the only way to
-    drop a study, a corpus or a study's corpus from the command line)."""
+    drop a study, a corpus or a study's corpus from the command line). ``typed``: the values
+    came from a config file, which YAML typed: its free-form strings are kept as written."""
 
     def walk(node: dict, over: Mapping, sub: Mapping, prefix: str) -> None:
         sub = _resolve(sub, schema)
@@ -129,7 +137,7 @@ def coerce_overrides(config: dict, overrides: Mapping[str, Any], schema: Mapping
             elif k in node and _is_null(v) and not _fits(None, _resolve(_child(sub, k), schema), schema):
                 del node[k]
             elif k in node:
-                node[k] = coerce(node[k], _child(sub, k), schema, key)
+                node[k] = coerce(node[k], _child(sub, k), schema, key, reread=not typed)
 
     walk(config, overrides or {}, schema, "")
 
