@@ -184,3 +184,23 @@ def test_benepar_code_path_with_a_stand_in(nlp, monkeypatch):
     monkeypatch.setitem(sys.modules, "benepar", _FakeBenepar(drop_last_word_of=1))
     with pytest.raises(DataError, match=r"<input>:2: the constituency tree has 1 words, the line 2"):
         parse.parse_sentences([["a", "cat"], ["sleeps", "."]], "benepar", nlp=nlp)
+
+
+def test_the_schema_allows_exactly_the_parsers_there_are():
+    """``studies.paper_C.parsers`` is checked by the schema (one line naming the key and
+    line, before the DAG: an unknown parser was a MissingInputException wall); its enum is
+    the parsers :mod:`headlab.syntax.parse` runs."""
+    from pathlib import Path
+
+    import yaml
+
+    from headlab.syntax.parse import PARSERS
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/schema.yaml").read_text())
+    study = schema["properties"]["studies"]["properties"]["paper_C"]
+    while "$ref" in study:
+        node = schema
+        for part in study["$ref"][2:].split("/"):
+            node = node[part]
+        study = node
+    assert study["properties"]["parsers"]["items"]["enum"] == list(PARSERS)
