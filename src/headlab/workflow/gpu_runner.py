@@ -385,24 +385,19 @@ class Sitting:
 
     def stop(self, name: str, grace: float = 10.0) -> None:
         proc = self.procs.get(name)
-        if proc is None or proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        if proc is not None:
+            self._terminate([proc], grace, kill_wait=30)
 
     def stop_all(self, grace: float) -> None:
-        """Every process of the call at once: SIGTERM, ``grace`` s for all of them, then SIGKILL
-        (one by one, each with its own grace, a call stopped from outside would lose its last pack)."""
-        live = [proc for proc in self.procs.values() if proc.poll() is None]
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
+        """Every process of the call at once (one by one, each with its own grace, a call
+        stopped from outside would lose its last pack)."""
+        self._terminate(list(self.procs.values()), grace, kill_wait=10)
+
+    @staticmethod
+    def _terminate(procs: list[subprocess.Popen], grace: float, kill_wait: float) -> None:
+        """SIGTERM to each process's group, ``grace`` s for all of them, then SIGKILL."""
+        live = [proc for proc in procs if proc.poll() is None]
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
             for proc in live:
                 try:
                     os.killpg(proc.pid, sig)
