@@ -97,3 +97,20 @@ def test_every_option_says_what_it_is_for():
             if is_option and not any(keyword.arg == "help" for keyword in node.keywords):
                 silent.append(f"{path.relative_to(package)}:{node.lineno}")
     assert silent == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bleu", "--hyp", "{tmp}/missing.hyp", "--ref", "{tmp}/missing.ref", "--out", "{tmp}/out/bleu.json"],
+     "headlab bleu: {tmp}/missing.hyp: No such file or directory"),
+    (["vocab", "--train", "{tmp}/missing.src", "{tmp}/missing.tgt", "--out", "{tmp}/out/vocab.txt"],
+     "headlab vocab: {tmp}/missing.src: cannot read the training file: no such file"),
+    (["learning-curve", "--log", "{tmp}/notes.txt", "--out", "{tmp}/out/curve.csv"],
+     "headlab learning-curve: {tmp}/notes.txt: no training step or validation in it: not an OpenNMT-py training "
+     "log"),
+])
+def test_a_missing_or_wrong_input_file_is_one_line_and_writes_nothing(argv, message, tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("some notes\nnot a log\n")
+    assert main([part.format(tmp=tmp_path) for part in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(message.format(tmp=tmp_path)) and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()

@@ -68,7 +68,43 @@ def test_the_shipped_configs_pass():
     ({"training.overrides.train_steps": -5},
      "[training.overrides.train_steps] train_steps must be an integer >= 1, got -5"),
     ({"training.overrides.dropout": "high"},
-     "[training.overrides.dropout] dropout must be a number in [0, 1), or a list of them, got 'high'"),
+     "[training.overrides.dropout] dropout must be a number, got 'high'"),
+    ({"training.overrides.dropout": 1.5},
+     "[training.overrides.dropout] dropout must be a number in [0, 1), or a list of them, got 1.5"),
+    # paper A's contrastive suites: a pair they have no items for, or one the study does not train
+    ({"studies.paper_A.wsd_pair": "fr-en"},
+     "[studies.paper_A.wsd_pair] MuCoW has no items for 'fr-en' (Table 6 and Figure 2); it scores de-en, en-cs"),
+    ({"studies.paper_A.sva_pair": "de-en"},
+     "[studies.paper_A.sva_pair] DistilLingEval has no items for 'de-en' (Figure 3); it scores en-de"),
+    ({"studies.paper_A.data": {"multi30k": ["en-de"]}, "studies.paper_A.wsd_pair": "de-en"},
+     "[studies.paper_A.wsd_pair] wsd_pair 'de-en' is not one of the pairs of studies.paper_A.data (en-de): Table 6 "
+     "and Figure 2 would show the paper's numbers only; name one MuCoW scores: en-de"),
+    # a syntax head kind on a source that is not English (the parses are English)
+    ({"studies.baseline.data": {"multi30k": ["de-en"]}, "studies.baseline.heads": ["8L", "8DEA,*(8L)"]},
+     "[studies.baseline.heads[1]] head spec '8DEA,*(8L)' has syntax heads, which read parses of the English "
+     "source; pair de-en translates from 'de': train it on an en-XX pair"),
+    # gold trees of the syntactic profile: English UD test files, or a split of the corpus
+    ({"atlas": {"treebank": "ud-de_pud"}},
+     "[atlas.treebank] treebank 'ud-de_pud': the profile needs English gold trees (the models' source) with a test "
+     "file in the ud dataset: ud-en_ewt, ud-en_pud"),
+    ({"atlas": {"treebank": "spacy-test_2016_flikr"}},
+     "[atlas.treebank] treebank 'spacy-test_2016_flikr': corpus multi30k has no split 'test_2016_flikr'; splits: "
+     "train, val, test_2016_flickr"),
+    # OpenNMT-py's own types and choices, and ranges it relies on
+    ({"training.overrides.optim": "adamm"},
+     "[training.overrides.optim] optim must be one of sgd, adagrad, adadelta, adam, sparseadam, adafactor, "
+     "fusedadam, adamw8bit, pagedadamw8bit, pagedadamw32bit; got 'adamm'; did you mean 'adam'?"),
+    ({"studies.baseline.overrides": {"transformer_ff": -5}},
+     "[studies.baseline.overrides.transformer_ff] transformer_ff must be an integer >= 1, got -5"),
+    ({"studies.paper_A.lowres.overrides": {"batch_size": 0}},
+     "[studies.paper_A.lowres.overrides.batch_size] batch_size must be an integer >= 1, got 0"),
+    ({"training.overrides.label_smoothing": 1.5},
+     "[training.overrides.label_smoothing] label_smoothing must be a number in [0, 1), got 1.5"),
+    ({"training.overrides.keep_checkpoint": 0},
+     "[training.overrides.keep_checkpoint] keep_checkpoint must be an integer >= 1, or -1 (all); 0 saves no "
+     "checkpoint at all, got 0"),
+    ({"training.overrides.batch_type": "token"},
+     "[training.overrides.batch_type] batch_type must be one of sents, tokens; got 'token'; did you mean 'tokens'?"),
     ({"studies.baseline.overrides": {"attention_dropout": [1.5]}},
      "[studies.baseline.overrides.attention_dropout] attention_dropout must be a number in [0, 1), or a list of "
      "them, got [1.5]"),
@@ -84,6 +120,54 @@ def test_the_shipped_configs_pass():
 ])
 def test_bad_values_name_their_key(change, expected):
     assert expected in _error(_config(**change))
+
+
+def test_a_suite_pair_no_trained_pair_could_replace_is_no_error():
+    """paper A trained on fr-en only: no pair of it has MuCoW items, so the schema's default
+    wsd_pair (de-en) is no mistake of the config: Table 6 shows the paper's numbers only."""
+    check(_config(**{"studies.paper_A.data": {"multi30k": ["fr-en"]}, "studies.paper_A.wsd_pair": "de-en",
+                     "studies.paper_A.sva_pair": "en-de"}))
+
+
+@pytest.mark.parametrize("changes, message", [
+    # the shipped config's mini models keep 2 checkpoints
+    ({"average_last": 3}, "averaging the last 3 checkpoints needs as many kept: keep_checkpoint is 2"),
+    # 250 steps, a checkpoint every 125: two saved, whatever is kept
+    ({"average_last": 3, "keep_checkpoint": -1},
+     "averaging the last 3 checkpoints needs as many saved: train_steps 250 with save_checkpoint_steps 125 saves 2"),
+])
+def test_paper_c_averages_no_more_checkpoints_than_a_training_keeps_and_saves(changes, message):
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    study = config["studies"]["paper_C"]
+    if "keep_checkpoint" in changes:
+        config["training"].setdefault("overrides", {})["keep_checkpoint"] = changes.pop("keep_checkpoint")
+    study.update(changes)
+    with pytest.raises(ConfigError, match=rf"^\[studies\.paper_C\.average_last\] {message}"):
+        check(config)
+    study.update(average_last=2)
+    check(config)
+
+
+def test_paper_b_figure_sentence_is_one_the_attention_export_writes():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config.setdefault("evaluation", {})["attention_sentences"] = 5
+    config["studies"]["paper_B"]["figure_sentence"] = 5
+    with pytest.raises(ConfigError, match=r"^\[studies\.paper_B\.figure_sentence\] sentence 5 \(0-based\) of the "
+                                          r"attention export is read, but evaluation.attention_sentences exports 5: "
+                                          r"raise it to 6 or more"):
+        check(config)
+    config["studies"]["paper_B"]["figure_sentence"] = 4
+    check(config)
+
+
+def test_paper_d_treebank_is_checked_when_the_dag_is_built():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["studies"]["paper_D"]["treebank"] = "ud-en_gum"
+    with pytest.raises(ConfigError, match=r"^\[studies\.paper_D\.treebank\] treebank 'ud-en_gum': the profile "
+                                          r"needs English gold trees"):
+        check(config)
+    config["studies"]["paper_D"]["treebank"] = "spacy-test_2016_flickr"
+    check(config)
 
 
 def test_where_finds_list_items_mapping_keys_and_scalars():

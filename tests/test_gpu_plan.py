@@ -427,6 +427,34 @@ def test_a_bad_chain_is_one_line_naming_its_key_and_line(tmp_path, old, new, mes
     assert "\n" not in str(caught.value) and re.search(r"gpu-plan.yaml:\d+:", str(caught.value))
 
 
+@pytest.mark.parametrize("old, new, line, message", [
+    # what the GPU machine would otherwise find only when the sitting trains: named here
+    ("      - {heads: 8Ftoken, row: T5 deep}", "      - {heads: 8Ftokn, row: T5 deep}", "      - {heads: 8Ftokn",
+     r"\[heads\] slice A-T1-deep: model 8Ftokn: bad head spec '8Ftokn': .*did you mean 'Ftoken'"),
+    ("    preset: base_lowres\n", "    preset: base_lowress\n", "    preset: base_lowress",
+     r"\[preset\] slice A-lowres: unknown model preset 'base_lowress' \(did you mean 'base_lowres'"),
+    ("    overrides: {lambda_kl: 0.1}", "    overrides: {lambda_kl: 0.1, optim: adamm}", "    overrides: {lambda_kl",
+     r"\[optim\] slice B-base-dhicm: model 8L: optim must be one of .*got 'adamm'"),
+    ("    pair: en-de\n    layers: \"6+6\"\n    preset: base\n    models:\n      - {heads: 8L, row: Transformer}",
+     "    pair: en-xx\n    layers: \"6+6\"\n    preset: base\n    models:\n      - {heads: 8L, row: Transformer}",
+     "    pair: en-xx", r"\[pair\] slice C-core-base: dataset 'multi30k' has no language 'xx'"),
+    ("        options: {train_steps: 400, warmup_steps: 100, valid_steps: 100, save_checkpoint_steps: 100}\n      - name: control",
+     "        options: {train_steps: 400, warmup_steps: -100, valid_steps: 100, save_checkpoint_steps: 100}\n      - name: control",
+     "        options: {train_steps: 400, warmup_steps: -100",
+     r"\[warmup_steps\] slice D-gates-8L: chain link pruned: warmup_steps must be an integer >= 0, got -100"),
+    ("lambda_l0: 0.1, train_steps: 400, warmup_steps: 100", "lambda_l0: 0.1, train_steps: 400, warmup_step: 100",
+     "        options: {gate: enc, lambda_l0: 0.1, train_steps: 400, warmup_step",
+     r"\[warmup_step\] slice D-gates-8L: chain link gated: unknown OpenNMT-py train option 'warmup_step'; did you "
+     r"mean 'warmup_steps'"),
+])
+def test_a_slices_bad_training_is_one_line_naming_its_line_in_the_plan(tmp_path, old, new, line, message):
+    path = _bad_plan(tmp_path, old, new)
+    with pytest.raises(ConfigError, match=message) as caught:
+        gpu_plan.load(path)
+    number = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text.startswith(line))
+    assert str(caught.value).startswith(f"{path}:{number}: ") and "\n" not in str(caught.value)
+
+
 def _clock(root: Path, slice_name: str, sitting: str, created: str, step_ms: dict[str, object],
            first_batch_s: float | str = "", columns: dict[str, dict] | None = None) -> Path:
     """A sitting folder's throughput.csv with the training's own clock (``step_ms`` per model,

@@ -101,19 +101,94 @@ def test_option_names_are_cached_per_onmt_version_and_rebuilt_when_unreadable(tm
     from headlab.engine import config as onmt_config
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    onmt_config._option_names.cache_clear()
+    onmt_config._option_specs.cache_clear()
     names = onmt_config._option_names("train")
     assert {"learning_rate", "enc_heads", "embeddings_init"} <= names
     cache = onmt_config._options_cache_file("train")
-    assert cache.parent == tmp_path / "headlab" and set(json.loads(cache.read_text())) == names
-    # the next process reads the file (here: a planted name proves it was read)
-    cache.write_text(json.dumps(sorted(names | {"planted_option"})))
-    onmt_config._option_names.cache_clear()
+    specs = json.loads(cache.read_text())
+    assert cache.parent == tmp_path / "headlab" and set(specs) == names
+    assert specs["optim"]["choices"][:2] == ["sgd", "adagrad"] and specs["batch_size"]["kind"] == "int"
+    # the next process reads the file (here: a planted option proves it was read)
+    planted = {"kind": "int", "many": False, "empty": False, "choices": [1, 2]}
+    cache.write_text(json.dumps({**specs, "planted_option": planted}))
+    onmt_config._option_specs.cache_clear()
     validate_options({"planted_option": 1})
-    # a damaged cache is rebuilt from OpenNMT-py's parser
-    cache.write_text("{not json")
-    onmt_config._option_names.cache_clear()
-    with pytest.raises(ConfigError, match="planted_option"):
-        validate_options({"planted_option": 1})
-    assert set(json.loads(cache.read_text())) == names
-    onmt_config._option_names.cache_clear()
+    with pytest.raises(ConfigError, match=r"planted_option must be one of 1, 2; got 3"):
+        validate_options({"planted_option": 3})
+    # a damaged cache, or one of an older layout (a list of names), is rebuilt from OpenNMT-py's parser
+    for damaged in ("{not json", json.dumps(sorted(names | {"planted_option"}))):
+        cache.write_text(damaged)
+        onmt_config._option_specs.cache_clear()
+        with pytest.raises(ConfigError, match="planted_option"):
+            validate_options({"planted_option": 1})
+        assert json.loads(cache.read_text()) == specs
+    onmt_config._option_specs.cache_clear()
+
+
+@pytest.mark.parametrize("option, value, message", [
+    # argparse's type and choices, as onmt_train applies them to the YAML it reads
+    ("optim", "adamm", "optim must be one of sgd, .*; got 'adamm'; did you mean 'adam'"),
+    ("decay_method", "Noam", "decay_method must be one of noam, noamwd, rsqrt, none; got 'Noam'"),
+    ("batch_type", 3, "batch_type must be one of sents, tokens; got 3"),
+    ("batch_size", 1.5, "batch_size must be an integer, got 1.5"),
+    ("batch_size", True, "batch_size must be an integer, got True"),
+    ("learning_rate", "fast", "learning_rate must be a number, got 'fast'"),
+    ("transformer_ff", [1024, 2048], r"transformer_ff takes one value, got the list \[1024, 2048\]"),
+    ("dropout", [], "dropout needs at least one value, got an empty list"),
+    ("accum_count", [1, "x"], "accum_count must be an integer, got 'x'"),
+    ("share_embeddings", "maybe", "share_embeddings is a switch: true or false, got 'maybe'"),
+    # ranges argparse does not check
+    ("transformer_ff", -5, r"transformer_ff must be an integer >= 1, got -5"),
+    ("batch_size", 0, r"batch_size must be an integer >= 1, got 0"),
+    ("label_smoothing", 1.5, r"label_smoothing must be a number in \[0, 1\), got 1.5"),
+    ("label_smoothing", 1, r"label_smoothing must be a number in \[0, 1\), got 1"),
+    ("accum_count", [1, 0], r"accum_count must be an integer >= 1 \(or a list of them\), got \[1, 0\]"),
+    ("hidden_size", 0, r"hidden_size must be an integer >= 1 \(or -1"),
+    ("warmup_steps", -1, r"warmup_steps must be an integer >= 0, got -1"),
+    ("adam_beta2", 1.0, r"adam_beta2 must be a number in \[0, 1\), got 1.0"),
+])
+def test_a_bad_option_value_names_the_option(option, value, message):
+    with pytest.raises(ConfigError, match=rf"\[{option}\] {message}"):
+        train_config(preset="tiny", layers="1+1", heads="8L", overrides={option: value}, **PATHS)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("optim", "adam"), ("batch_size", "64"), ("learning_rate", 2), ("hidden_size", -1), ("dropout", [0.1, 0.2]),
+    ("share_embeddings", False), ("share_embeddings", "yes"), ("label_smoothing", 0), ("gpu_ranks", []),
+    ("warmup_steps", 0), ("model_dtype", "bf16"), ("transformer_ff", None),
+])
+def test_values_onmt_train_accepts_are_accepted(option, value):
+    options = train_config(preset="tiny", layers="1+1", heads="8L", overrides={option: value}, **PATHS)
+    assert options[option] == value or option == "model_dtype"   # CPU runs train in fp32
+
+
+def test_bad_value_in_a_yaml_file_names_file_and_line(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("save_model: m\nbatch_size: 10\noptim: adamm\n")
+    with pytest.raises(ConfigError, match=rf"{path}:3: \[optim\] optim must be one of"):
+        validate_yaml_file(path)
+
+
+def _edges():
+    """(option, a value at its bound that must pass, one past it that must fail) of every
+    range headlab checks: the bounds as RANGES states them, each tried on both sides."""
+    from headlab.engine.option_values import RANGES
+
+    for option, (low, high, extra, _) in RANGES.items():
+        integer = float(low).is_integer() and high is None
+        below = int(low) - 1 if integer else low - 0.01
+        if below in extra:
+            below -= 1
+        yield option, int(low) if integer else low, below
+        if high is not None:
+            yield option, high - 0.01, high
+        for allowed in extra:
+            yield option, allowed, None
+
+
+@pytest.mark.parametrize("option, inside, outside", list(_edges()))
+def test_every_checked_range_holds_at_its_bound(option, inside, outside):
+    assert train_config(preset="tiny", layers="1+1", heads="8L", overrides={option: inside}, **PATHS)[option] == inside
+    if outside is not None:
+        with pytest.raises(ConfigError, match=rf"\[{option}\] {option} must be .*, got {outside!r}"):
+            train_config(preset="tiny", layers="1+1", heads="8L", overrides={option: outside}, **PATHS)

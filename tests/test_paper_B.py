@@ -108,6 +108,24 @@ def test_bad_grid_value_names_its_key_when_the_dag_is_built(option, value):
         check(config)
 
 
+@pytest.mark.parametrize("stage2, message", [
+    # stage 2 is planned only after stage 1 has trained: its names and values are checked before
+    ({"label_smothing": [0.1]}, r"\[studies\.paper_B\.grid\.stage2\.label_smothing\] unknown OpenNMT-py train "
+                                r"option 'label_smothing'; did you mean 'label_smoothing'\?"),
+    ({"label_smoothing": [0.1, 1.5]}, r"\[studies\.paper_B\.grid\.stage2\.label_smoothing\] grid value 1\.5: "
+                                      r"label_smoothing must be a number in \[0, 1\)"),
+    ({"optim": ["adam", "adamm"]}, r"\[studies\.paper_B\.grid\.stage2\.optim\] grid value 'adamm': optim must "
+                                   r"be one of sgd, .*did you mean 'adam'"),
+])
+def test_stage_two_grid_is_checked_when_the_dag_is_built(stage2, message):
+    from headlab.workflow.config_check import check
+    from test_config_check import _config
+
+    config = _config(**{"studies.paper_B": {**STUDY, "grid": {"stage1": {"heads": [4]}, "stage2": stage2}}})
+    with pytest.raises(ConfigError, match=rf"^{message}"):
+        check(config)
+
+
 def test_dry_run_stage_two_waits_for_stage_one(tmp_path, mirror):
     config = _paper_b_config(tmp_path, mirror)
     result = snakemake("-n", "--configfile", str(config))

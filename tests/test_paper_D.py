@@ -266,6 +266,13 @@ def test_finetune_config_command(parent, tmp_path):
     assert cfg["seed"] == 3                     # a fine-tune keeps its parent's seed (issue 22)
     assert (tmp_path / "child" / "init.pt").is_file()
 
+    # a bad training option of the fine-tune: one line naming it, and nothing written
+    bad = tmp_path / "bad"
+    with pytest.raises(ConfigError, match=r"\[optim\] optim must be one of .*got 'adamm'"):
+        main(["--parent", str(path), "--parent-config", str(parent_cfg), "--tune", "/ft_gate=enc+optim=adamm",
+              "--save-dir", str(bad), "--out", str(bad / "onmt.yaml")])
+    assert not bad.exists()
+
 
 def test_gated_and_masked_checkpoints_translate_with_stock_onmt_translate(parent, tmp_path):
     from headlab.engine.finetune import initial_checkpoint
@@ -486,3 +493,16 @@ def test_study_config_errors_name_the_key():
         paper_d.check({**good, "finetune": {}})
     with pytest.raises(ConfigError, match=r"studies\.paper_D\.prune\.enc_head_mask"):
         paper_d.check({**good, "prune": {"enc_head_mask": "1"}})
+    # the fine-tunes' training options: planned only after their parents train, checked now
+    for part, options, message in (
+            ("finetune", {"train_steps": -3}, r"\[studies\.paper_D\.finetune\.train_steps\] train_steps must be "
+                                             r"an integer >= 1, got -3"),
+            ("finetune", {"train_steps": 4, "lerning_rate": 1.0}, r"\[studies\.paper_D\.finetune\.lerning_rate\] "
+                                                                 r"unknown OpenNMT-py train option 'lerning_rate'; "
+                                                                 r"did you mean 'learning_rate'"),
+            ("prune", {"optim": "adamm"}, r"\[studies\.paper_D\.prune\.optim\] optim must be one of"),
+            ("prune", {"learning_rate": -2}, r"\[studies\.paper_D\.prune\.learning_rate\] learning_rate must be "
+                                             r"a number > 0, got -2")):
+        changed = {**good, part: {**(good.get(part) or {}), **options}}
+        with pytest.raises(ConfigError, match=rf"^{message}"):
+            paper_d.check(changed)

@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     except HeadlabError as err:  # the user's input is wrong: one line, no traceback
         print(f"headlab {name}: {err}", file=sys.stderr)
         return 1
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+        if err.filename is None:     # not about a path the user gave: a bug, with its traceback
+            raise
+        # an input path given on the command line that is not there (or not readable)
+        print(f"headlab {name}: {err.filename}: {err.strerror}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

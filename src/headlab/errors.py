@@ -17,6 +17,7 @@ class HeadlabError(Exception):
             where += f"[{key}] "
         super().__init__(where + message)
         self.path, self.line, self.key = path, line, key
+        self.message = message      # without the file, line and key: for re-raising under another key
 
 
 class ConfigError(HeadlabError):

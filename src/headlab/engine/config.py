@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from headlab.engine import option_values
 from headlab.errors import ConfigError
 from headlab.io import atomic_write
 from headlab.naming import STOCK_HEADS, parse_heads_name
@@ -97,24 +98,25 @@ def _known_options(kind: str) -> dict[str, argparse.Action]:
 
 
 def _options_cache_file(kind: str) -> Path:
-    """Where the option names of this OpenNMT-py + headlab are kept: keyed by the installed
-    OpenNMT-py version and the source of the headlab modules that add options."""
+    """Where the options of this OpenNMT-py + headlab are kept: keyed by the installed
+    OpenNMT-py version and the source of the headlab modules that add options or read them."""
     import hashlib
     import os
     from importlib import metadata
 
     digest = hashlib.sha256(metadata.version("OpenNMT-py").encode())
-    for module in ("opts.py", "compat.py"):
+    for module in ("opts.py", "compat.py", "option_values.py"):
         digest.update(resources.files("headlab.engine").joinpath(module).read_bytes())
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "headlab"
     return root / f"onmt-options-{kind}-{digest.hexdigest()[:16]}.json"
 
 
 @functools.lru_cache(maxsize=None)
-def _option_names(kind: str) -> frozenset[str]:
-    """Names of the options OpenNMT-py's ``kind`` parser accepts. Building the parser imports
-    torch and OpenNMT-py (3 s); a workflow generates one config per model, so the names
-    are cached on disk (the cache is only an optimisation: any failure rebuilds them)."""
+def _option_specs(kind: str) -> dict[str, dict[str, Any]]:
+    """Name -> type, list-ness and choices (:func:`headlab.engine.option_values.spec`) of the
+    options OpenNMT-py's ``kind`` parser accepts. Building the parser imports torch and
+    OpenNMT-py (3 s); a workflow generates one config per model, so they are cached on disk
+    (the cache is only an optimisation: any failure rebuilds them)."""
     import json
 
     try:
@@ -123,30 +125,43 @@ def _option_names(kind: str) -> frozenset[str]:
         path = None
     if path is not None:
         try:
-            return frozenset(json.loads(path.read_text(encoding="utf-8")))
+            specs = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(specs, dict) and all(isinstance(v, dict) and "kind" in v for v in specs.values()):
+                return specs
         except (OSError, ValueError):
             pass
-    names = frozenset(_known_options(kind))
+    specs = {name: option_values.spec(action) for name, action in sorted(_known_options(kind).items())}
     if path is not None:
         try:
             with atomic_write(path) as handle:
-                json.dump(sorted(names), handle)
+                json.dump(specs, handle)
         except OSError:
             pass
-    return names
+    return specs
+
+
+def _option_names(kind: str) -> frozenset[str]:
+    """Names of the options OpenNMT-py's ``kind`` parser accepts."""
+    return frozenset(_option_specs(kind))
 
 
 def validate_options(options: Mapping[str, Any], *, kind: str = "train",
                      source: str = "<config>", lines: Mapping[str, int] | None = None) -> None:
-    """Raise ConfigError for the first key OpenNMT-py does not know (with a suggestion)."""
-    known = _option_names(kind)
-    for key in options:
-        if key in _STRUCTURAL or key in known:
+    """Raise ConfigError for the first key OpenNMT-py does not know (with a suggestion), or
+    whose value its parser would reject when the job reads the YAML (a type or a choice:
+    :func:`headlab.engine.option_values.problem`)."""
+    specs = _option_specs(kind)
+    for key, value in options.items():
+        if key in _STRUCTURAL:
             continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         line = (lines or {}).get(key)
-        raise ConfigError(f"unknown OpenNMT-py {kind} option {key!r}{hint}", path=source, line=line, key=key)
+        if key not in specs:
+            close = difflib.get_close_matches(key, specs, n=1, cutoff=0.75)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown OpenNMT-py {kind} option {key!r}{hint}", path=source, line=line, key=key)
+        wrong = option_values.problem(key, value, specs[key])
+        if wrong:
+            raise ConfigError(wrong, path=source, line=line, key=key)
 
 
 def one_line_errors(parser, kind: str):
@@ -383,6 +398,9 @@ def _check_training_values(options: Mapping[str, Any], source: str) -> None:
         if not rates or not all(_is_number(r) and 0 <= r < 1 for r in rates):
             raise ConfigError(f"{key} must be a number in [0, 1), or a list of them, got {value!r}",
                               path=source, key=key)
+    bad = option_values.out_of_range(options)
+    if bad:
+        raise ConfigError(bad[1], path=source, key=bad[0])
 
 
 def check_values(options: Mapping[str, Any], source: str = "<config>") -> None:

@@ -176,12 +176,14 @@ def write_finetune(parent: str, parent_config: str, options: Mapping[str, Any], 
         parent_opts = yaml.safe_load(handle)
     changes, train = split_options(options)
     ckpt = initial_checkpoint(parent, changes, expected=parent_opts)
-    Path(save_dir).mkdir(parents=True, exist_ok=True)
     init = f"{save_dir}/init.pt"
+    # the child's options are checked before anything is written: a bad one leaves no init.pt
+    child = child_config(parent_opts, train, ckpt["opt"], init, save_dir)
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
     tmp = f"{init}.tmp"
     torch.save(ckpt, tmp)
     os.replace(tmp, init)
-    write_yaml(child_config(parent_opts, train, ckpt["opt"], init, save_dir), out)
+    write_yaml(child, out)
 
 
 def main(argv: list[str]) -> int:

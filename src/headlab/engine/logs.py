@@ -98,6 +98,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, help="tidy CSV: step, split, xent, ppl, acc, lr")
     args = parser.parse_args(argv)
     curve = read_curve(args.log)
+    if curve.empty:     # an empty CSV would fail only in the figure, far from its cause
+        raise DataError("no training step or validation in it: not an OpenNMT-py training log, or a training "
+                        "that logged no step (train_steps below report_every)", path=args.log)
     with atomic_write(args.out) as handle:
         curve.to_csv(handle, index=False)
     print(f"headlab learning-curve: {len(curve)} rows ({(curve['split'] == 'valid').sum()} validation) -> {args.out}")

@@ -348,6 +348,9 @@ def vocab(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, help="the shared (or, with --out-tgt, source) vocabulary")
     parser.add_argument("--out-tgt", help="a separate target vocabulary")
     args = parser.parse_args(argv)
+    for path in args.train:     # OpenNMT-py's own check raises a bare IOError without the path
+        if not Path(path).is_file():
+            raise DataError("cannot read the training file: no such file", path=path)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     shared = args.out_tgt is None

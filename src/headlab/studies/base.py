@@ -94,6 +94,18 @@ class Study(ABC):
         """OpenNMT-py options its grid varies itself (a config override of one is an error)."""
         return set()
 
+    def checkpoints_read(self, study: Mapping[str, Any]) -> tuple[int, str | None]:
+        """How many of a model's last checkpoints it reads (paper C translates their average),
+        and the config key that says so: the DAG check compares it with what a training
+        keeps and saves. Default: the trained model alone."""
+        return 1, None
+
+    def attention_sentences_read(self, study: Mapping[str, Any]) -> tuple[int, str | None]:
+        """How many of the exported test sentences' attention it reads (paper B's figures draw
+        sentence ``figure_sentence``), and the config key that says so: the DAG check
+        compares it with ``evaluation.attention_sentences``, what the export writes."""
+        return 0, None
+
     def tests(self, corpus: Mapping[str, Any]) -> list[str]:
         """The test sets of a corpus that it scores (default: all of them)."""
         return list(corpus["tests"])

@@ -17,7 +17,14 @@ preparation, with one error naming the config key:
   ones in plain text files already on disk (Multi30k in the mirror); for the others the
   count is only known once ``prepare`` has read them (archives, XML): that job fails then;
 * every ``overrides`` mapping anywhere in the config: OpenNMT-py option names, with the
-  did-you-mean suggestion of :func:`headlab.engine.config.validate_options`.
+  did-you-mean suggestion of :func:`headlab.engine.config.validate_options`, and their values
+  as ``onmt_train`` would check them (types, choices; ranges: :mod:`headlab.engine.option_values`);
+* what jobs after training would otherwise find: syntax head kinds on a non-English source,
+  a study reading more checkpoints than a training keeps and saves (paper C's
+  ``average_last``) or more exported attention sentences than ``evaluation.attention_sentences``
+  (paper B's ``figure_sentence``), the profile's gold trees (paper D's and the atlas's
+  ``treebank``), and what each study checks itself (:meth:`headlab.studies.base.Study.check`:
+  paper A's suite pairs, paper B's grids, paper D's fine-tune options).
 
 Seeds (``seeds``, ``headline_seeds``: positive, no repeats) are checked by the schema (seed
 0 would leave OpenNMT-py unseeded: its ``set_random_seed`` seeds only values > 0); a seed
@@ -192,6 +199,12 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
 
     study, prefix = config["studies"][name], f"studies.{name}"
     STUDIES[name].check(study)      # what the study itself checks (paper B's grids)
+    read, read_key = STUDIES[name].attention_sentences_read(study)
+    exported = int(config.get("evaluation", {}).get("attention_sentences", 100))
+    if read > exported:
+        raise ConfigError(f"sentence {read - 1} (0-based) of the attention export is read, but "
+                          f"evaluation.attention_sentences exports {exported}: raise it to {read} or more",
+                          key=read_key)
     global_overrides = dict(config.get("training", {}).get("overrides", {}))
     # a study's model whose grid value equals the preset's has no override for it (same path
     # as the preset's model), so a global override of that option would silently replace
@@ -242,9 +255,40 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
                                    overrides={**global_overrides, **overrides})
         except HeadlabError as err:
             field = "heads" if err.key in SPEC_KEYS else None
-            raise _rekey(err, key(field) if field else _override_key(err.key, overrides, global_overrides, prefix)) from None
+            raise _rekey(err, key(field) if field else _override_key(err.key, overrides, global_overrides, study, prefix)) from None
+        _check_syntax_source(model, heads, key("heads"))     # after train_config: the spec parses
+        _check_checkpoints(options, *STUDIES[name].checkpoints_read(study))
         _check_reported(options, global_overrides, overrides, prefix, model)
         _check_width(options, global_overrides, study, prefix, key("preset"))
+
+
+def _check_syntax_source(model: Mapping, written: str, key: str) -> None:
+    """Syntax head kinds (paper C's DEA, LPEA, RHE) read parses of the English source (the
+    parser, spaCy's English model): another source language fails when snakemake plans the
+    parse job (an InputFunctionException), named here at the model's head spec."""
+    from headlab.heads.spec import needs_syntax
+
+    source = model["pair"].split("-")[0]
+    if source != "en" and needs_syntax(model["heads"]):
+        raise ConfigError(f"head spec {written!r} has syntax heads, which read parses of the English source; "
+                          f"pair {model['pair']} translates from {source!r}: train it on an en-XX pair", key=key)
+
+
+def _check_checkpoints(options: Mapping, needed: int, key: str | None) -> None:
+    """A study that averages a model's last ``needed`` checkpoints (paper C §A.1) fails in
+    its averaging job, after training, when OpenNMT-py keeps (``keep_checkpoint``) or saves
+    (one every ``save_checkpoint_steps``, and the last step) fewer."""
+    if needed <= 1:
+        return
+    kept = int(options.get("keep_checkpoint", -1))
+    steps, every = int(options.get("train_steps", 100000)), int(options.get("save_checkpoint_steps", 5000))
+    saved = steps // every + (1 if steps % every else 0)
+    if 0 < kept < needed:
+        raise ConfigError(f"averaging the last {needed} checkpoints needs as many kept: keep_checkpoint is {kept}; "
+                          f"raise it (training.overrides.keep_checkpoint) or average fewer", key=key)
+    if saved < needed:
+        raise ConfigError(f"averaging the last {needed} checkpoints needs as many saved: train_steps {steps} with "
+                          f"save_checkpoint_steps {every} saves {saved}; average fewer or save more often", key=key)
 
 
 def _written(config: Mapping, study: str, heads: str) -> tuple[str, str] | tuple[None, None]:
@@ -276,6 +320,48 @@ def check_head_names(config: Mapping) -> None:
             raise ConfigError(f"{spec!r} names the same model as {seen[ident]!r} (both are {ident[2]!r} in "
                               f"model paths); list it once", key=f"studies.{name}.{field}[{index}]")
         seen[ident] = spec
+
+
+def _treebank_problem(config: Mapping, treebank: str, corpora: list[str]) -> str | None:
+    """Why the syntactic profile cannot read ``treebank`` (``ud-PREFIX``: an English UD test
+    file of the ``ud`` dataset; ``spacy-SPLIT``: a split of each corpus, parsed with spaCy)."""
+    from headlab.data import local, registry
+
+    kind, name = treebank.split("-", 1)
+    if kind == "ud":
+        files = registry.get("ud").files
+        english = [prefix for prefix in registry.UD_COMMITS
+                   if prefix.startswith("en_") and f"{prefix}-ud-test.conllu.gz" in files]
+        if name not in english:
+            return (f"treebank {treebank!r}: the profile needs English gold trees (the models' source) with a test "
+                    f"file in the ud dataset: {', '.join('ud-' + prefix for prefix in english)}")
+        return None
+    for corpus in corpora:
+        c = config["corpora"][corpus]
+        splits = ([c["train"], c["valid"], *c["tests"]] if local.is_local(c)
+                  else list(registry.get(c["dataset"]).splits))
+        if name not in splits:
+            return f"treebank {treebank!r}: corpus {corpus} has no split {name!r}; splits: {', '.join(splits)}"
+    return None
+
+
+def check_treebanks(config: Mapping) -> None:
+    """Paper D's and the atlas's gold trees: an unknown UD prefix or split would fail only
+    in the profile job, after training."""
+    from headlab.atlas.select import settings
+    from headlab.studies.common import corpus_pairs
+
+    paper_d = config["studies"].get("paper_D")
+    if paper_d:
+        corpora = sorted({corpus for corpus, _ in corpus_pairs(paper_d) if corpus in config["corpora"]})
+        problem = _treebank_problem(config, paper_d.get("treebank", "ud-en_ewt"), corpora)
+        if problem:
+            raise ConfigError(problem, key="studies.paper_D.treebank")
+    atlas = settings(config)
+    if atlas and atlas.get("treebank"):
+        problem = _treebank_problem(config, atlas["treebank"], sorted(config["corpora"]))
+        if problem:
+            raise ConfigError(problem, key="atlas.treebank")
 
 
 def check_same_models(config: Mapping) -> None:
@@ -339,10 +425,13 @@ def _check_width(options: Mapping, global_overrides: Mapping, study: Mapping, pr
                               f"{name} / heads dimensions; use a head count that divides {width}", key=key)
 
 
-def _override_key(option: str, overrides: Mapping, global_overrides: Mapping, prefix: str) -> str:
-    """Where an option's bad value was set: the global overrides when only they set it,
-    else the study's (which win over them)."""
-    if option in global_overrides and option not in overrides:
+def _override_key(option: str, overrides: Mapping, global_overrides: Mapping, study: Mapping, prefix: str) -> str:
+    """Where an option's bad value was set: the study's overrides mapping (or grid) that sets
+    it, since the study's win over the global ones; the global overrides when only they set it."""
+    if option in overrides:
+        return (_option_key(option, overrides[option], study, prefix, {})
+                or f"{prefix}.overrides.{option}")
+    if option in global_overrides:
         return f"training.overrides.{option}"
     return f"{prefix}.overrides.{option}"
 
@@ -375,6 +464,7 @@ def check(config: Mapping, mirror: str | None = None) -> None:
     check_corpora(config)
     check_head_names(config)
     check_same_models(config)
+    check_treebanks(config)
     roots = (f"{config.get('results', 'results')}/data/raw",) + ((str(mirror),) if mirror else ())
     for name in config["studies"]:
         check_study(config, name, roots)

@@ -60,6 +60,9 @@ class PaperA(Study):
         from headlab.studies.paper_A.readme import readme
         return readme(files, provenance)
 
+    def check(self, study):
+        grid.check(study)
+
     def tests(self, corpus):
         return grid.tests(corpus)
 

@@ -139,3 +139,31 @@ def ablates_heads(study, model: Mapping[str, str]) -> bool:
     return model["heads"] == FIXED and model["layers"] in (study["shallow"], study["deep"]) \
         and model["preset"] == study["preset"] and model["pair"] in study["data"].get(model["corpus"], []) \
         and not model.get("tune") and model["seed"] in study_seeds(study)
+
+
+#: config key -> (suite, the pairs it scores, what reads it)
+SUITE_PAIRS = {"wsd_pair": ("MuCoW", "MUCOW_PAIRS", "Table 6 and Figure 2"),
+               "sva_pair": ("DistilLingEval", "DISTIL_PAIRS", "Figure 3")}
+
+
+def check(study) -> None:
+    """The pairs of the contrastive suites, named by their key: one the suite has no items
+    for fails in a job after training (MuCoW, DistilLingEval: en-de only); one the standard
+    scenario does not train leaves the table or figure without a row of ours, which is an
+    error when another pair of the study could stand there."""
+    from headlab.eval import suite_split
+
+    pairs = [pair for _, pair in corpus_pairs(study)]
+    for key, (suite, attribute, readers) in SUITE_PAIRS.items():
+        scored = getattr(suite_split, attribute)
+        pair = study.get(key)
+        if pair is None:
+            continue
+        if pair not in scored:
+            raise ConfigError(f"{suite} has no items for {pair!r} ({readers}); it scores {', '.join(sorted(scored))}",
+                              key=f"studies.paper_A.{key}")
+        usable = [known for known in pairs if known in scored]
+        if pair not in pairs and usable:
+            raise ConfigError(f"{key} {pair!r} is not one of the pairs of studies.paper_A.data ({', '.join(pairs)}): "
+                              f"{readers} would show the paper's numbers only; name one {suite} scores: "
+                              f"{', '.join(usable)}", key=f"studies.paper_A.{key}")

@@ -87,6 +87,9 @@ class PaperB(Study):
     def varied_options(self, study):
         return grid.varied_options(study)
 
+    def attention_sentences_read(self, study):
+        return int(study.get("figure_sentence", 0)) + 1, "studies.paper_B.figure_sentence"
+
     def is_headline(self, study, root):
         return grid.is_headline(study, root)
 

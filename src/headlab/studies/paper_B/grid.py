@@ -152,7 +152,7 @@ def check(study) -> None:
     """Config errors the schema cannot express, naming the key. Every grid value is checked
     as the option's value (headlab's range checks: ``lambda_kl`` and the dropouts >= 0, ...),
     since a grid value becomes a candidate's training option."""
-    from headlab.engine.config import check_values
+    from headlab.engine.config import check_values, validate_options
 
     for stage in STAGES:
         grid = study["grid"].get(stage) or {}
@@ -163,10 +163,15 @@ def check(study) -> None:
             key = f"studies.paper_B.grid.{stage}.{option}"
             if not values:
                 raise ConfigError(f"no values for {option!r}", key=key)
+            try:    # both stages' option names, before stage 1 trains (stage 2 is planned after it)
+                validate_options({option: None}, kind="train", source="paper_B grid")
+            except ConfigError as err:
+                raise ConfigError(err.message, key=key) from None
             for value in values:
                 try:
+                    validate_options({option: value}, kind="train", source="paper_B grid")
                     check_values({option: value}, source="paper_B grid")
                 except ConfigError as err:
-                    raise ConfigError(f"grid value {value!r}: {str(err).split('] ', 1)[-1]}", key=key) from None
+                    raise ConfigError(f"grid value {value!r}: {err.message}", key=key) from None
     if study.get("lambda_kl", 0.1) < 0:
         raise ConfigError("lambda_kl must be >= 0 (eq. 5 subtracts lambda * KL)", key="studies.paper_B.lambda_kl")

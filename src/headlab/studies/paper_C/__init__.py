@@ -76,6 +76,9 @@ class PaperC(Study):
     def varied_options(self, study):
         return grid.varied_options(study)
 
+    def checkpoints_read(self, study):
+        return int(study.get("average_last", 1)), "studies.paper_C.average_last"
+
     def tests(self, corpus):
         return grid.tests(corpus)
 

@@ -134,3 +134,17 @@ def check(study) -> None:
         for bad in owned:
             if bad in (study.get(part) or {}):
                 raise ConfigError(f"{bad} is set by the study, not in {part}", key=f"studies.paper_D.{part}.{bad}")
+        _check_training_options(study.get(part) or {}, part)
+
+
+def _check_training_options(options: Mapping[str, Any], part: str) -> None:
+    """The fine-tunes' OpenNMT-py options (``finetune``, ``prune``): names, values and ranges
+    as the parents' are checked, since the fine-tunes are planned only once their parent
+    (and, for the pruned ones, the gates stage) has trained."""
+    from headlab.engine.config import check_values, validate_options
+
+    try:
+        validate_options(options, kind="train", source=f"studies.paper_D.{part}")
+        check_values(options, source=f"studies.paper_D.{part}")
+    except ConfigError as err:
+        raise ConfigError(err.message, key=f"studies.paper_D.{part}.{err.key}") from None

@@ -1,0 +1,132 @@
+"""Values of OpenNMT-py options, checked the way ``onmt_train`` would check them, but when
+the config is built instead of when the job reads its YAML.
+
+``onmt_train -config run.yaml`` reads the YAML with configargparse: every scalar becomes
+``str(value)``, a list becomes one string per item (only for an option that takes several
+values), a switch (``store_true``) accepts ``true``/``false``/``yes``/``no``/``on``/``off``/
+``1``/``0``; argparse then applies the option's ``type`` and ``choices``. A bad value (``optim:
+adamm``, ``batch_size: 1.5``) is therefore rejected, but only inside the training job, minutes
+or hours after the workflow started, with a ~250-line usage text. :func:`problem` replays
+those rules from a JSON-able description of each option (:func:`spec`, cached on disk
+beside the option names by :mod:`headlab.engine.config`), without building the parser.
+
+argparse checks no ranges: ``transformer_ff: -5`` fails when the model is built,
+``batch_size: 0`` never yields a batch, ``label_smoothing: 1.5`` fails in the loss.
+:data:`RANGES` holds the bounds of the options a grid or an override plausibly changes;
+:func:`out_of_range` checks them on a whole training config.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+from typing import Any, Mapping
+
+#: what configargparse accepts for a switch, lower-cased
+_SWITCH_VALUES = ("true", "yes", "on", "1", "false", "no", "off", "0")
+_TYPES = {int: "int", float: "float", str: "str", None: "str"}
+
+
+def spec(action: argparse.Action) -> dict[str, Any]:
+    """What :func:`problem` needs of one argparse action, as plain JSON values: ``kind``
+    (``switch``, ``int``, ``float``, ``str``, or ``other`` for a custom type such as
+    headlab's own, checked by :func:`headlab.engine.config.check_values`), ``many`` (the
+    option takes a list), ``empty`` (the list may be empty: ``nargs='*'``) and ``choices``."""
+    if action.nargs == 0:
+        kind = "switch"
+    else:
+        kind = _TYPES.get(action.type, "other")
+    many = action.nargs in ("+", "*") or (isinstance(action.nargs, int) and action.nargs > 1)
+    choices = list(action.choices) if action.choices is not None else None
+    return {"kind": kind, "many": many, "empty": action.nargs == "*", "choices": choices}
+
+
+def _convert(kind: str, text: str) -> Any:
+    return {"int": int, "float": float}.get(kind, str)(text)
+
+
+def problem(name: str, value: Any, option: Mapping[str, Any]) -> str | None:
+    """Why ``onmt_train`` would reject ``value`` for option ``name`` (None: it would not)."""
+    if value is None:          # configargparse drops a null: the option keeps its default
+        return None
+    if option["kind"] == "switch":
+        if isinstance(value, list) or str(value).lower() not in _SWITCH_VALUES:
+            return f"{name} is a switch: true or false, got {value!r}"
+        return None
+    if isinstance(value, list):
+        if not option["many"]:
+            return f"{name} takes one value, got the list {value!r}"
+        if not value and not option["empty"]:
+            return f"{name} needs at least one value, got an empty list"
+        items = value
+    else:
+        items = [value]
+    for item in items:
+        if isinstance(item, (list, dict)):
+            return f"{name} takes plain values, got {value!r}"
+        if option["kind"] in ("int", "float"):
+            try:
+                converted = _convert(option["kind"], str(item))
+            except ValueError:
+                article = "an integer" if option["kind"] == "int" else "a number"
+                return f"{name} must be {article}, got {item!r}"
+        else:
+            converted = str(item)
+        choices = option["choices"]
+        if choices is not None and converted not in choices:
+            close = difflib.get_close_matches(str(item), [str(c) for c in choices], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return f"{name} must be one of {', '.join(map(str, choices))}; got {item!r}{hint}"
+    return None
+
+
+#: option -> (lowest value, highest value or None, values allowed beside the range,
+#: how the value is described). Only bounds OpenNMT-py 3.5.1 itself relies on
+#: (``-1`` for the widths means "use ``enc_hid_size``/``dec_hid_size``", onmt/opts.py).
+RANGES: dict[str, tuple[float, float | None, tuple, str]] = {
+    "transformer_ff": (1, None, (), "an integer >= 1"),
+    "hidden_size": (1, None, (-1,), "an integer >= 1 (or -1: enc_hid_size/dec_hid_size)"),
+    "word_vec_size": (1, None, (-1,), "an integer >= 1 (or -1: src/tgt_word_vec_size)"),
+    "src_word_vec_size": (1, None, (), "an integer >= 1"),
+    "tgt_word_vec_size": (1, None, (), "an integer >= 1"),
+    "enc_hid_size": (1, None, (), "an integer >= 1"),
+    "dec_hid_size": (1, None, (), "an integer >= 1"),
+    "batch_size": (1, None, (), "an integer >= 1"),
+    "valid_batch_size": (1, None, (), "an integer >= 1"),
+    "accum_count": (1, None, (), "an integer >= 1 (or a list of them)"),
+    "save_checkpoint_steps": (1, None, (), "an integer >= 1"),
+    "valid_steps": (1, None, (), "an integer >= 1"),
+    "keep_checkpoint": (1, None, (-1,), "an integer >= 1, or -1 (all); 0 saves no checkpoint at all"),
+    "warmup_steps": (0, None, (), "an integer >= 0"),
+    "label_smoothing": (0, 1, (), "a number in [0, 1)"),
+    "adam_beta1": (0, 1, (), "a number in [0, 1)"),
+    "adam_beta2": (0, 1, (), "a number in [0, 1)"),
+    "max_grad_norm": (0, None, (), "a number >= 0 (0: no clipping)"),
+    "src_seq_length": (1, None, (), "an integer >= 1"),
+    "tgt_seq_length": (1, None, (), "an integer >= 1"),
+    "bucket_size": (1, None, (), "an integer >= 1"),
+    "num_workers": (0, None, (), "an integer >= 0"),
+}
+
+
+def _in_range(value: Any, low: float, high: float | None, extra: tuple) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    if number in extra:
+        return True
+    return number >= low and (high is None or number < high)
+
+
+def out_of_range(options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first option of :data:`RANGES` outside its bounds: (option, message), else None."""
+    for name, (low, high, extra, described) in RANGES.items():
+        if options.get(name) is None:
+            continue
+        value = options[name]
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(_in_range(item, low, high, extra) for item in values):
+            return name, f"{name} must be {described}, got {value!r}"
+    return None
