@@ -114,3 +114,15 @@ def test_a_missing_or_wrong_input_file_is_one_line_and_writes_nothing(argv, mess
     err = capsys.readouterr().err
     assert err.startswith(message.format(tmp=tmp_path)) and err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_file_the_command_line_did_not_name_keeps_its_traceback(monkeypatch):
+    """Only a path the user gave is their input; a file of headlab's own that is missing is a bug."""
+    import headlab.eval.bleu as bleu
+
+    def broken(argv):
+        open("/nonexistent/headlab-resource.json")
+
+    monkeypatch.setattr(bleu, "main", broken)
+    with pytest.raises(FileNotFoundError):
+        main(["bleu", "--hyp", "h", "--ref", "r", "--out", "o"])

@@ -192,3 +192,47 @@ def test_every_checked_range_holds_at_its_bound(option, inside, outside):
     if outside is not None:
         with pytest.raises(ConfigError, match=rf"\[{option}\] {option} must be .*, got {outside!r}"):
             train_config(preset="tiny", layers="1+1", heads="8L", overrides={option: outside}, **PATHS)
+
+
+class _Rejected(Exception):
+    pass
+
+
+#: (option, value) as a YAML config gives them: what onmt_train accepts and rejects
+PARSER_CASES = [
+    ("optim", "adamm"), ("optim", "adam"), ("decay_method", "Noam"), ("batch_type", 3), ("batch_type", "tokens"),
+    ("batch_size", 1.5), ("batch_size", True), ("batch_size", "64"), ("learning_rate", "fast"),
+    ("learning_rate", "1e-3"), ("transformer_ff", [1024, 2048]), ("dropout", []), ("dropout", [0.1, 0.2]),
+    ("dropout", ""), ("dropout", 0.1), ("accum_count", [1, "x"]), ("share_embeddings", "maybe"),
+    ("share_embeddings", "yes"), ("share_embeddings", False), ("share_embeddings", 1), ("gpu_ranks", []),
+    ("transforms", []), ("transforms", ["headlab_words"]), ("transforms", ["bpee"]), ("model_dtype", "bf16"),
+    ("model_dtype", "fp8"), ("seed", -3), ("heads", "8"), ("enc_heads", "7Ftoken+1L"), ("src_vocab", 5),
+]
+
+
+def test_value_checks_agree_with_onmt_trains_own_parser(tmp_path):
+    """Each case through OpenNMT-py's parser (configargparse reading the YAML, as onmt_train
+    does, headlab's options added) and through headlab's replay of it: the same verdict."""
+    import headlab.engine.plugin  # noqa: F401
+    import onmt.opts
+    from onmt.utils.parse import ArgumentParser
+
+    from headlab.engine.config import _option_specs
+    from headlab.engine.option_values import problem
+
+    def reject(message):
+        raise _Rejected(message)
+
+    specs = _option_specs("train")
+    for option, value in PARSER_CASES:
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump({"data": {}, "src_vocab": "v", option: value}))
+        parser = ArgumentParser()
+        onmt.opts.train_opts(parser)
+        parser.error = reject
+        try:
+            parser.parse_known_args(["-config", str(path)])
+            accepted = True
+        except _Rejected:
+            accepted = False
+        assert accepted == (problem(option, value, specs[option]) is None), (option, value, accepted)

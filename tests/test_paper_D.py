@@ -506,3 +506,11 @@ def test_study_config_errors_name_the_key():
         changed = {**good, part: {**(good.get(part) or {}), **options}}
         with pytest.raises(ConfigError, match=rf"^{message}"):
             paper_d.check(changed)
+    # options that depend on each other are checked on the child's whole config: the mini
+    # preset saves every 125 steps, the prune part too, so validating every 250 selects well...
+    paper_d.check({**good, "prune": {**good["prune"], "model_selection": "valid_loss", "valid_steps": 250}})
+    # ...and every 200 would validate where no checkpoint is
+    with pytest.raises(ConfigError, match=r"^\[studies\.paper_D\.prune\.valid_steps\] model_selection valid_loss "
+                                          r"needs a checkpoint at every validation: valid_steps \(200\) must be a "
+                                          r"multiple of save_checkpoint_steps \(125\)"):
+        paper_d.check({**good, "prune": {**good["prune"], "model_selection": "valid_loss", "valid_steps": 200}})

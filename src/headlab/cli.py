@@ -83,9 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"headlab {name}: {err}", file=sys.stderr)
         return 1
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
-        if err.filename is None:     # not about a path the user gave: a bug, with its traceback
+        # a path given on the command line that is not there (or not readable): one line;
+        # any other (a file of headlab's own) is a bug, with its traceback
+        if err.filename is None or not any(str(err.filename) in arg for arg in rest):
             raise
-        # an input path given on the command line that is not there (or not readable)
         print(f"headlab {name}: {err.filename}: {err.strerror}", file=sys.stderr)
         return 1
 

@@ -105,7 +105,8 @@ def _options_cache_file(kind: str) -> Path:
     from importlib import metadata
 
     digest = hashlib.sha256(metadata.version("OpenNMT-py").encode())
-    for module in ("opts.py", "compat.py", "option_values.py"):
+    # the modules that add options or transforms (whose names are choices), and the spec's reader
+    for module in ("opts.py", "compat.py", "plugin.py", "words.py", "option_values.py"):
         digest.update(resources.files("headlab.engine").joinpath(module).read_bytes())
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "headlab"
     return root / f"onmt-options-{kind}-{digest.hexdigest()[:16]}.json"
@@ -378,8 +379,15 @@ def syntax_options(options: dict[str, Any], heads: str) -> None:
     options["transforms"] = transforms + wanted["transforms"]
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _number(value: Any) -> float | None:
+    """``value`` as onmt_train reads a number (``float(str(value))``: PyYAML reads ``1e-3``
+    as a string, OpenNMT-py takes it), None if it is no number (a bool is none)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(str(value))
+    except ValueError:
+        return None
 
 
 def _check_training_values(options: Mapping[str, Any], source: str) -> None:
@@ -390,12 +398,12 @@ def _check_training_values(options: Mapping[str, Any], source: str) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{key} must be an integer >= 1, got {value!r}", path=source, key=key)
     rate = options.get("learning_rate", 1.0)
-    if not _is_number(rate) or rate <= 0:
+    if _number(rate) is None or _number(rate) <= 0:
         raise ConfigError(f"learning_rate must be a number > 0, got {rate!r}", path=source, key="learning_rate")
     for key in ("dropout", "attention_dropout"):
         value = options.get(key, [0.0])
-        rates = value if isinstance(value, list) else [value]
-        if not rates or not all(_is_number(r) and 0 <= r < 1 for r in rates):
+        rates = [_number(r) for r in (value if isinstance(value, list) else [value])]
+        if not rates or not all(r is not None and 0 <= r < 1 for r in rates):
             raise ConfigError(f"{key} must be a number in [0, 1), or a list of them, got {value!r}",
                               path=source, key=key)
     bad = option_values.out_of_range(options)

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 #: what configargparse accepts for a switch, lower-cased
 _SWITCH_VALUES = ("true", "yes", "on", "1", "false", "no", "off", "0")
+#: argparse type -> kind; no type (None) leaves the value the string configargparse made
 _TYPES = {int: "int", float: "float", str: "str", None: "str"}
 
 
@@ -47,6 +48,8 @@ def _convert(kind: str, text: str) -> Any:
 def problem(name: str, value: Any, option: Mapping[str, Any]) -> str | None:
     """Why ``onmt_train`` would reject ``value`` for option ``name`` (None: it would not)."""
     if value is None:          # configargparse drops a null: the option keeps its default
+        return None
+    if value == "" and option["many"]:     # and an empty string for a list option, too
         return None
     if option["kind"] == "switch":
         if isinstance(value, list) or str(value).lower() not in _SWITCH_VALUES:
@@ -80,8 +83,12 @@ def problem(name: str, value: Any, option: Mapping[str, Any]) -> str | None:
 
 
 #: option -> (lowest value, highest value or None, values allowed beside the range,
-#: how the value is described). Only bounds OpenNMT-py 3.5.1 itself relies on
-#: (``-1`` for the widths means "use ``enc_hid_size``/``dec_hid_size``", onmt/opts.py).
+#: how the value is described). The bounds OpenNMT-py 3.5.1 relies on (a width or batch of
+#: 0; ``-1`` for the widths means "use ``enc_hid_size``/``dec_hid_size``", onmt/opts.py), and
+#: headlab's where OpenNMT-py takes a value that cannot be meant: a negative
+#: ``max_grad_norm`` (no clipping, as 0 says), ``label_smoothing`` 1 (a uniform target),
+#: ``keep_checkpoint`` below -1 (all, as -1 says), ``save_checkpoint_steps`` 0 (only the last
+#: step: no resume, no model selection, which the workflow reads checkpoints for).
 RANGES: dict[str, tuple[float, float | None, tuple, str]] = {
     "transformer_ff": (1, None, (), "an integer >= 1"),
     "hidden_size": (1, None, (-1,), "an integer >= 1 (or -1: enc_hid_size/dec_hid_size)"),
@@ -95,7 +102,7 @@ RANGES: dict[str, tuple[float, float | None, tuple, str]] = {
     "accum_count": (1, None, (), "an integer >= 1 (or a list of them)"),
     "save_checkpoint_steps": (1, None, (), "an integer >= 1"),
     "valid_steps": (1, None, (), "an integer >= 1"),
-    "keep_checkpoint": (1, None, (-1,), "an integer >= 1, or -1 (all); 0 saves no checkpoint at all"),
+    "keep_checkpoint": (1, None, (-1,), "-1 (all) or an integer >= 1 (0 saves none)"),
     "warmup_steps": (0, None, (), "an integer >= 0"),
     "label_smoothing": (0, 1, (), "a number in [0, 1)"),
     "adam_beta1": (0, 1, (), "a number in [0, 1)"),

@@ -47,10 +47,11 @@ from pathlib import Path
 
 from headlab.errors import ConfigError, HeadlabError
 from headlab.workflow import gpu_plan
+from headlab.workflow.slice_check import SITTING_CONFIGS, stop_overrides
 
 REPO = Path(__file__).resolve().parents[3]
 #: the sitting's workflow: the GPU config with the one-sitting overlay
-CONFIGS = ("config/multi30k-gpu.yaml", "config/gpu-sitting.yaml")
+CONFIGS = SITTING_CONFIGS
 #: the study whose models the sitting trains (its published folder is the DAG checked)
 TARGETS = ("tables",)
 #: rules downstream of a model: what may be left for a GPU machine once the CPU-side
@@ -316,11 +317,7 @@ def slice_overlay(choice: gpu_plan.Choice) -> dict:
              "heads": choice.slice.heads, "seeds": list(choice.seeds)}
     if entry.get("overrides"):
         study["overrides"] = dict(entry["overrides"])
-    stop = entry["stop"]
-    return {"studies": {"baseline": study},
-            "training": {"overrides": {"valid_steps": stop["valid_steps"], "save_checkpoint_steps": stop["valid_steps"],
-                                       "early_stopping": stop["patience"], "early_stopping_criteria": ["ppl"],
-                                       "model_selection": "valid_loss"}}}
+    return {"studies": {"baseline": study}, "training": {"overrides": stop_overrides(entry["stop"])}}
 
 
 def slice_manifest(choice: gpu_plan.Choice) -> dict:

@@ -280,12 +280,15 @@ def _check_checkpoints(options: Mapping, needed: int, key: str | None) -> None:
     (one every ``save_checkpoint_steps``, and the last step) fewer."""
     if needed <= 1:
         return
-    kept = int(options.get("keep_checkpoint", -1))
-    steps, every = int(options.get("train_steps", 100000)), int(options.get("save_checkpoint_steps", 5000))
+    def value(option: str, default: int) -> int:     # a null keeps OpenNMT-py's default
+        return default if options.get(option) is None else int(options[option])
+
+    kept = value("keep_checkpoint", -1)
+    steps, every = value("train_steps", 100000), value("save_checkpoint_steps", 5000)
     saved = steps // every + (1 if steps % every else 0)
     if 0 < kept < needed:
-        raise ConfigError(f"averaging the last {needed} checkpoints needs as many kept: keep_checkpoint is {kept}; "
-                          f"raise it (training.overrides.keep_checkpoint) or average fewer", key=key)
+        raise ConfigError(f"averaging the last {needed} checkpoints needs as many kept: keep_checkpoint is {kept} "
+                          f"(the preset's, or training.overrides'); raise it or average fewer", key=key)
     if saved < needed:
         raise ConfigError(f"averaging the last {needed} checkpoints needs as many saved: train_steps {steps} with "
                           f"save_checkpoint_steps {every} saves {saved}; average fewer or save more often", key=key)
@@ -358,8 +361,10 @@ def check_treebanks(config: Mapping) -> None:
         if problem:
             raise ConfigError(problem, key="studies.paper_D.treebank")
     atlas = settings(config)
-    if atlas and atlas.get("treebank"):
-        problem = _treebank_problem(config, atlas["treebank"], sorted(config["corpora"]))
+    if atlas and atlas.get("treebank"):     # profiled: the English-source models of every study
+        english = sorted({corpus for study in config["studies"].values() for corpus, pair in corpus_pairs(study)
+                          if pair.startswith("en-") and corpus in config["corpora"]})
+        problem = _treebank_problem(config, atlas["treebank"], english)
         if problem:
             raise ConfigError(problem, key="atlas.treebank")
 
@@ -433,6 +438,8 @@ def _override_key(option: str, overrides: Mapping, global_overrides: Mapping, st
                 or f"{prefix}.overrides.{option}")
     if option in global_overrides:
         return f"training.overrides.{option}"
+    if option is None:          # an error of the preset's whole config, no one option's
+        return f"{prefix}.preset"
     return f"{prefix}.overrides.{option}"
 
 

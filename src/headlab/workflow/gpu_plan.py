@@ -39,6 +39,7 @@ from headlab.studies.published import LATER_COLUMNS
 from headlab.workflow.gpu_measures import (PUBLISHED, EvaluationMeasured, Measured, SpeedTable, cell_number,
                                            measured_evaluation, measured_speed, side_track_line, sitting_time,
                                            speed_tables)
+from headlab.workflow.slice_check import check_trainings
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN = REPO / "config/gpu-plan.yaml"
@@ -263,7 +264,9 @@ def load(path: Path | str = PLAN, schema_path: Path | str = SCHEMA) -> Plan:
         if names.count(found.name) > 1:
             raise ConfigError(f"slice {found.name!r} is named twice", key="name", **where)
         _check_chain(found, path, root_node, index)
-        _check_trainings(found, path, root_node, index)
+        check_trainings(found.name, found.entry, found.chain,
+                        lambda location, at=index: {"path": str(path),
+                                                    "line": _line_of(root_node, ["slices", at, *location])})
         written, computed = found.entry["cost_gpu_s"], found.computed_cost_s
         if abs(written - computed) > COST_TOLERANCE * computed:
             raise ConfigError(f"slice {found.name}: cost_gpu_s {written:g} disagrees with the measured throughput "
@@ -273,52 +276,6 @@ def load(path: Path | str = PLAN, schema_path: Path | str = SCHEMA) -> Plan:
                               + " + evaluation)",
                               key="cost_gpu_s", **where)
     return plan
-
-
-def _check_trainings(found: Slice, path: Path, root_node, index: int) -> None:
-    """What a sitting would otherwise find on the GPU machine: the pair in Multi30k, every
-    model's training config as the bundle's workflow builds it (preset, layers, head spec,
-    the slice's overrides and stop rule: :func:`headlab.engine.config.train_config`) and
-    every chain link's fine-tune options (names, values, ranges), named at their line here."""
-    from headlab.data import registry
-    from headlab.engine.config import check_values, resolve_preset, train_config, validate_options
-    from headlab.engine.finetune import split_options
-    from headlab.workflow.config_check import SPEC_KEYS
-
-    entry = found.entry
-    multi30k = registry.get("multi30k")
-    try:
-        multi30k.pair_parts(entry["pair"], "train")
-    except HeadlabError as err:
-        raise ConfigError(f"slice {found.name}: {err.message}", path=str(path), key="pair",
-                          line=_line_of(root_node, ["slices", index, "pair"])) from None
-    stop = {"valid_steps": entry["stop"]["valid_steps"], "save_checkpoint_steps": entry["stop"]["valid_steps"],
-            "early_stopping": entry["stop"]["patience"], "model_selection": "valid_loss"}
-    try:
-        resolve_preset(entry["preset"])
-    except HeadlabError as err:
-        raise ConfigError(f"slice {found.name}: {err.message}", path=str(path), key="preset",
-                          line=_line_of(root_node, ["slices", index, "preset"])) from None
-    overrides = entry.get("overrides") or {}
-    for number, model in enumerate(entry["models"]):
-        try:
-            train_config(preset=entry["preset"], layers=entry["layers"], heads=model["heads"], train_src="s",
-                         train_tgt="t", valid_src="vs", valid_tgt="vt", vocab="v", save_dir="m",
-                         overrides={**overrides, **stop}, device="gpu")
-        except HeadlabError as err:
-            key = "heads" if err.key in SPEC_KEYS else err.key or "models"
-            where = ["slices", index, "overrides"] if key in overrides else ["slices", index, "models", number]
-            raise ConfigError(f"slice {found.name}: model {model['heads']}: {err.message}", path=str(path),
-                              line=_line_of(root_node, where), key=key) from None
-    for number, link in enumerate(found.chain):
-        try:
-            _, train = split_options(link["options"])
-            validate_options(train, kind="train", source="chain")
-            check_values(train, source="chain")
-        except HeadlabError as err:
-            raise ConfigError(f"slice {found.name}: chain link {link['name']}: {err.message}", path=str(path),
-                              line=_line_of(root_node, ["slices", index, "chain", number, "options"]),
-                              key=err.key or "options") from None
 
 
 def _check_chain(found: Slice, path: Path, root_node, index: int) -> None:

@@ -134,17 +134,30 @@ def check(study) -> None:
         for bad in owned:
             if bad in (study.get(part) or {}):
                 raise ConfigError(f"{bad} is set by the study, not in {part}", key=f"studies.paper_D.{part}.{bad}")
-        _check_training_options(study.get(part) or {}, part)
+    _check_training_options(study)
 
 
-def _check_training_options(options: Mapping[str, Any], part: str) -> None:
-    """The fine-tunes' OpenNMT-py options (``finetune``, ``prune``): names, values and ranges
-    as the parents' are checked, since the fine-tunes are planned only once their parent
-    (and, for the pruned ones, the gates stage) has trained."""
-    from headlab.engine.config import check_values, validate_options
+def _check_training_options(study) -> None:
+    """The fine-tunes' OpenNMT-py options (``finetune``, then ``prune`` over it): names, values
+    and ranges as the parents' are checked, since the fine-tunes are planned only once their
+    parent (and, for the pruned ones, the gates stage) has trained. Values that depend on
+    each other (``model_selection`` and the checkpoint steps) are checked on the child's
+    options: the parent's preset and overrides with the fine-tune's."""
+    from headlab.engine.config import check_values, parse_layers, resolve_preset, validate_options
 
     try:
-        validate_options(options, kind="train", source=f"studies.paper_D.{part}")
-        check_values(options, source=f"studies.paper_D.{part}")
-    except ConfigError as err:
-        raise ConfigError(err.message, key=f"studies.paper_D.{part}.{err.key}") from None
+        enc_layers, dec_layers = parse_layers(str(study["layers"]))
+        preset = resolve_preset(study["preset"])
+    except ConfigError:     # named at its own key by the workflow's check of the models
+        return
+    parent = {**preset, **(study.get("overrides") or {}), "enc_layers": enc_layers, "dec_layers": dec_layers}
+    child = dict(parent)
+    for part in ("finetune", "prune"):
+        options = study.get(part) or {}
+        child.update(options)
+        try:
+            validate_options(options, kind="train", source=f"studies.paper_D.{part}")
+            check_values(child, source=f"studies.paper_D.{part}")
+        except ConfigError as err:
+            key = f"studies.paper_D.{part}.{err.key}" if err.key in options else f"studies.paper_D.{part}"
+            raise ConfigError(err.message, key=key) from None
