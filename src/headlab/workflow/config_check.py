@@ -43,18 +43,8 @@ from headlab.errors import ConfigError, HeadlabError
 SPEC_KEYS = {"enc_heads", "dec_heads", "cross_heads", "heads"}
 
 
-def _message(err: HeadlabError) -> str:
-    """The error's message without its own ``[key]`` / ``path:`` prefix."""
-    text = str(err)
-    if err.path is not None:
-        text = text.split(": ", 1)[1] if ": " in text else text
-    if err.key is not None and text.startswith(f"[{err.key}] "):
-        text = text[len(err.key) + 3:]
-    return text
-
-
 def _rekey(err: HeadlabError, key: str) -> ConfigError:
-    return ConfigError(_message(err), key=key)
+    return ConfigError(err.message, key=key)
 
 
 def where(node: Any, value: Any, prefix: str) -> str | None:
