@@ -174,12 +174,16 @@ def _edges():
     range headlab checks: the bounds as RANGES states them, each tried on both sides."""
     from headlab.engine.option_values import RANGES
 
-    for option, (low, high, extra, _) in RANGES.items():
-        integer = float(low).is_integer() and high is None
-        below = int(low) - 1 if integer else low - 0.01
-        if below in extra:
-            below -= 1
-        yield option, int(low) if integer else low, below
+    for option, bounds in RANGES.items():
+        low, high, extra = bounds.low, bounds.high, bounds.extra
+        integer = float(low).is_integer() and high is None and not bounds.above
+        if bounds.above:        # the bound itself is outside
+            yield option, low + 0.01, low
+        else:
+            below = int(low) - 1 if integer else low - 0.01
+            if below in extra:
+                below -= 1
+            yield option, int(low) if integer else low, below
         if high is not None:
             yield option, high - 0.01, high
         for allowed in extra:

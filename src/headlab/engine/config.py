@@ -379,33 +379,16 @@ def syntax_options(options: dict[str, Any], heads: str) -> None:
     options["transforms"] = transforms + wanted["transforms"]
 
 
-def _number(value: Any) -> float | None:
-    """``value`` as onmt_train reads a number (``float(str(value))``: PyYAML reads ``1e-3``
-    as a string, OpenNMT-py takes it), None if it is no number (a bool is none)."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(str(value))
-    except ValueError:
-        return None
-
-
 def _check_training_values(options: Mapping[str, Any], source: str) -> None:
-    """Values OpenNMT-py accepts but fails on later (report_every 0 divides by zero inside
-    the job) or rejects only when it reads the generated YAML, far from the config key."""
+    """The bounds of :data:`headlab.engine.option_values.RANGES` (values OpenNMT-py takes
+    but fails on later: ``report_every`` 0 divides by zero inside the job), after headlab's
+    own rule that ``train_steps`` and ``report_every`` are YAML integers: ``onmt_train``
+    would take ``"300"``, but the workflow counts steps with them (checkpoints saved, the
+    GPU plan's cost, fine-tune lengths), so a string there would fail far from the key."""
     for key in ("train_steps", "report_every"):
         value = options.get(key, 1)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(f"{key} must be an integer >= 1, got {value!r}", path=source, key=key)
-    rate = options.get("learning_rate", 1.0)
-    if _number(rate) is None or _number(rate) <= 0:
-        raise ConfigError(f"learning_rate must be a number > 0, got {rate!r}", path=source, key="learning_rate")
-    for key in ("dropout", "attention_dropout"):
-        value = options.get(key, [0.0])
-        rates = [_number(r) for r in (value if isinstance(value, list) else [value])]
-        if not rates or not all(r is not None and 0 <= r < 1 for r in rates):
-            raise ConfigError(f"{key} must be a number in [0, 1), or a list of them, got {value!r}",
-                              path=source, key=key)
     bad = option_values.out_of_range(options)
     if bad:
         raise ConfigError(bad[1], path=source, key=bad[0])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 #: what configargparse accepts for a switch, lower-cased
 _SWITCH_VALUES = ("true", "yes", "on", "1", "false", "no", "off", "0")
@@ -82,58 +82,76 @@ def problem(name: str, value: Any, option: Mapping[str, Any]) -> str | None:
     return None
 
 
-#: option -> (lowest value, highest value or None, values allowed beside the range,
-#: how the value is described). The bounds OpenNMT-py 3.5.1 relies on (a width or batch of
-#: 0; ``-1`` for the widths means "use ``enc_hid_size``/``dec_hid_size``", onmt/opts.py), and
-#: headlab's where OpenNMT-py takes a value that cannot be meant: a negative
-#: ``max_grad_norm`` (no clipping, as 0 says), ``label_smoothing`` 1 (a uniform target),
-#: ``keep_checkpoint`` below -1 (all, as -1 says), ``save_checkpoint_steps`` 0 (only the last
-#: step: no resume, no model selection, which the workflow reads checkpoints for).
-RANGES: dict[str, tuple[float, float | None, tuple, str]] = {
-    "transformer_ff": (1, None, (), "an integer >= 1"),
-    "hidden_size": (1, None, (-1,), "an integer >= 1 (or -1: enc_hid_size/dec_hid_size)"),
-    "word_vec_size": (1, None, (-1,), "an integer >= 1 (or -1: src/tgt_word_vec_size)"),
-    "src_word_vec_size": (1, None, (), "an integer >= 1"),
-    "tgt_word_vec_size": (1, None, (), "an integer >= 1"),
-    "enc_hid_size": (1, None, (), "an integer >= 1"),
-    "dec_hid_size": (1, None, (), "an integer >= 1"),
-    "batch_size": (1, None, (), "an integer >= 1"),
-    "valid_batch_size": (1, None, (), "an integer >= 1"),
-    "accum_count": (1, None, (), "an integer >= 1 (or a list of them)"),
-    "save_checkpoint_steps": (1, None, (), "an integer >= 1"),
-    "valid_steps": (1, None, (), "an integer >= 1"),
-    "keep_checkpoint": (1, None, (-1,), "-1 (all) or an integer >= 1 (0 saves none)"),
-    "warmup_steps": (0, None, (), "an integer >= 0"),
-    "label_smoothing": (0, 1, (), "a number in [0, 1)"),
-    "adam_beta1": (0, 1, (), "a number in [0, 1)"),
-    "adam_beta2": (0, 1, (), "a number in [0, 1)"),
-    "max_grad_norm": (0, None, (), "a number >= 0 (0: no clipping)"),
-    "src_seq_length": (1, None, (), "an integer >= 1"),
-    "tgt_seq_length": (1, None, (), "an integer >= 1"),
-    "bucket_size": (1, None, (), "an integer >= 1"),
-    "num_workers": (0, None, (), "an integer >= 0"),
+class Range(NamedTuple):
+    """The values an option may take: ``low`` up to ``high`` (exclusive; None: no upper
+    bound), ``low`` itself excluded when ``above``, and the ``extra`` values allowed beside
+    the range; ``described`` is how the error message says it."""
+    low: float
+    high: float | None
+    extra: tuple
+    described: str
+    above: bool = False
+
+    def holds(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return False
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return False
+        if number in self.extra:
+            return True
+        return (number > self.low if self.above else number >= self.low) and (self.high is None or number < self.high)
+
+
+_RATES = "a number in [0, 1), or a list of them"
+
+#: option -> its :class:`Range`. The bounds OpenNMT-py 3.5.1 relies on (a width or batch of
+#: 0, ``report_every`` 0 divides by zero; ``-1`` for the widths means "use
+#: ``enc_hid_size``/``dec_hid_size``", onmt/opts.py), and headlab's where OpenNMT-py takes a
+#: value that cannot be meant: a learning rate of 0 or below, a dropout of 1 (every unit
+#: dropped), a negative ``max_grad_norm`` (no clipping, as 0 says), ``label_smoothing`` 1
+#: (a uniform target), ``keep_checkpoint`` below -1 (all, as -1 says),
+#: ``save_checkpoint_steps`` 0 (only the last step: no resume, no model selection, which the
+#: workflow reads checkpoints for).
+RANGES: dict[str, Range] = {
+    "train_steps": Range(1, None, (), "an integer >= 1"),
+    "report_every": Range(1, None, (), "an integer >= 1"),
+    "learning_rate": Range(0, None, (), "a number > 0", above=True),
+    "dropout": Range(0, 1, (), _RATES),
+    "attention_dropout": Range(0, 1, (), _RATES),
+    "transformer_ff": Range(1, None, (), "an integer >= 1"),
+    "hidden_size": Range(1, None, (-1,), "an integer >= 1 (or -1: enc_hid_size/dec_hid_size)"),
+    "word_vec_size": Range(1, None, (-1,), "an integer >= 1 (or -1: src/tgt_word_vec_size)"),
+    "src_word_vec_size": Range(1, None, (), "an integer >= 1"),
+    "tgt_word_vec_size": Range(1, None, (), "an integer >= 1"),
+    "enc_hid_size": Range(1, None, (), "an integer >= 1"),
+    "dec_hid_size": Range(1, None, (), "an integer >= 1"),
+    "batch_size": Range(1, None, (), "an integer >= 1"),
+    "valid_batch_size": Range(1, None, (), "an integer >= 1"),
+    "accum_count": Range(1, None, (), "an integer >= 1 (or a list of them)"),
+    "save_checkpoint_steps": Range(1, None, (), "an integer >= 1"),
+    "valid_steps": Range(1, None, (), "an integer >= 1"),
+    "keep_checkpoint": Range(1, None, (-1,), "-1 (all) or an integer >= 1 (0 saves none)"),
+    "warmup_steps": Range(0, None, (), "an integer >= 0"),
+    "label_smoothing": Range(0, 1, (), "a number in [0, 1)"),
+    "adam_beta1": Range(0, 1, (), "a number in [0, 1)"),
+    "adam_beta2": Range(0, 1, (), "a number in [0, 1)"),
+    "max_grad_norm": Range(0, None, (), "a number >= 0 (0: no clipping)"),
+    "src_seq_length": Range(1, None, (), "an integer >= 1"),
+    "tgt_seq_length": Range(1, None, (), "an integer >= 1"),
+    "bucket_size": Range(1, None, (), "an integer >= 1"),
+    "num_workers": Range(0, None, (), "an integer >= 0"),
 }
-
-
-def _in_range(value: Any, low: float, high: float | None, extra: tuple) -> bool:
-    if isinstance(value, bool):
-        return False
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return False
-    if number in extra:
-        return True
-    return number >= low and (high is None or number < high)
 
 
 def out_of_range(options: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first option of :data:`RANGES` outside its bounds: (option, message), else None."""
-    for name, (low, high, extra, described) in RANGES.items():
+    for name, bounds in RANGES.items():
         if options.get(name) is None:
             continue
         value = options[name]
         values = value if isinstance(value, list) else [value]
-        if not values or not all(_in_range(item, low, high, extra) for item in values):
-            return name, f"{name} must be {described}, got {value!r}"
+        if not values or not all(bounds.holds(item) for item in values):
+            return name, f"{name} must be {bounds.described}, got {value!r}"
     return None
