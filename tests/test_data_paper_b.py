@@ -69,6 +69,28 @@ def test_wmt17_test_piece_missing_names_its_archive(tmp_path):
         prepare.extract("wmt17-de-en", "de-en", "test", raw)
 
 
+def test_archives_and_gzip_files_cut_short_are_one_line_naming_them(tmp_path):
+    """A copy cut short (a download stopped, a disk full) reaches the reader as gzip's EOFError,
+    which tarfile lets through: one DataError naming the file, not a traceback."""
+    raw = _wmt17_raw(tmp_path / "wmt17")
+    archive = raw / "sacrebleu" / "wmt17-test.tgz"
+    archive.write_bytes(archive.read_bytes()[:-40])
+    with pytest.raises(DataError) as caught:
+        prepare.extract("wmt17-de-en", "de-en", "test", raw)
+    assert str(caught.value) == f"{archive}: unreadable archive: it ends early (a copy cut short?)"
+    archive.write_bytes(b"<html>a proxy's error page</html>\n")
+    with pytest.raises(DataError, match=r"wmt17-test.tgz: unreadable archive: no tar archive \(plain, gzip, bzip2 "
+                                        r"or xz\): truncated header$"):
+        prepare.extract("wmt17-de-en", "de-en", "test", raw)
+    hindencorp = _hindencorp_raw(tmp_path / "hindencorp", (FIXTURES / "hindencorp05.plaintext").read_bytes())
+    plain = hindencorp / "hindencorp05.plaintext.gz"
+    plain.write_bytes(plain.read_bytes()[:-12])
+    with pytest.raises(DataError) as caught:
+        prepare.extract("hindencorp", "hi-en", "train", hindencorp)
+    assert str(caught.value) == (f"{plain}: not a whole gzip file (cut short: Compressed file ended before the "
+                                 f"end-of-stream marker was reached); copy or compress it again")
+
+
 def _hindencorp_raw(root: Path, body: bytes) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "hindencorp05.plaintext.gz").write_bytes(gzip.compress(body))

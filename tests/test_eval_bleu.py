@@ -39,6 +39,20 @@ def test_cli_writes_json(tmp_path):
         main(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--out", str(out), "--tag", "x"])
 
 
+@pytest.mark.parametrize("resamples", ["1", "-5", "ten"])
+def test_confidence_without_resamples_is_refused_not_silently_dropped(tmp_path, capsys, resamples):
+    """--confidence 1 or a negative N once wrote scores with no interval and said nothing."""
+    (tmp_path / "hyp").write_text("a b c d\n")
+    (tmp_path / "ref").write_text("a b c d\n")
+    with pytest.raises(SystemExit) as caught:
+        main(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--out", str(tmp_path / "s.json"),
+              "--confidence", resamples])
+    assert caught.value.code == 2 and not (tmp_path / "s.json").exists()
+    assert capsys.readouterr().err.splitlines()[-1].startswith("headlab bleu: error: argument --confidence: ")
+    assert main(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--out", str(tmp_path / "s.json"),
+                 "--confidence", "0"]) == 0 and "bleu_ci" not in json.loads((tmp_path / "s.json").read_text())
+
+
 def test_line_count_mismatch_names_both_files(tmp_path):
     hyp, ref = tmp_path / "system.out", tmp_path / "newstest.ref"
     hyp.write_text("a\nb\nc\n")

@@ -119,6 +119,24 @@ def test_cli(tmp_path):
     assert set(frame.system) == {"8L", "1L"} and list(frame.columns) == ["config", "system", "bucket", "bleu", "count"]
 
 
+@pytest.mark.parametrize("option, value, said", [
+    ("--samples", "0", "0: must be at least 10"),             # compare-mt: ZeroDivisionError
+    ("--samples", "-3", "-3: must be at least 10"),           # compare-mt: IndexError
+    ("--sample-ratio", "0", "0: must be in (0, 1]"),          # resamples of no sentence
+    ("--sample-ratio", "1.5", "1.5: must be in (0, 1]"),
+    ("--p", "2", "2: must be in (0, 1)"),                     # every difference marked significant
+    ("--p", "five", "'five' is not a number"),
+])
+def test_cli_resampling_options_out_of_range_are_one_line(tmp_path, capsys, option, value, said):
+    (tmp_path / "ref").write_text("a b c d\ne f g h\n")
+    (tmp_path / "a").write_text("a b c d\ne f g x\n")
+    with pytest.raises(SystemExit) as caught:
+        main(["--ref", str(tmp_path / "ref"), "--sys", f"8L={tmp_path / 'a'}", "--sys", f"1L={tmp_path / 'a'}",
+              "--baseline", "8L", "--bootstrap-out", str(tmp_path / "sig.csv"), option, value])
+    assert caught.value.code == 2 and not (tmp_path / "sig.csv").exists()
+    assert capsys.readouterr().err.splitlines()[-1] == f"headlab compare: error: argument {option}: {said}"
+
+
 def test_cli_errors(tmp_path):
     (tmp_path / "ref").write_text("a\nb\n")
     (tmp_path / "a").write_text("a\n")

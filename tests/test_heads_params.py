@@ -29,3 +29,18 @@ def test_params_cli_option(capsys):
     from headlab.errors import ConfigError
     with pytest.raises(ConfigError, match=r"\[option\]"):
         main(["--heads", "8LPEA", "--option", "lpea_k"])
+
+
+@pytest.mark.parametrize("option, said", [
+    # a misspelt name once left the count as it was, without a word
+    ("lpea_kk=4", "--option: [lpea_kk] unknown OpenNMT-py train option 'lpea_kk'; did you mean 'lpea_k'?"),
+    # a bad value: OpenNMT-py's usage (~250 lines) before its message, or torch's traceback
+    ("lpea_k=x", "[lpea_k] bad value for -lpea_k: invalid int value: 'x'"),
+    ("lpea_k=-3", "[lpea_k] bad value for -lpea_k: must be >= 0, got -3"),
+    ("transformer_ff=-5", "--option: [transformer_ff] transformer_ff must be an integer >= 1, got '-5'"),
+])
+def test_params_cli_option_names_and_values_are_checked(option, said):
+    from headlab.errors import ConfigError
+    with pytest.raises(ConfigError) as caught:
+        main(["--preset", "mini", "--heads", "8LPEA", "--option", option])
+    assert str(caught.value) == said

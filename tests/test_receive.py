@@ -3,6 +3,7 @@ publication only, checked as the tables and the GPU plan read it, never half in 
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import tarfile
@@ -149,11 +150,30 @@ def test_a_link_or_a_path_out_of_the_publication_is_refused(tmp_path, name, kind
 
 
 def test_a_file_that_is_no_tarball_is_one_line(tmp_path):
-    with pytest.raises(DataError, match="not a sitting's tarball"):
-        receive.receive(tmp_path / "missing.tar.gz", tmp_path / "published")
-    (tmp_path / "text.tar.gz").write_text("not gzip\n")
-    with pytest.raises(DataError, match="not a sitting's tarball"):
-        receive.receive(tmp_path / "text.tar.gz", tmp_path / "published")
+    whole = _tarball(tmp_path / "out", _files()).read_bytes()
+    # the first deflate block's type set to 3, which deflate reserves: zlib refuses it
+    damaged = bytearray(whole)
+    start = whole.index(b"\0", 10) + 1 if whole[3] & 8 else 10     # past the header's file name
+    damaged[start] |= 0b110
+    broken = {"missing.tar.gz": None, "text.tar.gz": b"not gzip\n", "empty.tar.gz": b"",
+              "cut.tar.gz": whole[:len(whole) // 2],      # a copy cut short: gzip's EOFError inside tarfile
+              "damaged.tar.gz": bytes(damaged), "gzip-of-text.tar.gz": gzip.compress(b"hello\n")}
+    said = {}
+    for name, data in broken.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        with pytest.raises(DataError) as caught:
+            receive.receive(tmp_path / name, tmp_path / "published")
+        said[name] = str(caught.value)
+        assert "\n" not in said[name] and said[name].startswith(f"{tmp_path / name}: not a sitting's tarball")
+    assert said["missing.tar.gz"].endswith("(No such file or directory)")
+    assert said["text.tar.gz"].endswith(": no tar archive (plain, gzip, bzip2 or xz): truncated header")
+    assert said["empty.tar.gz"].endswith(": an empty file")
+    assert said["cut.tar.gz"].endswith(": it ends early (a copy cut short?)")
+    assert said["damaged.tar.gz"].endswith(": damaged gz data: zlib error: Error -3 while decompressing data: "
+                                           "invalid block type")
+    assert said["gzip-of-text.tar.gz"].endswith(": gz data, but no tar archive inside it (truncated header)")
+    assert not list((tmp_path / "published").rglob("*"))      # no scratch folder left behind either
 
 
 def test_members_written_with_a_leading_dot_are_the_same_publication(tmp_path):

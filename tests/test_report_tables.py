@@ -128,6 +128,38 @@ def test_cli_writes_three_files(tmp_path):
     assert not list(tmp_path.glob("x.*"))
 
 
+def test_cli_refuses_what_would_render_a_wrong_table_silently(tmp_path, capsys):
+    """A misspelt column was a pandas traceback (--index, --columns) or ignored (--mark: no
+    marks at all); a word among the values became an empty cell; negative decimals a
+    traceback from the formatter. Each is one line now, and nothing is written (an empty
+    cell, or pandas' NA words such as n/a, stays a run not there)."""
+    TIDY.to_csv(tmp_path / "r.csv", index=False)
+    TIDY.assign(bleu=["29.31", "30.99", "pending", "31.2"]).to_csv(tmp_path / "words.csv", index=False)
+    TIDY.drop(columns="significantly_lower").to_csv(tmp_path / "paper.csv", index=False)
+    named = ["--index", "system", "--columns", "config", "--values", "bleu"]
+
+    def table(inputs, *options):
+        return main([part for path in inputs for part in ("--in", str(tmp_path / path))] + list(options)
+                    + ["--out-prefix", str(tmp_path / "t")])
+
+    for option, wrong in (("--index", "sytem"), ("--columns", "cfg"), ("--values", "blue"), ("--mark", "sig")):
+        options = dict(zip(named[::2], named[1::2])) | {option: wrong}
+        with pytest.raises(DataError) as caught:
+            table(["r.csv"], *[part for pair in options.items() for part in pair])
+        assert str(caught.value) == (f"{option} {wrong!r}: no such column in {tmp_path / 'r.csv'} "
+                                     f"(have ['system', 'config', 'bleu', 'significantly_lower'])")
+    with pytest.raises(DataError) as caught:
+        table(["words.csv"], *named)
+    assert str(caught.value) == f"--values 'bleu': 'pending' (row '7F', column '6+1') in {tmp_path / 'words.csv'} is no number"
+    with pytest.raises(SystemExit):
+        table(["r.csv"], *named, "--decimals", "-1")
+    assert capsys.readouterr().err.splitlines()[-1] == "headlab table: error: argument --decimals: -1: must be at least 0"
+    assert not list(tmp_path.glob("t.*"))
+    # the paper's numbers without a significance column: our marks, none on its side
+    assert table(["r.csv"], *named, "--mark", "significantly_lower", "--paper", str(tmp_path / "paper.csv")) == 0
+    assert "28.61\\* | 28.61 |" in (tmp_path / "t.md").read_text()
+
+
 def test_json_inputs_as_rows(tmp_path):
     """`headlab bleu --system S --tag config=C` JSON files pivot straight into Table 1."""
     import json

@@ -8,6 +8,10 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import re
+import tarfile
+import zipfile
+import zlib
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
@@ -39,21 +43,73 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         raise
 
 
+#: what reading a damaged archive raises: tarfile's and zipfile's own errors, and those of the
+#: decompressor underneath, which tarfile lets through: a gzip stream cut short (EOFError,
+#: the usual end of an interrupted copy), damaged deflate data (zlib.error), a bad gzip
+#: header met past the first member (gzip.BadGzipFile, an OSError)
+ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, gzip.BadGzipFile)
+
+#: tarfile's header complaints about data that is no tar stream at all
+_NO_TAR = ("empty file", "truncated header", "invalid header", "bad checksum")
+
+
+def archive_problem(err: BaseException) -> str:
+    """One line saying why an archive could not be read (``err`` one of :data:`ARCHIVE_ERRORS`).
+
+    ``tarfile.open``'s automatic detection raises one error whose message holds a line per
+    compression it tried ("- method gz: ReadError('not a gzip file')", then bz2, xz, tar):
+    the line of a compression that recognised the file says what is wrong with it; where
+    none did, the file is no tar archive of any kind."""
+    if isinstance(err, EOFError) or str(err) == "unexpected end of data":  # gzip's, then tar's own
+        return "it ends early (a copy cut short?)"
+    lines = str(err).splitlines()
+    if len(lines) < 2:
+        return f"unreadable ({str(err) or type(err).__name__})"
+    tried = re.findall(r"^- method (\w+): \w+\('(.*)'\)$", "\n".join(lines[1:]), flags=re.M)
+    if dict(tried).get("tar") == "empty file":
+        return "an empty file"
+    recognised = [(method, reason) for method, reason in tried
+                  if method != "tar" and not reason.startswith("not a") and reason not in _NO_TAR]
+    if recognised:
+        method, reason = recognised[0]
+        return f"damaged {method} data: {reason}"
+    compressed = [method for method, reason in tried if method != "tar" and not reason.startswith("not a")]
+    if compressed:  # a gzip file of something that is no tar (or an empty one)
+        return f"{compressed[0]} data, but no tar archive inside it ({dict(tried)[compressed[0]]})"
+    return "no tar archive (plain, gzip, bzip2 or xz): " + dict(tried).get("tar", lines[0])
+
+
 def open_maybe_gz(path: str | os.PathLike, mode: str = "rb") -> IO:
     path = str(path)
     return gzip.open(path, mode) if path.endswith(".gz") else open(path, mode)
 
 
+#: what gzip raises, while reading, on a damaged .gz: cut short (EOFError), no gzip file or a
+#: bad header (BadGzipFile), damaged deflate data (zlib.error)
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def gzip_problem(err: BaseException) -> str:
+    """One line for one of :data:`GZIP_ERRORS` (not gzip's traceback)."""
+    if isinstance(err, EOFError):
+        return f"not a whole gzip file (cut short: {err}); copy or compress it again"
+    return f"not a readable gzip file ({err})"
+
+
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """(1-based number, line with its line ending) of a text file (optionally .gz), strict
-    UTF-8: :class:`DataError` naming the file and line of the first invalid byte."""
-    with open_maybe_gz(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(f"invalid UTF-8 at byte {err.start} ({raw[err.start:err.start + 4]!r})",
-                                path=str(path), line=number) from None
+    UTF-8: :class:`DataError` naming the file and line of the first invalid byte, or the
+    file where a .gz is damaged."""
+    try:
+        with open_maybe_gz(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    yield number, raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DataError(f"invalid UTF-8 at byte {err.start} ({raw[err.start:err.start + 4]!r})",
+                                    path=str(path), line=number) from None
+    except GZIP_ERRORS as err:
+        raise DataError(gzip_problem(err), path=str(path)) from None
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

@@ -36,3 +36,29 @@ class CommandParser(argparse.ArgumentParser):
                     token = renamed + equals + value
             current.append(token)
         return current
+
+
+def bounded(kind: type, low: float | None = None, high: float | None = None, *, open_low: bool = False,
+            open_high: bool = False, also: tuple = (), described: str | None = None):
+    """An argparse ``type`` for a number of ``kind`` (int or float) in [``low``, ``high``]
+    (an end excluded where ``open_low`` / ``open_high``; None: unbounded), or one of the
+    values in ``also`` (``--confidence 0``: none). argparse checks no range, and a number
+    outside one fails far from the option (a division by zero, an index error inside
+    compare-mt) or, worse, is used silently (a significance level of 2)."""
+    def parse(text: str):
+        try:
+            number = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        inside = ((low is None or (number > low if open_low else number >= low))
+                  and (high is None or (number < high if open_high else number <= high)))
+        if not inside and number not in also:
+            raise argparse.ArgumentTypeError(f"{text}: must be {described or _interval()}")
+        return number
+
+    def _interval() -> str:
+        if high is None:
+            return f"{'above' if open_low else 'at least'} {low}"
+        return f"in {'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+
+    return parse

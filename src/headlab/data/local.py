@@ -59,13 +59,11 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
-import gzip
 import itertools
 import json
 import os
 import re
 import sys
-import zlib
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping
 
@@ -73,7 +71,7 @@ from headlab.data._cli import run
 from headlab.data.fetch import file_digest
 from headlab.data.prepare import subsample_indices, write_pair
 from headlab.errors import ConfigError, DataError
-from headlab.io import atomic_write, open_maybe_gz
+from headlab.io import GZIP_ERRORS, atomic_write, gzip_problem, open_maybe_gz
 
 KIND = "local"
 MAX_TOKENS, MAX_RATIO = 250, 9.0
@@ -276,11 +274,8 @@ def _reading(path: str, key: str | None = None) -> Iterator[IO[bytes]]:
     try:
         with open_maybe_gz(path, "rb") as handle:
             yield handle
-    except EOFError as err:
-        raise DataError(f"not a whole gzip file (cut short: {err}); copy or compress it again",
-                        path=path, key=key) from None
-    except (gzip.BadGzipFile, zlib.error) as err:
-        raise DataError(f"not a readable gzip file ({err})", path=path, key=key) from None
+    except GZIP_ERRORS as err:
+        raise DataError(gzip_problem(err), path=path, key=key) from None
     except OSError as err:
         raise DataError(f"cannot read the file: {err.strerror or err}", path=path, key=key) from None
 

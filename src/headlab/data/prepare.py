@@ -50,7 +50,7 @@ from headlab.data.bitext import read_tmx, tsv_column
 from headlab.data.iwslt import read_segments, read_train_tags
 from headlab.data.registry import Part
 from headlab.errors import DataError
-from headlab.io import atomic_write, read_lines
+from headlab.io import ARCHIVE_ERRORS, archive_problem, atomic_write, read_lines
 
 _LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
@@ -84,8 +84,8 @@ def _read_member(archive: Path, member: str) -> list[str]:
                 data = handle.read()
     except KeyError:
         raise DataError(f"no member {member!r} in the archive", path=str(archive)) from None
-    except (tarfile.TarError, zipfile.BadZipFile) as err:
-        raise DataError(f"unreadable archive: {err}", path=str(archive)) from None
+    except ARCHIVE_ERRORS as err:
+        raise DataError(f"unreadable archive: {archive_problem(err)}", path=str(archive)) from None
     return _decode(io.BytesIO(data), where)
 
 

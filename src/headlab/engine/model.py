@@ -24,7 +24,9 @@ def model_opt(*, encoder_type="headlab", enc_heads="8L", enc_layers=6, dec_layer
     import onmt.opts as opts
     from onmt.utils.parse import ArgumentParser
 
-    parser = ArgumentParser()
+    from headlab.engine.config import one_line_errors
+
+    parser = one_line_errors(ArgumentParser(), "train")    # a bad value in ``extra``: one line, no usage
     opts.train_opts(parser)
     args = ["-data", "{}", "-src_vocab", "unused",
             "-encoder_type", encoder_type, "-decoder_type", decoder_type,

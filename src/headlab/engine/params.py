@@ -39,6 +39,20 @@ def _preset(name: str) -> dict:
     return resolve_preset(name)
 
 
+def _check_options(options: dict[str, str]) -> None:
+    """``--option`` names and values as ``onmt_train`` would take them, and within the
+    bounds the training configs are held to: a misspelt name would leave the count as it
+    was without a word, a bad value fail in OpenNMT-py's parser (after its ~250-line usage)
+    or in torch (``transformer_ff=-5``: a negative dimension)."""
+    from headlab.engine import option_values
+    from headlab.engine.config import validate_options
+
+    validate_options(options, source="--option")
+    bad = option_values.out_of_range(options)
+    if bad:
+        raise ConfigError(bad[1], path="--option", key=bad[0])
+
+
 def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_vocab: int = 32000,
           tgt_vocab: int | None = None, share_embeddings: bool = False,
           encoder_type: str = "headlab", options: dict | None = None) -> int:
@@ -115,6 +129,7 @@ def main(argv: list[str]) -> int:
         if not sep or not key:
             raise ConfigError(f"--option {item!r}: expected KEY=VALUE, e.g. lpea_k=4", key="option")
         extra[key.lstrip("-")] = value
+    _check_options(extra)
     n = count(args.preset, args.layers, args.heads, src_vocab=args.src_vocab,
               tgt_vocab=args.tgt_vocab, share_embeddings=args.share_embeddings,
               encoder_type=args.encoder_type, options=extra)

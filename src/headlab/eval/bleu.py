@@ -28,6 +28,7 @@ import os
 
 from headlab.errors import DataError
 from headlab.eval.common import parse_tags, read_aligned, write_json
+from headlab.options import bounded
 
 
 def corpus_scores(hyps: list[str], refs: list[str], *, lang_pair: str | None = None,
@@ -102,8 +103,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--lang-pair", default=None, help="e.g. de-en (target side picks the tokeniser)")
     parser.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU/chrF")
-    parser.add_argument("--confidence", type=int, default=0, metavar="N",
-                        help="95%% confidence intervals from N bootstrap resamples (sacreBLEU --confidence)")
+    # N 1 or below would write scores with no interval and say nothing
+    parser.add_argument("--confidence", type=bounded(int, 2, also=(0,), described="at least 2 resamples (sacreBLEU's "
+                                                                           "default is 1000), or 0 for none"),
+                        default=0, metavar="N",
+                        help="95%% confidence intervals from N > 1 bootstrap resamples (sacreBLEU --confidence)")
     parser.add_argument("--system", default=None, help="system name stored in the JSON")
     parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="extra key stored in the JSON")
     args = parser.parse_args(argv)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 
 from headlab.errors import DataError
 from headlab.eval.common import add_tags, parse_named, parse_tags, read_aligned, write_csv
+from headlab.options import bounded
 
 #: compare-mt's defaults (compare_mt_main: generate_score_report / eval_with_paired_bootstrap)
 DEFAULT_SAMPLES = 1000
@@ -220,9 +221,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--length-out", help="CSV of BLEU by reference length bucket")
     parser.add_argument("--scorer", default="sacrebleu", choices=["sacrebleu", "bleu", "chrf"],
                         help="compare-mt scorer profile (default sacrebleu: 13a tokens, as the tables)")
-    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="bootstrap resamples")
-    parser.add_argument("--sample-ratio", type=float, default=DEFAULT_SAMPLE_RATIO, help="share of the sentences in each resample")
-    parser.add_argument("--p", type=float, default=DEFAULT_P, help="significance level of the marks")
+    # the bounds of the config keys (config/schema.yaml's evaluation): below them compare-mt
+    # divides by zero or indexes an empty list, and a level of 2 would mark everything
+    parser.add_argument("--samples", type=bounded(int, 10), default=DEFAULT_SAMPLES,
+                        help="bootstrap resamples (10 or more)")
+    parser.add_argument("--sample-ratio", type=bounded(float, 0, 1, open_low=True), default=DEFAULT_SAMPLE_RATIO,
+                        help="share of the sentences in each resample, in (0, 1]")
+    parser.add_argument("--p", type=bounded(float, 0, 1, open_low=True, open_high=True), default=DEFAULT_P,
+                        help="significance level of the marks, in (0, 1)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the resampling")
     parser.add_argument("--cutoffs", default=":".join(map(str, DEFAULT_CUTOFFS)), help="sentence-length buckets, colon-separated upper bounds")
     parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="constant column for every row")

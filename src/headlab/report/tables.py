@@ -13,7 +13,9 @@ CSV has the mean and, beside the column, ``<column> sd`` and ``<column> n``. As 
 writes ``table1.csv``, ``table1.md`` and ``table1.tex``. Inputs may be CSVs or JSON
 files (``headlab bleu`` outputs, one row each). ``--mark COL``: a boolean
 column of the tidy CSV; true cells get ``--mark-symbol`` (default ``*``). ``--paper``:
-a tidy CSV with the same index/columns/values (and mark) columns.
+a tidy CSV with the same index/columns/values columns, and the mark column where it has
+one (a paper's numbers seldom come with our significance test). A column these options
+name that the results lack is an error naming it and the columns there are.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import math
 
 from headlab.errors import DataError
 from headlab.io import atomic_write
+from headlab.options import bounded
 from headlab.studies.tables import OURS, PAPER, Table, beside, pivot  # noqa: F401  (the table CLI builds them too)
 
 
@@ -216,7 +219,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mark", default=None, help="boolean column: marked cells get --mark-symbol")
     parser.add_argument("--mark-symbol", default="*", help="mark of a significant difference")
     parser.add_argument("--best", default="max", choices=["max", "min", "none"], help="bold the max or min of each column, or none")
-    parser.add_argument("--decimals", type=int, default=2, help="decimals shown")
+    parser.add_argument("--decimals", type=bounded(int, 0), default=2, help="decimals shown (0 or more)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply values (e.g. 100 for %%)")
     parser.add_argument("--paper", default=None, help="tidy CSV of the paper's numbers, same columns")
     parser.add_argument("--row-order", default=None, help="comma-separated row labels")
@@ -226,22 +229,37 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.csv, PREFIX.md, PREFIX.tex")
     args = parser.parse_args(argv)
 
-    def build(paths, where):
+    def build(paths, where, mark):
+        import pandas as pd
+
         tidy = read_tidy(paths, where)
+        for option, name in (("--index", args.index), ("--columns", args.columns), ("--values", args.values),
+                             ("--mark", mark)):
+            if name is not None and name not in tidy.columns:
+                raise DataError(f"{option} {name!r}: no such column in {', '.join(map(str, paths))} "
+                                f"(have {list(tidy.columns)})")
+        numbers = pd.to_numeric(tidy[args.values], errors="coerce")
+        words = tidy[numbers.isna() & tidy[args.values].notna()]
+        if not words.empty:  # an empty cell is a run not there; a word would become one silently
+            first = words.iloc[0]
+            raise DataError(f"--values {args.values!r}: {first[args.values]!r} (row {first[args.index]!r}, column "
+                            f"{first[args.columns]!r}) in {', '.join(map(str, paths))} is no number")
+        tidy[args.values] = numbers
         tidy[args.columns] = tidy[args.columns].astype(str)
         tidy[args.index] = tidy[args.index].astype(str)
         if args.scale != 1.0:
             tidy[args.values] = tidy[args.values] * args.scale
         return pivot(tidy, index=args.index, columns=args.columns, values=args.values,
-                     mark=args.mark if (args.mark and args.mark in tidy.columns) else None,
+                     mark=mark,
                      mark_symbol=args.mark_symbol, row_order=_order(args.row_order),
                      col_order=_order(args.col_order), decimals=args.decimals,
                      best=None if args.best == "none" else args.best,
                      caption=args.caption, label=args.label)
 
-    table = build(args.inputs, args.where)
-    if args.paper:
-        table = beside(table, build([args.paper], None))
+    table = build(args.inputs, args.where, args.mark)
+    if args.paper:  # the paper's numbers carry no significance column of ours: its mark only if there
+        paper_columns = read_tidy([args.paper]).columns
+        table = beside(table, build([args.paper], None, args.mark if args.mark in paper_columns else None))
     for path in write_table(table, args.out_prefix):
         print(path)
     return 0

@@ -9,6 +9,9 @@ checkout's root would scatter them there). Before anything is written the public
 read as the tables and the GPU plan will read it, and refused in one line naming the
 tarball and the member:
 
+- a tarball that tarfile can read whole (one cut short in its copy, damaged, empty or no
+  tarball at all is one line saying which: :func:`headlab.io.archive_problem`);
+
 - one publication in the tarball (``status.json`` beside it names which, where there);
 - ``rows.csv`` with the publication contract's columns, statuses and steps
   (:func:`headlab.studies.published.read`, :func:`headlab.workflow.gpu_plan.seed_states`);
@@ -40,6 +43,7 @@ import tempfile
 from pathlib import Path
 
 from headlab.errors import DataError, HeadlabError
+from headlab.io import ARCHIVE_ERRORS, archive_problem
 from headlab.workflow import gpu_measures, gpu_plan
 
 #: a publication's place in the tarball (and in the checkout): results/published/<slice>/<sitting>/
@@ -158,8 +162,10 @@ def _unpack(tarball: Path, published: Path, scratch_in, status: dict) -> tuple[s
             except tarfile.FilterError as err:
                 raise DataError(f"{member}: a member that is no plain file or folder inside it ({err})",
                                 path=str(tarball)) from None
-    except (OSError, tarfile.TarError) as err:
-        raise DataError(f"not a sitting's tarball ({err})", path=str(tarball)) from None
+    except ARCHIVE_ERRORS as err:
+        raise DataError(f"not a sitting's tarball: {archive_problem(err)}", path=str(tarball)) from None
+    except OSError as err:
+        raise DataError(f"not a sitting's tarball ({err.strerror or err})", path=str(tarball)) from None
     return member, target, scratch
 
 
