@@ -227,3 +227,17 @@ def test_stage_state_changes_when_a_search_stage_is_written_or_rewritten(tmp_pat
     assert [name for name, _ in written] == [str(file)]
     os.utime(file, ns=(0, 0))
     assert headlab.studies.stage_state(config, "paper_B", root) not in ((), written)
+
+
+def test_study_stage_names_an_unconfigured_study_in_one_line(tmp_path):
+    """A study no config holds was a KeyError traceback from the registry."""
+    import json
+
+    from headlab.studies import main_study_stage
+
+    with pytest.raises(ConfigError) as caught:
+        main_study_stage(["--study", "paper_Q", "--corpus", "multi30k", "--pair", "de-en", "--stage", "stage1",
+                          "--results", str(tmp_path), "--out", str(tmp_path / "stage.json"),
+                          "--config-json", json.dumps({"studies": {"paper_B": {}}})])
+    assert str(caught.value) == "[studies] --study 'paper_Q': not a configured study (configured: paper_B)"
+    assert not (tmp_path / "stage.json").exists()

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import time
 
+from headlab.errors import ConfigError
 from headlab.naming import path
 
 # importing a study package registers it (headlab.studies.base.register_study)
@@ -269,12 +270,18 @@ def main_study_stage(argv: list[str]) -> int:
     (written by the generic ``study_stage`` checkpoint)."""
     from headlab.io import atomic_write
 
-    parser = argparse.ArgumentParser(prog="headlab study-stage")
-    for name in ("study", "corpus", "pair", "stage", "results", "out"):
-        parser.add_argument(f"--{name}", required=True, help="(study, corpus, pair, stage, results folder, output JSON)")
+    parser = argparse.ArgumentParser(prog="headlab study-stage", description=main_study_stage.__doc__.split("\n\n")[0])
+    for name, meaning in (("study", "the study (paper_B, ...): a key of the config's studies"),
+                          ("corpus", "the corpus the search runs on"), ("pair", "its language pair, SRC-TGT"),
+                          ("stage", "the study's stage of the search (paper B: stage1, stage2)"),
+                          ("results", "the workflow's results folder"), ("out", "the stage's choice, JSON")):
+        parser.add_argument(f"--{name}", required=True, help=meaning)
     parser.add_argument("--config-json", required=True, action="append", help="the workflow's config as JSON (repeatable: merged in order)")
     args = parser.parse_args(argv)
     config = merge_config(args.config_json)
+    if args.study not in STUDIES or args.study not in config.get("studies", {}):
+        raise ConfigError(f"--study {args.study!r}: not a configured study (configured: "
+                          f"{', '.join(sorted(set(STUDIES) & set(config.get('studies', {}))))})", key="studies")
     entry = STUDIES[args.study]
     files = entry.files(config, config["studies"][args.study], args.results)
     result = entry.select(files, args.corpus, args.pair, args.stage)
