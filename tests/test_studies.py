@@ -122,6 +122,30 @@ def test_mucow_split_keeps_requested_domains(mirror):
     assert len(mucow(mirror, "de-en", ["ted"], limit=5)[0]) == 5
 
 
+def test_suite_split_by_hand_names_what_is_missing(mirror, tmp_path, capsys):
+    """Run by hand before the suite is fetched, mucow was a FileNotFoundError traceback, and a
+    misspelt DistilLingEval suite said "missing src.en[.gz]"; --limit -1 kept all but the last item."""
+    from headlab.errors import DataError
+    from headlab.eval.suite_split import main
+
+    with pytest.raises(DataError) as caught:
+        mucow(tmp_path, "de-en", ["ted"])
+    assert str(caught.value) == (f"{tmp_path}/mucow/translation/de-en.text.txt: missing; get it with: "
+                                 f"headlab fetch --dataset mucow --dest {tmp_path}/mucow")
+    with pytest.raises(DataError) as caught:
+        distil(tmp_path, "subj_verb_agreement", "en-de")
+    assert str(caught.value).endswith(f"missing; get it with: headlab fetch --dataset distil-lingeval "
+                                      f"--dest {tmp_path}/distil-lingeval")
+    with pytest.raises(DataError, match=r"subj_verb_agrement.mt: no suite 'subj_verb_agrement' here \(suites: "
+                                        r"clause_omission, .*subj_verb_agreement\)$"):
+        distil(mirror, "subj_verb_agrement", "en-de")
+    with pytest.raises(SystemExit):
+        main(["--suite", "mucow", "--pair", "de-en", "--root", str(mirror), "--limit", "-1",
+              "--out-prefix", str(tmp_path / "mucow")])
+    assert capsys.readouterr().err.splitlines()[-1] == "headlab suite-split: error: argument --limit: -1: must be at least 1"
+    assert not list(tmp_path.glob("mucow.*"))
+
+
 def test_training_time_sums_the_benchmark_files(tmp_path):
     from headlab.studies.timing import training_time
     every = [m for m, _ in grid.models(STUDY)]

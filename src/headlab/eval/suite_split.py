@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 from headlab.io import atomic_write, read_lines
+from headlab.options import bounded
 
 DISTIL_PAIRS = {"en-de"}
 MUCOW_PAIRS = {"de-en", "en-de", "en-cs", "en-fi", "en-lt", "en-ru", "fi-en", "lt-en", "ru-en"}
@@ -34,7 +35,13 @@ def distil(root: Path, name: str, pair: str, limit: int | None = None) -> tuple[
 
     if pair not in DISTIL_PAIRS:
         raise ConfigError(f"DistilLingEval is an EN->DE suite; pair {pair!r} cannot score it", key="suite")
-    _, src, good, bad = load_distil_lingeval(root / "distil-lingeval" / f"{name}.mt")
+    folder = root / "distil-lingeval"
+    if not (folder / f"{name}.mt").is_dir():
+        known = sorted(path.name[:-3] for path in folder.glob("*.mt") if path.is_dir())
+        raise DataError(f"no suite {name!r} here (suites: {', '.join(known)})" if known else
+                        f"missing; get it with: headlab fetch --dataset distil-lingeval --dest {folder}",
+                        path=str(folder / f"{name}.mt"))
+    _, src, good, bad = load_distil_lingeval(folder / f"{name}.mt")
     src, good, bad = src[:limit], good[:limit], bad[:limit]
     return src + src, good + bad
 
@@ -43,7 +50,12 @@ def mucow(root: Path, pair: str, domains: list[str], limit: int | None = None) -
     if pair not in MUCOW_PAIRS:
         raise ConfigError(f"MuCoW has no translation suite for {pair!r}", key="suite")
     folder = root / "mucow" / "translation"
-    src, ref, keys = (read_lines(folder / f"{pair}.{kind}.txt") for kind in ("text", "ref", "key"))
+    paths = [folder / f"{pair}.{kind}.txt" for kind in ("text", "ref", "key")]
+    for path in paths:
+        if not path.is_file():
+            raise DataError(f"missing; get it with: headlab fetch --dataset mucow --dest {root / 'mucow'}",
+                            path=str(path))
+    src, ref, keys = (read_lines(path) for path in paths)
     keep = [i for i, key in enumerate(keys) if key.split("\t")[1] in domains][:limit]
     return [src[i] for i in keep], [ref[i] for i in keep], [keys[i] for i in keep]
 
@@ -55,7 +67,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", required=True, help="folder with the fetched datasets (DATA/raw)")
     parser.add_argument("--out-prefix", required=True, help="prefix of the .src/.ref (and key) files written")
     parser.add_argument("--domains", default="ted,tatoeba", help="MuCoW corpora to keep")
-    parser.add_argument("--limit", type=int, default=None, help="first N items only (smoke tests)")
+    # a negative N would slice from the end: every item but the last N, silently
+    parser.add_argument("--limit", type=bounded(int, 1), default=None, help="first N items only (smoke tests)")
     args = parser.parse_args(argv)
     root = Path(args.root)
     if args.suite.startswith("distil_"):
