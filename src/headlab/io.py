@@ -10,9 +10,9 @@ import gzip
 import os
 import re
 import tarfile
+import tempfile
 import zipfile
 import zlib
-import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -43,11 +43,15 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         raise
 
 
-#: what reading a damaged archive raises: tarfile's and zipfile's own errors, and those of the
-#: decompressor underneath, which tarfile lets through: a gzip stream cut short (EOFError,
-#: the usual end of an interrupted copy), damaged deflate data (zlib.error), a bad gzip
-#: header met past the first member (gzip.BadGzipFile, an OSError)
-ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, gzip.BadGzipFile)
+#: what gzip raises, while reading, on a damaged .gz: cut short (EOFError), no gzip file or a
+#: bad header (BadGzipFile), damaged deflate data (zlib.error)
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+#: what reading a damaged archive raises: tarfile's and zipfile's own errors, and gzip's
+#: underneath, which tarfile lets through (a stream cut short, the usual end of an
+#: interrupted copy, is gzip's EOFError)
+ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, *GZIP_ERRORS)
 
 #: tarfile's header complaints about data that is no tar stream at all
 _NO_TAR = ("empty file", "truncated header", "invalid header", "bad checksum")
@@ -82,11 +86,6 @@ def archive_problem(err: BaseException) -> str:
 def open_maybe_gz(path: str | os.PathLike, mode: str = "rb") -> IO:
     path = str(path)
     return gzip.open(path, mode) if path.endswith(".gz") else open(path, mode)
-
-
-#: what gzip raises, while reading, on a damaged .gz: cut short (EOFError), no gzip file or a
-#: bad header (BadGzipFile), damaged deflate data (zlib.error)
-GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
 
 def gzip_problem(err: BaseException) -> str:

@@ -229,10 +229,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.csv, PREFIX.md, PREFIX.tex")
     args = parser.parse_args(argv)
 
-    def build(paths, where, mark):
+    def build(paths, where, mark, mark_if_there=False):
         import pandas as pd
 
         tidy = read_tidy(paths, where)
+        if mark_if_there and mark not in tidy.columns:
+            mark = None
         for option, name in (("--index", args.index), ("--columns", args.columns), ("--values", args.values),
                              ("--mark", mark)):
             if name is not None and name not in tidy.columns:
@@ -257,9 +259,8 @@ def main(argv: list[str]) -> int:
                      caption=args.caption, label=args.label)
 
     table = build(args.inputs, args.where, args.mark)
-    if args.paper:  # the paper's numbers carry no significance column of ours: its mark only if there
-        paper_columns = read_tidy([args.paper]).columns
-        table = beside(table, build([args.paper], None, args.mark if args.mark in paper_columns else None))
+    if args.paper:  # the paper's numbers seldom carry a significance column: its mark only if there
+        table = beside(table, build([args.paper], None, args.mark, mark_if_there=True))
     for path in write_table(table, args.out_prefix):
         print(path)
     return 0
