@@ -38,6 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from headlab.bench.dispatch import SYNC_OPS
+from headlab.engine import devices
 
 DEVICE = torch.device("meta")
 aten = torch.ops.aten
@@ -169,6 +170,8 @@ class SimulatedDevice(TorchDispatchMode):
         self._patches = contextlib.ExitStack()
         # factories with device="cuda" initialise CUDA first: say it is initialised
         self._patches.enter_context(_patched(torch.cuda, "_initialized", True))
+        # headlab's check of a named device (-gpu 0) sees one: the simulated one
+        self._patches.enter_context(_patched(devices, "cuda_devices", lambda: 1))
         # model.to(device) keeps each Parameter object (swapping its contents, as a real
         # device's .data assignment does), so tied weights stay tied
         swap = torch.__future__.get_swap_module_params_on_conversion()

@@ -242,7 +242,7 @@ def test_finetune_of_another_architecture_is_an_error_naming_the_file(parent, tm
         initial_checkpoint(str(bad), {"gate": "enc"})
     assert str(bad) in str(err.value)
     (tmp_path / "junk.pt").write_text("no checkpoint")
-    with pytest.raises(ConfigError, match="junk.pt"):
+    with pytest.raises(DataError, match="junk.pt: not a readable checkpoint"):
         initial_checkpoint(str(tmp_path / "junk.pt"), {"gate": "enc"})
 
 

@@ -133,3 +133,17 @@ def test_syntax_parser_on_a_model_without_syntax_heads_is_an_error():
     from headlab.errors import ConfigError
     with pytest.raises(ConfigError, match=r"\[syntax_parser\]"):
         _config("8L", syntax_parser="benepar")
+
+
+@pytest.mark.parametrize("values", ["0", "-3", str(features.VALUES - 1)])
+def test_too_few_feature_values_are_refused_before_any_vocabulary_is_written(values, tmp_path, capsys):
+    """Fewer values than featurize writes left the larger word indices unknown, silently
+    (0 or below wrote empty vocabularies)."""
+    from headlab.cli import main
+    with pytest.raises(SystemExit) as caught:
+        main(["feature-vocab", "--src-vocab", str(tmp_path / "out" / "vocab.txt"), "--values", values])
+    assert caught.value.code == 2
+    assert f"argument --values: {values}: must be at least {features.VALUES}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    assert main(["feature-vocab", "--src-vocab", str(tmp_path / "out" / "vocab.txt")]) == 0
+    assert (tmp_path / "out" / "vocab.txt_feat0").read_text().splitlines()[-1] == str(features.VALUES - 1)

@@ -114,3 +114,43 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
 def read_lines(path: str | os.PathLike) -> list[str]:
     """Read a text file (optionally .gz) as strict UTF-8 lines without newlines."""
     return [text.rstrip("\r\n") for _, text in iter_lines(path)]
+
+
+#: what every OpenNMT-py 3.5.1 checkpoint holds (``onmt/models/model_saver.py``; ``optim``
+#: too, None once stripped)
+CHECKPOINT_KEYS = ("model", "generator", "vocab", "opt")
+
+
+def read_checkpoint(path: str | os.PathLike, needs: tuple[str, ...] = CHECKPOINT_KEYS, *,
+                    mmap: bool = True, key: str | None = None) -> dict:
+    """``torch.load`` of a checkpoint a user named, or one :class:`DataError` line saying why
+    it is none: missing, empty, cut short or no ``torch.save`` file (torch's messages are
+    pickle's: ``Memo value not found at index 101``), or a file that lacks what ``needs``
+    names (OpenNMT-py's loaders fail on it with a bare ``KeyError: 'opt'``).
+
+    ``mmap`` maps the tensors instead of reading them (a check before OpenNMT-py loads the
+    file costs its options and vocabulary, not its weights); an old non-zip file cannot be
+    mapped and is read. The file is unpickled whole, as OpenNMT-py's own loaders do: only
+    load checkpoints you trust."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise DataError("no such checkpoint", path=path, key=key)
+    if os.path.getsize(path) == 0:
+        raise DataError("not a readable checkpoint: the file is empty", path=path, key=key)
+    import torch
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False,
+                                mmap=mmap and zipfile.is_zipfile(path))
+    except Exception as err:  # noqa: BLE001  (EOFError, UnpicklingError, RuntimeError: long)
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise DataError(f"not a readable checkpoint (cut short, or not a torch.save file): {reason}",
+                        path=path, key=key) from None
+    if not isinstance(checkpoint, dict):
+        raise DataError(f"not an OpenNMT-py checkpoint: it holds a {type(checkpoint).__name__}, not a dict",
+                        path=path, key=key)
+    missing = [name for name in needs if name not in checkpoint]
+    if missing:
+        held = ", ".join(map(repr, sorted(map(str, checkpoint)))) or "nothing"
+        raise DataError(f"not an OpenNMT-py checkpoint: it has no {', '.join(map(repr, missing))} "
+                        f"(it holds {held})", path=path, key=key)
+    return checkpoint

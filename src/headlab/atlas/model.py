@@ -198,8 +198,7 @@ def characterise(model_path: str, src: str, tgt: str, out_dir: str, name: str, *
     if bool(treebank) != bool(treebank_src):
         raise ConfigError("give the treebank (-treebank) and its preprocessed text (-treebank_src) together",
                           key="treebank")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir)     # made by the first file written: a refused input leaves no folder
     # CPU seconds of each part (wall time on a shared machine says little), wall in total
     timing, clock, wall = {}, time.process_time(), time.perf_counter()
 
@@ -279,7 +278,7 @@ def characterise(model_path: str, src: str, tgt: str, out_dir: str, name: str, *
 
 
 def main(argv: list[str]) -> int:
-    from headlab.options import CommandParser
+    from headlab.options import CommandParser, bounded
 
     parser = CommandParser("atlas-model", __doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
@@ -287,12 +286,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tgt", required=True, help="validation target (BPE)")
     parser.add_argument("--name", required=True, help="the model's path (corpus/pair/.../seedN)")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--valid-sentences", type=int, default=100, help="validation sentences the criteria average over")
-    parser.add_argument("--examples", type=int, default=3, help="sentences whose attention the explorer shows")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--valid-sentences", type=bounded(int, 1), default=100,
+                        help="validation sentences the criteria average over")
+    parser.add_argument("--examples", type=bounded(int, 0), default=3, help="sentences whose attention the explorer shows")
+    parser.add_argument("--batch-size", type=bounded(int, 1), default=32, help="sentences per batch")
     parser.add_argument("--treebank", default=None, help="gold trees (CoNLL-U) for the syntactic profile")
     parser.add_argument("--treebank-src", default=None, help="the treebank's text after the model's preprocessing")
-    parser.add_argument("--treebank-sentences", type=int, default=100, help="treebank sentences profiled")
+    parser.add_argument("--treebank-sentences", type=bounded(int, 1), default=100, help="treebank sentences profiled")
     parser.add_argument("--bleu", action="append", default=[], metavar="K=SCORE.json",
                         help="full=JSON and K=JSON (encoder head K disabled in every layer) score files")
     parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")

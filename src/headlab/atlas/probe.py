@@ -215,8 +215,9 @@ def forward_pass(model, modules: dict[str, list], data: list[Batch], pad: int,
                 enc_maps = model.encoder.attention(batch.src, batch.src_len)
             # the encoder's own forward (inside sentence_loss) records DHICM / RHE of enc
             loss, count = sentence_loss(model, batch.src, batch.src_len, batch.tgt, pad)
-            loss.sum().backward()
-            total += float(loss.sum())
+            summed = loss.sum()
+            summed.backward()
+            total += float(summed.detach())
             tokens += int(count.sum())
             q_len = {"enc": batch.src_len, "dec": count, "cross": count}
             for site, layers in modules.items():

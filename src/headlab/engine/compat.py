@@ -189,7 +189,10 @@ def _patch_checkpoint_loading() -> None:
     still apply: it runs with ``Namespace`` allowed in weights-only loading (torch's
     ``safe_globals``). A checkpoint holding other objects (an older OpenNMT-py's pickled
     ``Optimizer``) is loaded by upstream as torch<2.6 did (``weights_only=False``) with a
-    warning: only load checkpoints you trust, as with any pickle."""
+    warning: only load checkpoints you trust, as with any pickle. A file that is no
+    checkpoint fails upstream deep inside (``KeyError: 'opt'``, pickle's ``Memo value not
+    found``); it is refused first, in one line naming it (:func:`headlab.io.read_checkpoint`,
+    the tensors mapped, not read)."""
     import argparse
     import os
     import pickle
@@ -199,10 +202,13 @@ def _patch_checkpoint_loading() -> None:
     import onmt.models.model_saver as saver
     import onmt.train_single
 
+    from headlab.io import read_checkpoint
+
     original = saver.load_checkpoint
 
     @functools.wraps(original)
     def load_checkpoint(ckpt_path):
+        read_checkpoint(ckpt_path)
         try:
             with torch.serialization.safe_globals([argparse.Namespace]):
                 return original(ckpt_path)

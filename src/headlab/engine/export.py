@@ -38,10 +38,12 @@ from headlab.io import atomic_write, read_lines
 def load_model(model_path: str, gpu: int = -1, disable_heads=(), rhe_prune: bool = False):
     """OpenNMT-py's load_test_model with the plugin: (vocabs, model, model_opt)."""
     import headlab.engine.plugin  # noqa: F401
+    from headlab.engine.devices import check_cuda_device
     import onmt.opts as opts
     from onmt.model_builder import load_test_model
     from onmt.utils.parse import ArgumentParser
 
+    check_cuda_device(gpu, "--gpu", "--gpu -1 runs on the CPU")
     parser = ArgumentParser()
     opts.translate_opts(parser)
     args = ["-model", str(model_path), "-src", "unused", "-gpu", str(gpu)]
@@ -206,11 +208,12 @@ def export_attention(model_path: str, src_path: str, out_path: str, max_sents: i
     if site != "enc" and not tgt_path:
         raise ConfigError(f"-site {site} decodes by teacher forcing: give the target sentences (-tgt)",
                           key="tgt")
-    vocabs, model, model_opt = load_model(model_path, gpu, disable_heads, rhe_prune)
+    # the text first: a bad input is refused before a large model is loaded
     sentences = _sentences(src_path, max_sents, "source")
     targets = _sentences(tgt_path, max_sents, "target") if tgt_path else None
     if targets is not None and len(targets) != len(sentences):
         raise ConfigError(f"{len(targets)} target sentences for {len(sentences)} sources", path=tgt_path)
+    vocabs, model, model_opt = load_model(model_path, gpu, disable_heads, rhe_prune)
     device = next(model.parameters()).device
     arrays, queries = {}, []
     with torch.no_grad():
@@ -255,14 +258,14 @@ def load_labels(path: str) -> list[tuple[list[str], np.ndarray]]:
 
 
 def main(argv: list[str]) -> int:
-    from headlab.options import CommandParser
+    from headlab.options import CommandParser, bounded
 
     parser = CommandParser("export-attention", "dump per-layer, per-head attention of one site to npz")
     parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
     parser.add_argument("--src", required=True, help="tokenised, BPE-segmented source (one sentence a line)")
     parser.add_argument("--out", required=True, help="the .npz to write")
-    parser.add_argument("--max-sents", type=int, default=None, help="only the first N sentences")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--max-sents", type=bounded(int, 1), default=None, help="only the first N sentences")
+    parser.add_argument("--batch-size", type=bounded(int, 1), default=32, help="sentences per batch")
     parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
     parser.add_argument("--disable-enc-heads", type=int, nargs="*", default=[],
                         help="encoder heads (1-based) zeroed in every layer (paper A §4.3)")

@@ -105,19 +105,15 @@ def new_model_opt(ckpt_opt, changes: Mapping[str, Any]):
 
 def initial_checkpoint(parent: str, changes: Mapping[str, Any], expected: Mapping[str, Any] | None = None) -> dict:
     """The parent checkpoint with the model changes applied and the new parameters added."""
-    import torch
-
     import headlab.engine.plugin  # noqa: F401  (registers the head modules)
     from onmt.inputters.inputter import dict_to_vocabs
     from onmt.model_builder import build_base_model
     from onmt.utils.parse import ArgumentParser
 
-    try:
-        ckpt = torch.load(parent, map_location="cpu", weights_only=False)
-    except Exception as err:  # noqa: BLE001  (any unreadable file: say which)
-        raise ConfigError(f"cannot read the fine-tune's parent checkpoint: {err}", path=parent) from None
-    if not isinstance(ckpt, dict) or not {"model", "opt", "vocab"} <= set(ckpt):
-        raise ConfigError("not an OpenNMT-py checkpoint (no model/opt/vocab)", path=parent)
+    from headlab.io import read_checkpoint
+
+    # read, not mapped: the child's checkpoint is the parent's, changed, and saved whole
+    ckpt = read_checkpoint(parent, needs=("model", "opt", "vocab"), mmap=False)
     if expected:
         check_architecture(ckpt["opt"], expected, parent)
     opt = new_model_opt(ckpt["opt"], changes)

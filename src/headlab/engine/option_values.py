@@ -145,9 +145,20 @@ RANGES: dict[str, Range] = {
 }
 
 
-def out_of_range(options: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The first option of :data:`RANGES` outside its bounds: (option, message), else None."""
-    for name, bounds in RANGES.items():
+#: the same for ``onmt_translate``'s options: a beam of 0 is torch's ``step must be nonzero``
+#: inside the beam search, a ``max_length`` of 0 an IndexError after the first batch
+TRANSLATE_RANGES: dict[str, Range] = {
+    "beam_size": Range(1, None, (), "an integer >= 1"),
+    "n_best": Range(1, None, (), "an integer >= 1"),
+    "batch_size": Range(1, None, (), "an integer >= 1"),
+    "max_length": Range(1, None, (), "an integer >= 1"),
+    "min_length": Range(0, None, (), "an integer >= 0"),
+}
+
+
+def out_of_range(options: Mapping[str, Any], ranges: Mapping[str, Range] = RANGES) -> tuple[str, str] | None:
+    """The first option of ``ranges`` outside its bounds: (option, message), else None."""
+    for name, bounds in ranges.items():
         if options.get(name) is None:
             continue
         value = options[name]

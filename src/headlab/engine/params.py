@@ -83,14 +83,14 @@ def count(preset: str = "base", layers: str = "6+6", heads: str = "8L", *, src_v
 def count_checkpoint(path: str) -> int:
     """Parameters of a trained OpenNMT-py checkpoint (tied weights counted once)."""
     import headlab.engine.plugin  # noqa: F401
-    import torch
     from onmt.inputters.inputter import dict_to_vocabs
     from onmt.model_builder import build_base_model
     from onmt.utils.parse import ArgumentParser
 
     from headlab.engine.model import count_parameters
+    from headlab.io import read_checkpoint
 
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(path, needs=("opt", "vocab"))
     opt = ArgumentParser.ckpt_model_opts(ckpt["opt"])
     # built on the CPU, not under ``torch.device("meta")``: that context's first use imports
     # torch._dynamo (1.0 CPU-s a process); a base-size model's CPU build takes 0.6 s, a toy's ~0

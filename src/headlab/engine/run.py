@@ -20,6 +20,8 @@ from pathlib import Path
 
 from headlab.errors import ConfigError, DataError, HeadlabError
 from headlab.engine import train_lock
+from headlab.engine.devices import check_cuda_device
+from headlab.engine.option_values import TRANSLATE_RANGES, out_of_range
 
 
 _STEP = re.compile(r"_step_(\d+)\.pt$")
@@ -145,6 +147,8 @@ def train(argv: list[str]) -> int:
     if _help("train", argv, _get_parser()):
         return 0
     opt = _parse(_get_parser(), argv, "train")
+    for rank in opt.gpu_ranks:
+        check_cuda_device(rank, "-gpu_ranks", "train on the CPU without -gpu_ranks (training.device: cpu)")
     # one training per model folder, before anything in it is written: a second one (a run
     # started beside a killed run's orphan) would interleave checkpoints and the learning curve
     with train_lock.hold_model_folder(Path(opt.save_model).parent):
@@ -230,29 +234,14 @@ def spawned_train(process_fn, opt, device_id, error_queue):
 def _check_translate_inputs(src: str, models: list[str]) -> None:
     """Missing or unreadable inputs as one line naming the file, before any output exists
     (OpenNMT-py would fail deep inside with a long traceback)."""
+    from headlab.io import read_checkpoint
+
     if src != "-" and not os.path.isfile(src):
         raise DataError("no such source file", path=src, key="src")
     for model in models:
         if not os.path.isfile(model):
             raise DataError("no such model file", path=model, key="model")
-        _check_checkpoint(model)
-
-
-def _check_checkpoint(path: str) -> None:
-    """A checkpoint torch can open. torch.save writes a zip, whose central directory is at
-    the end, so a file cut short fails this cheap test; an old non-zip one is loaded."""
-    import zipfile
-    if os.path.getsize(path) == 0:
-        raise DataError("not a readable checkpoint: the file is empty", path=path, key="model")
-    if zipfile.is_zipfile(path):
-        return
-    import torch
-    try:
-        torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # EOFError, UnpicklingError, RuntimeError: torch's own, long
-        reason = (str(err).splitlines() or [type(err).__name__])[0]
-        raise DataError(f"not a readable checkpoint (cut short, or not a torch.save file): {reason}",
-                        path=path, key="model") from None
+        read_checkpoint(model, key="model")
 
 
 def translate(argv: list[str]) -> int:
@@ -265,6 +254,10 @@ def translate(argv: list[str]) -> int:
     opt = _parse(_get_parser(), argv, "translate")
     ArgumentParser.validate_translate_opts(opt)
     _check_translate_inputs(opt.src, opt.models)
+    bad = out_of_range(vars(opt), TRANSLATE_RANGES)
+    if bad:
+        raise ConfigError(f"-{bad[1]}", key=bad[0])
+    check_cuda_device(opt.gpu, "-gpu", "-gpu -1 runs on the CPU")
     final = Path(opt.output)
     final.parent.mkdir(parents=True, exist_ok=True)
     opt.output = str(final.with_name(f".{final.name}.tmp"))

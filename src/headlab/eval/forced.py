@@ -57,6 +57,8 @@ def load_model(path: str | os.PathLike, gpu: int = -1, extra_opts: list[str] | N
     if not os.path.exists(path):
         raise DataError("checkpoint not found", path=str(path))
     _apply_compat()
+    from headlab.engine.devices import check_cuda_device
+    check_cuda_device(gpu, "--gpu", "--gpu -1 runs on the CPU")
     import onmt.model_builder
     import onmt.opts
     from onmt.utils.parse import ArgumentParser
@@ -152,7 +154,7 @@ def score_files(model_path, src_path, tgt_path, out_path, *, batch_size: int = 3
 
 
 def main(argv: list[str]) -> int:
-    from headlab.options import CommandParser
+    from headlab.options import CommandParser, bounded
 
     parser = CommandParser("score", __doc__.split("\n\n")[0],
                            epilog="Any other option is an onmt_translate option (e.g. -disable_enc_heads 8).")
@@ -160,7 +162,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--src", required=True, help="tokenised source, one sentence per line")
     parser.add_argument("--tgt", required=True, help="tokenised target to score, same number of lines")
     parser.add_argument("--out", required=True, help="TSV: sum, mean, tokens (input order)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--batch-size", type=bounded(int, 1), default=32, help="sentences per batch")
     parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
     args, extra = parser.parse_known_args(argv)
     n = score_files(args.model, args.src, args.tgt, args.out, batch_size=args.batch_size, gpu=args.gpu,

@@ -49,13 +49,8 @@ def gate_rows(state: dict) -> pd.DataFrame:
 
 
 def read_gates(path: str) -> pd.DataFrame:
-    import torch
-    from headlab.errors import DataError
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # noqa: BLE001
-        raise DataError(f"cannot read checkpoint: {err}", path=path) from None
-    return gate_rows(ckpt["model"])
+    from headlab.io import read_checkpoint
+    return gate_rows(read_checkpoint(path, needs=("model",))["model"])
 
 
 def encoder_mask(gates: pd.DataFrame) -> list[list[int]]:

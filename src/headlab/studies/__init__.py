@@ -182,10 +182,19 @@ def config_slices(config, study: str) -> dict[str, str]:
 
 
 def merge_config(parts: list[str]) -> dict:
-    """The config slices of :func:`config_slices` (JSON texts) as one config dict."""
+    """The config slices of :func:`config_slices` (JSON texts, ``--config-json`` of the
+    commands the workflow runs) as one config dict; a slice that is no JSON object (a file
+    name given by hand) is one :class:`ConfigError` line."""
     config: dict = {}
     for text in parts:
-        config.update(json.loads(text))
+        try:
+            part = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"--config-json takes the config itself as JSON text, as the workflow passes it, "
+                              f"not a file name: {text[:60]!r} is not JSON ({err})") from None
+        if not isinstance(part, dict):
+            raise ConfigError(f"--config-json must be a JSON object (keys of the config), got {text[:60]!r}")
+        config.update(part)
     return config
 
 

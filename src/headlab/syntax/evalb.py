@@ -53,26 +53,38 @@ def _scorer():
 
 
 def read_gold(path: str | Path, limit: int | None = None) -> list[Tree]:
-    """The gold trees of ``treebank.zip`` (or a folder/.mrg file of bracketed trees) in order."""
+    """The gold trees of ``treebank.zip`` (or a folder/.mrg file of bracketed trees) in order;
+    a file that holds no bracketed trees, or a malformed one, is a :class:`DataError` naming
+    the file (and the archive's member) and the tree's number."""
+    from nltk.corpus.reader.util import read_sexpr_block
+
     path = Path(path)
-    texts = []
+    texts = []     # (where, text)
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
-            texts = [archive.read(n).decode("utf-8") for n in sorted(archive.namelist()) if _MEMBER.search(n)]
+            texts = [(f"{path}:{n}", archive.read(n)) for n in sorted(archive.namelist()) if _MEMBER.search(n)]
     elif path.is_dir():
-        texts = [p.read_text(encoding="utf-8") for p in sorted(path.glob("*.mrg"))]
+        texts = [(str(p), p.read_bytes()) for p in sorted(path.glob("*.mrg"))]
     else:
-        texts = [path.read_text(encoding="utf-8")]
+        texts = [(str(path), path.read_bytes())]
     trees = []
-    for text in texts:
-        from nltk.corpus.reader.util import read_sexpr_block
-        stream = io.StringIO(text)
+    for where, raw in texts:
+        try:
+            stream = io.StringIO(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise DataError(f"invalid UTF-8 at byte {err.start}: not a bracketed treebank", path=where) from None
+        number = 0
         while True:
             block = read_sexpr_block(stream)
             if not block:
                 break
             for sexpr in block:
-                tree = Tree.fromstring(sexpr, remove_empty_top_bracketing=True)
+                number += 1
+                try:
+                    tree = Tree.fromstring(sexpr, remove_empty_top_bracketing=True)
+                except ValueError as err:     # nltk's message spans lines: its first one
+                    raise DataError(f"tree {number} is not a bracketed tree ({str(err).splitlines()[0]})",
+                                    path=where) from None
                 trees.append(tree)
                 if limit and len(trees) >= limit:
                     return trees
@@ -179,12 +191,13 @@ FIELDS = ("parser", "sentences", "f1", "precision", "recall", "matched", "gold_b
 
 
 def main(argv: list[str]) -> int:
+    from headlab.options import bounded
     from headlab.syntax.parse import PARSERS
 
     ap = argparse.ArgumentParser(prog="headlab parser-eval", description=__doc__.split("\n\n")[0])
     ap.add_argument("--treebank", required=True, help="ptb-sample's treebank.zip (or .mrg files)")
     ap.add_argument("--parser", default=PARSERS[0], choices=PARSERS, help="the parser evaluated")
-    ap.add_argument("--limit", type=int, default=0, help="score the first N trees (0: all)")
+    ap.add_argument("--limit", type=bounded(int, 0), default=0, help="score the first N trees (0: all)")
     ap.add_argument("--out", required=True, help="CSV: " + ", ".join(FIELDS))
     args = ap.parse_args(argv)
     row = parser_f1(args.treebank, args.parser, args.limit or None)

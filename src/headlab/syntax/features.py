@@ -134,9 +134,14 @@ def main_featurize(argv: list[str]) -> int:
 
 
 def main_feature_vocab(argv: list[str]) -> int:
+    from headlab.options import bounded
+
     ap = argparse.ArgumentParser(prog="headlab feature-vocab", description="numeric-order feature vocabularies")
     ap.add_argument("--src-vocab", required=True, help="the model's source vocabulary: writes SRC_VOCAB_feat{i}")
-    ap.add_argument("--values", type=int, default=VALUES, help="values of each feature vocabulary")
+    # fewer would map the larger word indices and depths featurize writes to <unk>, silently
+    ap.add_argument("--values", type=bounded(int, VALUES, described=f"at least {VALUES}: featurize writes values "
+                                                                   f"up to {VALUES - 1}"),
+                    default=VALUES, help="values of each feature vocabulary")
     args = ap.parse_args(argv)
     write_feature_vocabs(args.src_vocab, values=args.values)
     return 0

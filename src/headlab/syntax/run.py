@@ -127,7 +127,7 @@ def profile_heads(model_path: str, treebank: str, src: str, out: str, pair: str 
 
 
 def main_profile_heads(argv: list[str]) -> int:
-    from headlab.options import CommandParser
+    from headlab.options import CommandParser, bounded
 
     parser = CommandParser("profile-heads", __doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a headlab checkpoint (.pt)")
@@ -135,9 +135,9 @@ def main_profile_heads(argv: list[str]) -> int:
     parser.add_argument("--src", required=True, help="the treebank's text after the model's preprocessing (BPE)")
     parser.add_argument("--pair", default=None, help="the model's language pair (English source only)")
     parser.add_argument("--out", required=True, help="output prefix (PREFIX.csv, .baselines.csv, ...)")
-    parser.add_argument("--max-sents", type=int, default=None, help="only the first N sentences")
-    parser.add_argument("--figure-sents", type=int, default=10, help="sentences drawn in the attention figure")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--max-sents", type=bounded(int, 1), default=None, help="only the first N sentences")
+    parser.add_argument("--figure-sents", type=bounded(int, 0), default=10, help="sentences drawn in the attention figure")
+    parser.add_argument("--batch-size", type=bounded(int, 1), default=32, help="sentences per batch")
     parser.add_argument("--gpu", type=int, default=-1, help="CUDA device id, -1 for CPU")
     args = parser.parse_args(argv)
     s = profile_heads(args.model, args.treebank, args.src, args.out, args.pair, args.max_sents, args.figure_sents,

@@ -97,7 +97,7 @@ def publish(config: dict, study: str, results: str | os.PathLike, out: str | os.
     """Write the published folder; returns its size in bytes."""
     if study not in config.get("studies", {}):
         raise ConfigError(f"study {study!r} is not in the config; configured: "
-                          f"{', '.join(config.get('studies', {}))}", key="studies")
+                          f"{', '.join(config.get('studies', {})) or 'none'}", key="studies")
     files = collect(config, study, results)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
