@@ -240,3 +240,23 @@ def test_value_checks_agree_with_onmt_trains_own_parser(tmp_path):
         except _Rejected:
             accepted = False
         assert accepted == (problem(option, value, specs[option]) is None), (option, value, accepted)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--seed", "0"], "argument --seed: 0: must be at least 1"),
+    (["--seed", "-1"], "argument --seed: -1: must be at least 1"),
+    (["--gpus", "-1"], "argument --gpus: -1: must be at least 0"),
+    (["--set", "seed=0"], "[seed] seed must be an integer >= 1 (OpenNMT-py seeds nothing at 0 or below"),
+])
+def test_a_seed_opennmt_would_ignore_is_refused(argv, says, tmp_path, capsys):
+    """``onmt.utils.misc.set_random_seed`` seeds nothing for a seed <= 0: the config would
+    describe a training that no one can repeat, with nothing said."""
+    from headlab.cli import main
+    base = ["onmt-config", "--preset", "mini", "--layers", "2+2", "--train", "a.src", "a.tgt", "--valid", "v.src",
+            "v.tgt", "--vocab", "vocab.txt", "--save-dir", str(tmp_path / "m"), "--out", str(tmp_path / "onmt.yaml")]
+    try:
+        status = main(base + argv)
+    except SystemExit as stop:      # argparse's own refusal
+        status = stop.code
+    assert status in (1, 2) and says in capsys.readouterr().err
+    assert not (tmp_path / "onmt.yaml").exists()

@@ -442,6 +442,8 @@ def write_yaml(options: Mapping[str, Any], path: str | Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    from headlab.options import bounded
+
     parser = argparse.ArgumentParser(prog="headlab onmt-config", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", required=True, help="a preset of src/headlab/presets.yaml (mini, base, ...)")
     parser.add_argument("--layers", required=True, help="encoder+decoder layers, e.g. 6+6")
@@ -453,10 +455,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--vocab", required=True, nargs="+", metavar="VOCAB",
                         help="one shared vocabulary, or source and target vocabularies")
     parser.add_argument("--save-dir", required=True, help="the model folder (checkpoints, train.log)")
-    parser.add_argument("--seed", type=int, default=1, help="training seed")
+    parser.add_argument("--seed", type=bounded(int, 1), default=1,
+                        help="training seed (OpenNMT-py seeds nothing at 0 or below)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="override an option (repeatable), value parsed as YAML")
-    parser.add_argument("--gpus", type=int, default=0, metavar="N",
+    parser.add_argument("--gpus", type=bounded(int, 0), default=0, metavar="N",
                         help="train on GPUs 0..N-1 (OpenNMT-py world_size N; accum_count divided by N)")
     parser.add_argument("--gpu", dest="gpus", action="store_const", const=1, help="train on GPU 0 (--gpus 1)")
     parser.add_argument("--precision", default="preset", choices=PRECISIONS,

@@ -111,11 +111,13 @@ _RATES = "a number in [0, 1), or a list of them"
 #: ``enc_hid_size``/``dec_hid_size``", onmt/opts.py), and headlab's where OpenNMT-py takes a
 #: value that cannot be meant: a learning rate of 0 or below, a dropout of 1 (every unit
 #: dropped), a negative ``max_grad_norm`` (no clipping, as 0 says), ``label_smoothing`` 1
-#: (a uniform target), ``keep_checkpoint`` below -1 (all, as -1 says),
+#: (a uniform target), ``keep_checkpoint`` below -1 (all, as -1 says), a ``seed`` of 0 or below
+#: (``onmt.utils.misc.set_random_seed`` then seeds nothing: a run no one can repeat),
 #: ``save_checkpoint_steps`` 0 (only the last step: no resume, no model selection, which the
 #: workflow reads checkpoints for).
 RANGES: dict[str, Range] = {
     "train_steps": Range(1, None, (), "an integer >= 1"),
+    "seed": Range(1, None, (), "an integer >= 1 (OpenNMT-py seeds nothing at 0 or below: no run could be repeated)"),
     "report_every": Range(1, None, (), "an integer >= 1"),
     "learning_rate": Range(0, None, (), "a number > 0", above=True),
     "dropout": Range(0, 1, (), _RATES),
