@@ -210,3 +210,14 @@ def test_mirror_suites(mirror):
     out, frame = mucow.evaluate(refs, keys, target_lang="en")  # the references themselves
     row = frame.set_index("corpus").loc["all"]
     assert row.precision > 0.98 and row.coverage > 0.99  # the keys were harvested from these references
+
+
+@pytest.mark.parametrize("command", ["distil", "distil-parse"])
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_a_limit_below_one_is_refused_by_its_option(command, limit, tmp_path, capsys):
+    """``--limit`` cuts the suite as a slice's end: -1 kept all pairs but the last, 0 none."""
+    with pytest.raises(SystemExit) as caught:
+        contrastive.main([command, "--suite", str(DISTIL), "--limit", limit, "--out", str(tmp_path / "out.csv")])
+    assert caught.value.code == 2
+    assert f"argument --limit: {limit}: must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "out.csv").exists()

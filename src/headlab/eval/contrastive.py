@@ -45,6 +45,7 @@ from collections import defaultdict
 from headlab.errors import DataError
 from headlab.eval import suites
 from headlab.eval.common import add_tags, parse_tags, read_scores, write_csv
+from headlab.options import bounded
 
 COLUMNS = ["system", "suite", "category", "by", "bucket", "correct", "total", "accuracy"]
 JSON_LOADERS = {"lingeval97": suites.load_lingeval97, "contrawsd": suites.load_contrawsd,
@@ -174,13 +175,15 @@ def main(argv: list[str]) -> int:
     d.add_argument("--system", default="system", help="system name in the CSV")
     d.add_argument("--parse-cache", default=None, help="JSON cache of spaCy parses of src.en")
     d.add_argument("--no-distance", action="store_true", help="no breakdown by subject-verb distance")
-    d.add_argument("--limit", type=int, default=None, help="first N pairs only (smoke tests)")
+    # a slice's end: -1 would keep all but the last pair, 0 none
+    d.add_argument("--limit", type=bounded(int, 1), default=None, help="first N pairs only (smoke tests)")
     d.add_argument("--lower-is-better", action="store_true", help="scores are costs (lower means more likely)")
 
     c = sub.add_parser("distil-parse", help="spaCy parses of a DistilLingEval suite's sources (the --parse-cache "
                                             "of distil), once, before any model is scored")
     c.add_argument("--suite", required=True, help="a DistilLingEval *.mt folder")
-    c.add_argument("--limit", type=int, default=None, help="first N pairs only (the same cut as distil --limit)")
+    c.add_argument("--limit", type=bounded(int, 1), default=None,
+                   help="first N pairs only (the same cut as distil --limit)")
     c.add_argument("--out", required=True, help="the parse cache (JSON)")
 
     j = sub.add_parser("json", help="LingEval97 / ContraWSD / MuCoW scoring accuracy")
