@@ -126,3 +126,21 @@ def test_a_missing_file_the_command_line_did_not_name_keeps_its_traceback(monkey
     monkeypatch.setattr(bleu, "main", broken)
     with pytest.raises(FileNotFoundError):
         main(["bleu", "--hyp", "h", "--ref", "r", "--out", "o"])
+
+
+@pytest.mark.parametrize("argv, option, value, low", [
+    (["preprocess", "tokenize", "--lang", "en", "--in", "raw.en", "--out", "{tmp}/out/tok.en"], "--jobs", "0", 1),
+    (["preprocess", "bpe-learn", "--merges", "10", "--in", "raw.en", "--codes", "{tmp}/out/codes"],
+     "--min-frequency", "0", 1),
+    (["parse", "--in", "raw.en", "--out", "{tmp}/out/parses.jsonl"], "--batch-size", "0", 1),
+    (["params", "--preset", "mini", "--layers", "2+2", "--out", "{tmp}/out/params.json"], "--src-vocab", "0", 1),
+    (["params", "--preset", "mini", "--layers", "2+2", "--out", "{tmp}/out/params.json"], "--tgt-vocab", "-1", 1),
+])
+def test_a_count_below_its_bound_is_refused_before_anything_runs(argv, option, value, low, tmp_path, capsys):
+    """Accepted before: --jobs 0 or -2 ran one process without a word, params counted the
+    same parameters for a vocabulary of 0 or -4 words as for 4, spaCy took a batch of 0."""
+    with pytest.raises(SystemExit) as caught:
+        main([part.format(tmp=tmp_path) for part in argv] + [option, value])
+    assert caught.value.code == 2
+    assert f"argument {option}: {value}: must be at least {low}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -38,6 +38,7 @@ from typing import Callable, Iterator
 from headlab.data._cli import run
 from headlab.errors import DataError
 from headlab.io import atomic_write, open_maybe_gz
+from headlab.options import bounded
 
 BPE_SEPARATOR = "@@"
 _UNBPE = re.compile(r"(@@ )|(@@ ?$)")
@@ -237,7 +238,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--tokenizer", choices=TOKENIZERS, default="moses", help="moses, or indic (IndicNLP, Hindi)")
     p.add_argument("--in", dest="inp", required=True, help="raw text, one sentence a line")
     p.add_argument("--out", required=True, help="tokenised text")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--jobs", type=bounded(int, 1), default=1, help="worker processes (default 1)")
     p.add_argument("--aggressive-dash-splits", action="store_true", help="Moses -a: split hyphenated words")
     p = sub.add_parser("truecase-train", help="train a Moses truecaser on tokenised text")
     p.add_argument("--in", dest="inp", nargs="+", required=True, help="tokenised training text")
@@ -250,7 +251,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--merges", type=int, required=True, help="number of BPE merge operations")
     p.add_argument("--in", dest="inp", nargs="+", required=True, help="training text of both sides (joint BPE)")
     p.add_argument("--codes", required=True, help="the BPE codes to write")
-    p.add_argument("--min-frequency", type=int, default=2, help="least frequency of a pair to merge")
+    p.add_argument("--min-frequency", type=bounded(int, 1), default=2, help="least frequency of a pair to merge")
     p = sub.add_parser("bpe-apply", help="apply BPE codes with '@@ ' markers")
     p.add_argument("--codes", required=True, help="BPE codes (bpe-learn)")
     p.add_argument("--in", dest="inp", required=True, help="truecased text")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 from headlab.errors import ConfigError
+from headlab.options import bounded
 
 
 #: architecture keys taken from a preset; embedding tying comes from the flags only, so
@@ -104,8 +105,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--layers", default="6+6", help="ENC+DEC layers, e.g. 6+6 or 6+1")
     parser.add_argument("--heads", default="8L",
                         help="encoder head spec (7Ftoken+1L), or all three sites: ENC@dec=SPEC@cross=SPEC")
-    parser.add_argument("--src-vocab", type=int, default=32000, help="source vocabulary size")
-    parser.add_argument("--tgt-vocab", type=int, default=None, help="target vocabulary size (default: the source's)")
+    parser.add_argument("--src-vocab", type=bounded(int, 1), default=32000, help="source vocabulary size")
+    parser.add_argument("--tgt-vocab", type=bounded(int, 1), default=None,
+                        help="target vocabulary size (default: the source's)")
     parser.add_argument("--share-embeddings", action="store_true", help="one embedding matrix for both sides and the generator")
     parser.add_argument("--encoder-type", default="headlab", help="headlab or transformer (stock)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from headlab.errors import ConfigError, DataError
+from headlab.options import bounded
 from headlab.io import atomic_write
 
 if TYPE_CHECKING:  # nltk imports scipy.stats (4 s): the workflow imports this module for its constants
@@ -254,7 +255,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--in", dest="src", required=True, help="Moses-tokenised English, one sentence a line")
     ap.add_argument("--out", required=True, help="the parse cache (JSON lines)")
     ap.add_argument("--parser", default=DEFAULT_PARSER, choices=PARSERS, help="depconv (spaCy dependencies to constituents) or benepar")
-    ap.add_argument("--batch-size", type=int, default=256, help="sentences per spaCy batch")
+    ap.add_argument("--batch-size", type=bounded(int, 1), default=256, help="sentences per spaCy batch")
     args = ap.parse_args(argv)
     parse_file(args.src, args.out, args.parser, batch_size=args.batch_size)
     return 0
