@@ -83,7 +83,7 @@ def _text(path):
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("make, says", [
-    (_other_dict, r"not an OpenNMT-py checkpoint: it has no '(model|opt)'.* \(it holds 'weights'\)$"),
+    (_other_dict, r"not an OpenNMT-py checkpoint: it has no '(model|opt|vocab)'.* \(it holds 'weights'\)$"),
     (_not_a_dict, r"not an OpenNMT-py checkpoint: it holds a list, not a dict$"),
     (_text, r"not a readable checkpoint \(cut short, or not a torch.save file\): "),
 ])
@@ -97,13 +97,13 @@ def test_a_file_that_is_no_checkpoint_is_one_line_and_writes_nothing(command, ma
 
 
 def test_the_missing_keys_and_what_the_file_holds_are_named(tmp_path):
-    from headlab.io import read_checkpoint
+    from headlab.checkpoints import read_checkpoint
     path = tmp_path / "other.pt"
     _other_dict(path)
     with pytest.raises(DataError) as caught:
         read_checkpoint(path)
-    assert str(caught.value) == (f"{path}: not an OpenNMT-py checkpoint: it has no 'model', 'generator', "
-                                 "'vocab', 'opt' (it holds 'weights')")
+    assert str(caught.value) == (f"{path}: not an OpenNMT-py checkpoint: it has no 'vocab', 'opt', 'model', "
+                                 "'generator' and no .safetensors beside it (it holds 'weights')")
     assert read_checkpoint(path, needs=("weights",))["weights"].tolist() == [0.0, 0.0, 0.0]
     (tmp_path / "empty.pt").write_bytes(b"")
     with pytest.raises(DataError, match="empty.pt: not a readable checkpoint: the file is empty"):
@@ -113,7 +113,7 @@ def test_the_missing_keys_and_what_the_file_holds_are_named(tmp_path):
 
 
 def test_a_checkpoint_is_read_whole_or_mapped_alike(model):
-    from headlab.io import read_checkpoint
+    from headlab.checkpoints import read_checkpoint
     mapped, read = read_checkpoint(model), read_checkpoint(model, mmap=False)
     assert sorted(mapped) == sorted(read) and sorted(mapped["model"]) == sorted(read["model"])
     assert all(torch.equal(mapped["model"][name], read["model"][name]) for name in read["model"])
@@ -126,7 +126,7 @@ def test_a_checkpoint_is_read_whole_or_mapped_alike(model):
 def test_a_cuda_device_this_machine_lacks_is_one_line_and_writes_nothing(command, option, model, texts, capsys):
     status, err = _run(command, model, texts, capsys, option, "0")
     assert status == 1 and len(err) == 1, err
-    assert err[0].startswith(f"headlab {command}: {option} 0: torch {torch.__version__} ") and \
+    assert err[0].startswith(f"headlab {command}: {option} 0: ") and \
         err[0].endswith(f"; {option} -1 runs on the CPU"), err
     assert not (texts / "out").exists()
 
@@ -138,14 +138,84 @@ def test_training_on_a_gpu_this_machine_lacks_is_one_line_before_anything_is_wri
                       f"src_vocab: {texts}/vocab\nsave_model: {texts}/out/model\ngpu_ranks: [0]\ntrain_steps: 1\n")
     assert main(["train", "-config", str(config)]) == 1
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("headlab train: -gpu_ranks 0: ") and \
+    assert len(err) == 1 and err[0].startswith("headlab train: -gpu_ranks 0 needs 1 CUDA device: ") and \
         err[0].endswith("train on the CPU without -gpu_ranks (training.device: cpu)"), err
     assert not (texts / "out").exists()
 
 
+def test_gpu_ranks_are_counted_not_taken_for_device_ids(texts, capsys, monkeypatch):
+    """OpenNMT-py trains process i on CUDA device i for i < len(gpu_ranks); a rank is no
+    device id (one process of rank 1 trains on device 0)."""
+    from headlab.engine import devices, run
+
+    monkeypatch.setattr(devices, "cuda_devices", lambda: 1)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(run, "_train", lambda opt: 0)       # what the check lets through
+    config = texts / "train.yaml"
+    config.write_text(f"data:\n  corpus_1:\n    path_src: {texts}/in.src\n    path_tgt: {texts}/in.tgt\n"
+                      f"src_vocab: {texts}/vocab\nsave_model: {texts}/out/model\ntrain_steps: 1\n")
+    capsys.readouterr()
+    assert main(["train", "-config", str(config), "-gpu_ranks", "0", "1", "-world_size", "2"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "headlab train: -gpu_ranks 0 1 needs 2 CUDA devices: this machine has only CUDA device 0; "
+        "train on the CPU without -gpu_ranks (training.device: cpu)"]
+    assert main(["train", "-config", str(config), "-gpu_ranks", "1"]) == 0
+
+
+def _options_only(path):
+    """What ``-save_format safetensors`` writes as the .pt: options, vocabulary, optimizer."""
+    torch.save({"vocab": {"src": ["a"]}, "opt": {"encoder_type": "headlab"}, "optim": None}, path)
+
+
+def test_a_safetensors_checkpoint_has_its_weights_beside_it(tmp_path):
+    from headlab.checkpoints import read_checkpoint
+    path = tmp_path / "model_step_10.pt"
+    _options_only(path)
+    with pytest.raises(DataError) as caught:
+        read_checkpoint(path)
+    assert str(caught.value) == (f"{path}: not an OpenNMT-py checkpoint: it has no 'model', 'generator' and no "
+                                 ".safetensors beside it (it holds 'opt', 'optim', 'vocab')")
+    (tmp_path / "model_step_10.safetensors").write_bytes(b"{}")
+    assert sorted(read_checkpoint(path)) == ["opt", "optim", "vocab"]
+    with pytest.raises(DataError, match=r"it has no 'model' \(it holds"):
+        read_checkpoint(path, needs=("model",))          # a reader of the weights themselves
+
+
+def test_a_checkpoint_of_classes_this_install_lacks_is_named(tmp_path, monkeypatch):
+    import importlib
+    (tmp_path / "gone_module.py").write_text("class Options:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    gone = importlib.import_module("gone_module")
+    torch.save({"opt": gone.Options()}, tmp_path / "classes.pt")
+    monkeypatch.delattr(gone, "Options")
+    from headlab.checkpoints import read_checkpoint
+    with pytest.raises(DataError, match=r"classes.pt: not a readable checkpoint: it needs a class this install "
+                                        r"lacks \(saved by another version\?\): .*Options"):
+        read_checkpoint(tmp_path / "classes.pt")
+    monkeypatch.delitem(sys.modules, "gone_module")
+    (tmp_path / "gone_module.py").unlink()
+    with pytest.raises(DataError) as caught:
+        read_checkpoint(tmp_path / "classes.pt")
+    assert str(caught.value) == (f"{tmp_path}/classes.pt: not a readable checkpoint: it needs module "
+                                 "'gone_module', which this install lacks (saved by other software?)")
+
+
+def test_a_checkpoint_that_cannot_be_mapped_is_read(model, monkeypatch):
+    from headlab import checkpoints
+    load = checkpoints._load
+
+    def no_mmap(path, mmap):
+        if mmap:
+            raise RuntimeError("mmap is not supported on this file system")
+        return load(path, mmap)
+
+    monkeypatch.setattr(checkpoints, "_load", no_mmap)
+    assert "model" in checkpoints.read_checkpoint(model)
+
+
 @pytest.mark.parametrize("count, index, says", [
     (0, 0, "torch sees no CUDA device on this machine"),
-    (1, 1, "this machine has CUDA device 0..0"),
+    (1, 1, "this machine has only CUDA device 0"),
     (4, 7, "this machine has CUDA devices 0..3"),
 ])
 def test_what_the_machine_has_is_said(count, index, says, monkeypatch):
@@ -190,7 +260,7 @@ def test_the_atlas_of_a_model_takes_its_gradients_without_a_warning(model, texts
     (``float()`` of a tensor that requires grad is torch's UserWarning). In a process of its
     own: torch gives that warning once a process, and another test may have had it."""
     out = texts / "out" / "atlas"
-    done = subprocess.run([sys.executable, "-W", "error", "-m", "headlab.cli", "atlas-model", "--model", str(model),
+    done = subprocess.run([sys.executable, "-W", "error::UserWarning", "-m", "headlab.cli", "atlas-model", "--model", str(model),
                            "--src", str(texts / "in.src"), "--tgt", str(texts / "in.tgt"), "--name", "m/seed1",
                            "--out", str(out)], capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]

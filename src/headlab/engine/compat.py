@@ -191,8 +191,8 @@ def _patch_checkpoint_loading() -> None:
     ``Optimizer``) is loaded by upstream as torch<2.6 did (``weights_only=False``) with a
     warning: only load checkpoints you trust, as with any pickle. A file that is no
     checkpoint fails upstream deep inside (``KeyError: 'opt'``, pickle's ``Memo value not
-    found``); it is refused first, in one line naming it (:func:`headlab.io.read_checkpoint`,
-    the tensors mapped, not read)."""
+    found``); it is refused first, in one line naming it
+    (:func:`headlab.checkpoints.read_checkpoint`, the tensors mapped, not read)."""
     import argparse
     import os
     import pickle
@@ -202,7 +202,7 @@ def _patch_checkpoint_loading() -> None:
     import onmt.models.model_saver as saver
     import onmt.train_single
 
-    from headlab.io import read_checkpoint
+    from headlab.checkpoints import read_checkpoint
 
     original = saver.load_checkpoint
 

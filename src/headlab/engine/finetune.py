@@ -110,7 +110,7 @@ def initial_checkpoint(parent: str, changes: Mapping[str, Any], expected: Mappin
     from onmt.model_builder import build_base_model
     from onmt.utils.parse import ArgumentParser
 
-    from headlab.io import read_checkpoint
+    from headlab.checkpoints import read_checkpoint
 
     # read, not mapped: the child's checkpoint is the parent's, changed, and saved whole
     ckpt = read_checkpoint(parent, needs=("model", "opt", "vocab"), mmap=False)

@@ -89,7 +89,7 @@ def count_checkpoint(path: str) -> int:
     from onmt.utils.parse import ArgumentParser
 
     from headlab.engine.model import count_parameters
-    from headlab.io import read_checkpoint
+    from headlab.checkpoints import read_checkpoint
 
     ckpt = read_checkpoint(path, needs=("opt", "vocab"))
     opt = ArgumentParser.ckpt_model_opts(ckpt["opt"])

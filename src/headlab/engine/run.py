@@ -147,8 +147,11 @@ def train(argv: list[str]) -> int:
     if _help("train", argv, _get_parser()):
         return 0
     opt = _parse(_get_parser(), argv, "train")
-    for rank in opt.gpu_ranks:
-        check_cuda_device(rank, "-gpu_ranks", "train on the CPU without -gpu_ranks (training.device: cpu)")
+    if opt.gpu_ranks:     # ranks, not device ids: process i trains on device i
+        check_cuda_device(len(opt.gpu_ranks) - 1, "-gpu_ranks",
+                          "train on the CPU without -gpu_ranks (training.device: cpu)",
+                          named=f"-gpu_ranks {' '.join(map(str, opt.gpu_ranks))} needs "
+                                f"{len(opt.gpu_ranks)} CUDA device{'s' if len(opt.gpu_ranks) > 1 else ''}")
     # one training per model folder, before anything in it is written: a second one (a run
     # started beside a killed run's orphan) would interleave checkpoints and the learning curve
     with train_lock.hold_model_folder(Path(opt.save_model).parent):
@@ -234,7 +237,7 @@ def spawned_train(process_fn, opt, device_id, error_queue):
 def _check_translate_inputs(src: str, models: list[str]) -> None:
     """Missing or unreadable inputs as one line naming the file, before any output exists
     (OpenNMT-py would fail deep inside with a long traceback)."""
-    from headlab.io import read_checkpoint
+    from headlab.checkpoints import read_checkpoint
 
     if src != "-" and not os.path.isfile(src):
         raise DataError("no such source file", path=src, key="src")

@@ -49,7 +49,7 @@ def gate_rows(state: dict) -> pd.DataFrame:
 
 
 def read_gates(path: str) -> pd.DataFrame:
-    from headlab.io import read_checkpoint
+    from headlab.checkpoints import read_checkpoint
     return gate_rows(read_checkpoint(path, needs=("model",))["model"])
 
 
