@@ -107,9 +107,13 @@ def test_every_option_says_what_it_is_for():
     (["learning-curve", "--log", "{tmp}/notes.txt", "--out", "{tmp}/out/curve.csv"],
      "headlab learning-curve: {tmp}/notes.txt: no training step or validation in it: not an OpenNMT-py training "
      "log"),
+    # the data steps' own error policy names the command too (it said only "headlab:")
+    (["preprocess", "tokenize", "--lang", "en", "--in", "{tmp}/latin1.txt", "--out", "{tmp}/out/tok.en"],
+     "headlab preprocess: {tmp}/latin1.txt:2: invalid UTF-8"),
 ])
 def test_a_missing_or_wrong_input_file_is_one_line_and_writes_nothing(argv, message, tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("some notes\nnot a log\n")
+    (tmp_path / "latin1.txt").write_bytes("fine\nd\u00e9j\u00e0\n".encode("latin-1"))
     assert main([part.format(tmp=tmp_path) for part in argv]) == 1
     err = capsys.readouterr().err
     assert err.startswith(message.format(tmp=tmp_path)) and err.count("\n") == 1, err
@@ -132,6 +136,7 @@ def test_a_missing_file_the_command_line_did_not_name_keeps_its_traceback(monkey
     (["preprocess", "tokenize", "--lang", "en", "--in", "raw.en", "--out", "{tmp}/out/tok.en"], "--jobs", "0", 1),
     (["preprocess", "bpe-learn", "--merges", "10", "--in", "raw.en", "--codes", "{tmp}/out/codes"],
      "--min-frequency", "0", 1),
+    (["preprocess", "bpe-learn", "--in", "raw.en", "--codes", "{tmp}/out/codes"], "--merges", "0", 1),
     (["parse", "--in", "raw.en", "--out", "{tmp}/out/parses.jsonl"], "--batch-size", "0", 1),
     (["params", "--preset", "mini", "--layers", "2+2", "--out", "{tmp}/out/params.json"], "--src-vocab", "0", 1),
     (["params", "--preset", "mini", "--layers", "2+2", "--out", "{tmp}/out/params.json"], "--tgt-vocab", "-1", 1),

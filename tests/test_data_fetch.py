@@ -145,7 +145,7 @@ def test_cli(toy, capsys):
     assert fetch_mod.main(["--dataset", "toy", "--file", "bad.txt", "--dest", str(dest),
                            "--mirror", str(mirror)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("headlab: ") and err.count("\n") == 1 and "mismatch" in err
+    assert err.startswith("headlab fetch: ") and err.count("\n") == 1 and "mismatch" in err
     assert fetch_mod.main(["--dataset", "toy", "--list"]) == 0
     assert "mirror-only.txt" in capsys.readouterr().out
     with pytest.raises(SystemExit):

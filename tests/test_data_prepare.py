@@ -42,7 +42,7 @@ def test_line_counts_differ(toy, capsys):
     write("train", ["a", "b", "c"], ["A", "B"])
     assert run_cli(raw, out) == 1
     err = capsys.readouterr().err
-    assert err.startswith("headlab: ") and str(raw / "train.de.gz") in err and str(raw / "train.en") in err
+    assert err.startswith("headlab prepare: ") and str(raw / "train.de.gz") in err and str(raw / "train.en") in err
     assert "3 lines" in err and "has 2" in err
     assert not out.exists()
 

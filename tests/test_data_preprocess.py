@@ -73,7 +73,7 @@ def test_invalid_utf8_and_missing_input(tmp_path, capsys):
     (tmp_path / "bad").write_bytes(b"ok\nnot \xc3( ok\n")
     assert cli("tokenize", "--lang", "de", "--in", tmp_path / "bad", "--out", tmp_path / "out") == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"headlab: {tmp_path / 'bad'}:2: invalid UTF-8")
+    assert err.startswith(f"headlab preprocess: {tmp_path / 'bad'}:2: invalid UTF-8")
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == [tmp_path / "bad"]
     assert cli("bpe-apply", "--codes", tmp_path / "nope", "--in", tmp_path / "bad", "--out", tmp_path / "o") == 1
     assert "nope: input file not found" in capsys.readouterr().err
@@ -81,8 +81,12 @@ def test_invalid_utf8_and_missing_input(tmp_path, capsys):
 
 def test_bad_merges(tmp_path, capsys):
     (tmp_path / "x").write_text("a b\n", encoding="utf-8")
-    assert cli("bpe-learn", "--merges", 0, "--in", tmp_path / "x", "--codes", tmp_path / "c") == 1
-    assert "--merges must be positive" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    with pytest.raises(SystemExit) as caught:
+        cli("bpe-learn", "--merges", 0, "--in", tmp_path / "x", "--codes", tmp_path / "c")
+    assert caught.value.code == 2 and "argument --merges: 0: must be at least 1" in capsys.readouterr().err
+    with pytest.raises(DataError, match=r"\[merges\] --merges must be positive, got 0"):
+        preprocess.bpe_learn([tmp_path / "x"], tmp_path / "c", 0)
+    assert not (tmp_path / "c").exists()
 
 
 def test_usage_errors_exit_2():

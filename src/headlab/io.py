@@ -21,8 +21,10 @@ from headlab.errors import DataError
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
-    """Open a temporary file next to ``path``; on success rename it to ``path``."""
+    """Open a temporary file next to ``path``; on success rename it to ``path``. On failure
+    nothing is left: neither the temporary file nor the folders made for it."""
     path = Path(path)
+    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -40,6 +42,9 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        for folder in made:
+            with contextlib.suppress(OSError):     # not empty: another writer's
+                folder.rmdir()
         raise
 
 

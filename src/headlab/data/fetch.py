@@ -220,4 +220,4 @@ def main(argv: list[str]) -> int:
                         allow_unverified=args.allow_unverified))
         return 0
 
-    return run(go)
+    return run(go, "fetch")

@@ -511,4 +511,4 @@ def main(argv: list[str]) -> int:
         write_pair(src, tgt, args.out_src, args.out_tgt)
         return 0
 
-    return run(go)
+    return run(go, "prepare-local")

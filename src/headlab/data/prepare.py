@@ -289,4 +289,4 @@ def main(argv: list[str]) -> int:
         print(f"headlab prepare: {len(src)} pairs -> {args.out_src}, {args.out_tgt}", file=sys.stderr)
         return 0
 
-    return run(go)
+    return run(go, "prepare")

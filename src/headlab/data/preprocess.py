@@ -248,7 +248,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--in", dest="inp", required=True, help="tokenised text")
     p.add_argument("--out", required=True, help="truecased text")
     p = sub.add_parser("bpe-learn", help="learn joint BPE on the concatenated inputs")
-    p.add_argument("--merges", type=int, required=True, help="number of BPE merge operations")
+    p.add_argument("--merges", type=bounded(int, 1), required=True, help="number of BPE merge operations")
     p.add_argument("--in", dest="inp", nargs="+", required=True, help="training text of both sides (joint BPE)")
     p.add_argument("--codes", required=True, help="the BPE codes to write")
     p.add_argument("--min-frequency", type=bounded(int, 1), default=2, help="least frequency of a pair to merge")
@@ -280,4 +280,4 @@ def main(argv: list[str]) -> int:
             map_lines(postprocessor(args.lang, not args.no_detruecase, args.tokenizer), args.inp, args.out)
         return 0
 
-    return run(go)
+    return run(go, "preprocess")
