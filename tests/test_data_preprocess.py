@@ -89,6 +89,23 @@ def test_bad_merges(tmp_path, capsys):
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "a b c\nd\n"], ids=["empty", "blank-lines", "one-letter-words"])
+def test_bpe_learn_on_text_with_nothing_to_merge(tmp_path, capsys, text):
+    # subword-nmt's learn_bpe takes max() of no pair counts: "max() arg is an empty sequence"
+    (tmp_path / "x").write_text(text, encoding="utf-8")
+    assert cli("bpe-learn", "--merges", 10, "--in", tmp_path / "x", "--codes", tmp_path / "c") == 1
+    err = capsys.readouterr().err
+    assert err == (f"headlab preprocess: {tmp_path / 'x'}: no word of two or more characters: "
+                   "no BPE merge to learn (an empty training corpus?)\n")
+    assert list(tmp_path.iterdir()) == [tmp_path / "x"]
+
+
+def test_bpe_learn_with_one_two_letter_word(tmp_path):
+    (tmp_path / "x").write_text("a b\nc de de\n", encoding="utf-8")
+    preprocess.bpe_learn([tmp_path / "x"], tmp_path / "c", 10)
+    assert (tmp_path / "c").read_text(encoding="utf-8").splitlines()[1:] == ["d e</w>"]
+
+
 def test_usage_errors_exit_2():
     with pytest.raises(SystemExit) as err:
         preprocess.main(["tokenize", "--lang", "de"])

@@ -192,9 +192,23 @@ def bpe_learn(inputs: list, codes: str | os.PathLike, merges: int, min_frequency
         raise DataError(f"--merges must be positive, got {merges}", key="merges")
     for path in inputs:
         _require(path)
-    lines = (line + "\n" for line in itertools.chain.from_iterable(map(iter_lines, inputs)))
+    mergeable = False   # a word of two or more characters: the first merge has a pair to count
+
+    def lines():
+        nonlocal mergeable
+        for line in itertools.chain.from_iterable(map(iter_lines, inputs)):
+            mergeable = mergeable or any(len(word) > 1 for word in line.split())
+            yield line + "\n"
+
     with atomic_write(codes) as handle:
-        learn_bpe(lines, handle, merges, min_frequency=min_frequency)
+        try:
+            learn_bpe(lines(), handle, merges, min_frequency=min_frequency)
+        except ValueError:
+            # subword-nmt takes max() of the pair counts, of which such a text has none
+            if mergeable:
+                raise
+            raise DataError("no word of two or more characters: no BPE merge to learn "
+                            "(an empty training corpus?)", path=", ".join(map(str, inputs))) from None
 
 
 def load_bpe(codes: str | os.PathLike):
