@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
+import io
 import re
 import json
 import shutil
@@ -110,6 +112,53 @@ def test_the_runner_refuses_a_wheel_that_would_replace_torch(wheel, tmp_path):
     assert result.returncode == 1 and f"refusing {wheel}" in result.stdout
     status = json.loads((out / "status.json").read_text())
     assert wheel in status["error"] and not (tmp_path / "work/headlab").exists()   # nothing unpacked
+
+
+def _stored_tarball(path: Path, files: dict[str, bytes]) -> bytes:
+    """A gzip tarball of stored (uncompressed) deflate blocks: its bytes, as written to ``path``."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(gzip.compress(raw.getvalue(), compresslevel=0, mtime=0))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["a byte in a stored block", "cut short", "no gzip", "missing"])
+def test_the_runner_refuses_a_damaged_bundle_tarball_by_name(damage, tmp_path):
+    """A carried copy damaged where zlib cannot see it (inside a stored block) unpacked
+    without an error until the runner read the tarball on to gzip's CRC-32."""
+    fake = tmp_path / "bundle"
+    fake.mkdir()
+    shutil.copy(gpu_runner.__file__, fake / "run.py")
+    (fake / "manifest.json").write_text(json.dumps({"commit": "0000000", "models": [], "results": "results"}))
+    _stored_tarball(fake / "source.tar.gz", {"headlab/src/headlab/__init__.py": b""})
+    whole = bytearray(_stored_tarball(fake / "data.tar.gz", {"data/train.de": b"ein Hund rennt .\n" * 50}))
+    if damage == "a byte in a stored block":
+        whole[whole.index(b"Hund") + 1] ^= 0b1                 # 'Hund' becomes 'Htnd': still text
+        (fake / "data.tar.gz").write_bytes(bytes(whole))
+        reason = "CRC check failed"
+    elif damage == "cut short":
+        (fake / "data.tar.gz").write_bytes(bytes(whole[:len(whole) // 2]))
+        reason = "Compressed file ended before the end-of-stream marker was reached"
+    elif damage == "no gzip":
+        (fake / "data.tar.gz").write_bytes(b"not gzip\n")
+        reason = "not a gzip file"
+    else:
+        (fake / "data.tar.gz").unlink()
+        reason = "No such file or directory"
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(fake / "run.py"), "--out", str(out), "--work", str(tmp_path / "work")],
+                            capture_output=True, text=True, timeout=60)
+    said = "the bundle's data.tar.gz cannot be unpacked ("
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    assert f"run.py: {said}{reason}" in result.stdout and "(make gpu-bundle) and carry it again" in result.stdout
+    status = json.loads((out / "status.json").read_text())
+    assert status["error"].startswith(f"{said}{reason}") and status["calls"][0]["phases"].keys() == {"install"}
+    # a later call on the machine installs again (a bundle carried again), never trains on this one
+    assert json.loads((tmp_path / "work/state.json").read_text()).get("installed") is None
 
 
 def test_the_bundle_overlay_trains_the_slice_seeds_by_its_stop_rule():

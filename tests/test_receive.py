@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,33 @@ def test_a_file_that_is_no_tarball_is_one_line(tmp_path):
                                            "invalid block type")
     assert said["gzip-of-text.tar.gz"].endswith(": gz data, but no tar archive inside it (truncated header)")
     assert not list((tmp_path / "published").rglob("*"))      # no scratch folder left behind either
+
+
+def test_a_byte_changed_inside_a_stored_deflate_block_is_found_by_gzips_crc(tmp_path):
+    """zlib cannot see a changed byte in a stored (uncompressed) block, and tarfile stops
+    before gzip's trailer, whose CRC-32 would: the tarball is read to its end, so that the
+    check runs, and nothing is published from it."""
+    files = _files()
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    whole = bytearray(gzip.compress(raw.getvalue(), compresslevel=0, mtime=0))    # stored blocks only
+    where = whole.index(b"200,valid,5.1")
+    whole[where + 4] ^= 0b1                     # 'valid' becomes 'walid': still a plain CSV
+    tarball = tmp_path / "stored.tar.gz"
+    tarball.write_bytes(bytes(whole))
+    with tarfile.open(tarball) as tar:            # what tarfile alone reads: the change, no error
+        assert b"200,walid" in tar.extractfile(f"{SITTING}/learning_curve.8L.csv").read()
+    with pytest.raises(DataError) as caught:
+        receive.receive(tarball, tmp_path / "published")
+    changed = bytearray(raw.getvalue())           # the tar as unpacked, with the same byte changed
+    changed[changed.index(b"200,valid,5.1") + 4] ^= 0b1
+    assert str(caught.value) == (f"{tarball}: not a sitting's tarball: damaged gz data: CRC check failed "
+                                 f"{hex(zlib.crc32(raw.getvalue()))} != {hex(zlib.crc32(changed))}")
+    assert not list((tmp_path / "published").rglob("*"))
 
 
 def test_members_written_with_a_leading_dot_are_the_same_publication(tmp_path):

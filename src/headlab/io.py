@@ -71,6 +71,8 @@ def archive_problem(err: BaseException) -> str:
     none did, the file is no tar archive of any kind."""
     if isinstance(err, EOFError) or str(err) == "unexpected end of data":  # gzip's, then tar's own
         return "it ends early (a copy cut short?)"
+    if isinstance(err, (gzip.BadGzipFile, zlib.error)):  # past tarfile.open: gzip's and zlib's own
+        return f"damaged gz data: {err}"
     lines = str(err).splitlines()
     if len(lines) < 2:
         return f"unreadable ({str(err) or type(err).__name__})"
@@ -86,6 +88,18 @@ def archive_problem(err: BaseException) -> str:
     if compressed:  # a gzip file of something that is no tar (or an empty one)
         return f"{compressed[0]} data, but no tar archive inside it ({dict(tried)[compressed[0]]})"
     return "no tar archive (plain, gzip, bzip2 or xz): " + dict(tried).get("tar", lines[0])
+
+
+def read_to_the_end(tar: tarfile.TarFile) -> None:
+    """Read what is left of a tar archive's compressed stream, so that its own check runs.
+
+    tarfile stops at the end-of-archive blocks, before gzip's trailer, so gzip never compares
+    its CRC-32 with what it unpacked: a byte changed inside a stored (uncompressed) deflate
+    block, which zlib cannot see, unpacks without an error. Read to the end, gzip raises
+    ``BadGzipFile("CRC check failed ...")`` (one of :data:`ARCHIVE_ERRORS`). bz2 and xz check
+    as they go; a plain tar has only its headers' checksums."""
+    while tar.fileobj.read(1 << 20):
+        pass
 
 
 def open_maybe_gz(path: str | os.PathLike, mode: str = "rb") -> IO:

@@ -195,6 +195,23 @@ def installed_version(name: str) -> str | None:
         return None
 
 
+def unpack_bundled(tarball: Path, into: Path) -> None:
+    """One of the bundle's tarballs unpacked, or SystemExit naming it. Read to its end:
+    tarfile stops before gzip's trailer, so a copy damaged inside a stored deflate block
+    (which zlib cannot see) would unpack without an error, and train on what it was not;
+    at the end gzip checks its CRC-32 (a stdlib-only twin of ``headlab.io.read_to_the_end``)."""
+    import zlib
+    try:
+        with tarfile.open(tarball, "r:gz") as tar:      # make gpu-bundle writes gzip only
+            tar.extractall(into, filter="data")
+            while tar.fileobj.read(1 << 20):
+                pass
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
+        raise SystemExit(f"run.py: the bundle's {tarball.name} cannot be unpacked ({reason}): build the bundle "
+                         f"again (make gpu-bundle) and carry it again") from None
+
+
 def choose_wheels(wheels: list[Path]) -> tuple[list[Path], list[str]]:
     """The wheels to install, and a note for each one skipped; SystemExit naming a wheel
     that would replace a :data:`PROTECTED` package (checked first, before anything is
@@ -431,10 +448,8 @@ class Sitting:
         for name in ("headlab", "site", "logs"):
             shutil.rmtree(self.work / name, ignore_errors=True)
         self.logs.mkdir(parents=True)
-        with tarfile.open(BUNDLE / "source.tar.gz") as tar:
-            tar.extractall(self.work, filter="data")
-        with tarfile.open(BUNDLE / "data.tar.gz") as tar:
-            tar.extractall(self.src, filter="data")
+        unpack_bundled(BUNDLE / "source.tar.gz", self.work)
+        unpack_bundled(BUNDLE / "data.tar.gz", self.src)
         rc = 0
         if wheels:
             rc = self.run("install", [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",

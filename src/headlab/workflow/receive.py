@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 
 from headlab.errors import DataError, HeadlabError
-from headlab.io import ARCHIVE_ERRORS, archive_problem
+from headlab.io import ARCHIVE_ERRORS, archive_problem, read_to_the_end
 from headlab.workflow import gpu_measures, gpu_plan
 
 #: a publication's place in the tarball (and in the checkout): results/published/<slice>/<sitting>/
@@ -162,6 +162,7 @@ def _unpack(tarball: Path, published: Path, scratch_in, status: dict) -> tuple[s
             except tarfile.FilterError as err:
                 raise DataError(f"{member}: a member that is no plain file or folder inside it ({err})",
                                 path=str(tarball)) from None
+            read_to_the_end(tar)        # gzip's CRC: what it unpacked is what the sitting packed
     except ARCHIVE_ERRORS as err:
         raise DataError(f"not a sitting's tarball: {archive_problem(err)}", path=str(tarball)) from None
     except OSError as err:
