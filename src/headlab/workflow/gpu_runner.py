@@ -65,6 +65,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 BUNDLE = Path(__file__).resolve().parent
@@ -200,7 +201,6 @@ def unpack_bundled(tarball: Path, into: Path) -> None:
     tarfile stops before gzip's trailer, so a copy damaged inside a stored deflate block
     (which zlib cannot see) would unpack without an error, and train on what it was not;
     at the end gzip checks its CRC-32 (a stdlib-only twin of ``headlab.io.read_to_the_end``)."""
-    import zlib
     try:
         with tarfile.open(tarball, "r:gz") as tar:      # make gpu-bundle writes gzip only
             tar.extractall(into, filter="data")
