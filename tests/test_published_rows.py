@@ -390,3 +390,72 @@ def test_the_slices_read_without_the_plan_are_the_shipped_plans(tmp_path):
     from headlab.studies import published
 
     assert published.plan_slices(str(tmp_path / "no-plan.yaml")) == published.SLICES == published.plan_slices()
+
+
+H100_SITTING = "2026-11-27-h100-65e2124"
+RETURNED = REPO.parent / "shared" / "gpu-sittings" / H100_SITTING
+needs_the_returned_tarballs = pytest.mark.skipif(not (RETURNED / "sitting.tar.gz").is_file(),
+                                                 reason=f"the returned tarballs are not in {RETURNED}")
+
+
+def _import_h100(dest, sitting=RETURNED / "sitting.tar.gz"):
+    from headlab.studies import published
+    published.import_tarball(str(sitting), str(dest), str(RETURNED / "remainder.tar.gz"),
+                             tuple(str(RETURNED / name) for name in ("README.md", "status-sitting.json",
+                                                                     "status-remainder.json")))
+
+
+@needs_the_returned_tarballs
+def test_the_h100_sittings_returned_tarballs_import_as_its_shipped_folder(tmp_path):
+    """The importer, run again on what the 2026-11-27 sitting returned, writes the shipped
+    folder byte for byte: the tables, scores, provenance with its slice and lacks, rows.csv,
+    the learning curves read from the training logs, the CUDA suite's report. The shipped
+    folder only adds what was written later (the speed rows, the figure, a README paragraph)."""
+    shipped = SHIPPED / "A-T1-deep" / H100_SITTING
+    _import_h100(tmp_path / H100_SITTING)
+    imported = {file.name: file.read_bytes() for file in (tmp_path / H100_SITTING).iterdir()}
+    assert sorted(set(path.name for path in shipped.iterdir()) - set(imported)) == [
+        "learning_curves.png", "throughput.csv"]
+    readme = imported.pop("README.md")
+    assert (shipped / "README.md").read_bytes().startswith(readme)
+    assert {name: (shipped / name).read_bytes() for name in imported} == imported
+    assert b"8L,6+6,seed1,1000,34.2602,32.8235,35.6409" in imported["T1_deep.csv"]
+
+
+@needs_the_returned_tarballs
+def test_a_returned_tarball_changed_where_only_gzips_crc_sees_it_is_not_imported(tmp_path):
+    """The returned tarball with 8L's BLEU changed from 34.26 to 32.26 inside a stored
+    (uncompressed) deflate block: tarfile reads the changed table without an error, and only
+    gzip's CRC-32 in the trailer tells. The importer reads to the trailer, names the tarball in
+    one line, and makes no folder."""
+    import gzip
+    import tarfile
+    import zlib
+
+    from headlab.studies import published
+
+    tar = gzip.decompress((RETURNED / "sitting.tar.gz").read_bytes())
+    stored = bytearray(gzip.compress(tar, compresslevel=0, mtime=0))
+    stored[stored.index(b"8L,6+6,seed1,1000,34.2602") + len("8L,6+6,seed1,1000,3")] ^= 0b110   # '4' -> '2'
+    changed = tmp_path / "sitting.tar.gz"
+    changed.write_bytes(bytes(stored))
+    with tarfile.open(changed) as copy:
+        assert b"1000,32.2602" in copy.extractfile("./results/published/gpu-sitting/T1_deep.csv").read()
+    unpacked = bytearray(tar)
+    unpacked[unpacked.index(b"1000,34.2602") + len("1000,3")] ^= 0b110
+    with pytest.raises(DataError) as caught:
+        _import_h100(tmp_path / H100_SITTING, sitting=changed)
+    assert str(caught.value) == (f"{changed}: cannot import this sitting: damaged gz data: CRC check failed "
+                                 f"{hex(zlib.crc32(tar))} != {hex(zlib.crc32(unpacked))}")
+    assert not (tmp_path / H100_SITTING).exists()
+
+
+def test_the_importer_says_in_one_line_which_first_sitting_it_cannot_find(tmp_path, capsys):
+    from headlab.studies import published
+    root, shared = tmp_path / "published", tmp_path / "gpu-sittings"
+    assert published.main(["--root", str(root), "--shared", str(shared)]) == 1
+    sitting = next(iter(published.FIRST_SITTINGS))
+    assert capsys.readouterr().err == (
+        f"python -m headlab.studies.published: sitting {sitting}: neither {root}/A-T1-deep/{sitting}/T1_deep.csv "
+        f"nor {shared}/{sitting}/sitting.tar.gz\n")
+    assert not root.exists()

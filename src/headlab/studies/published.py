@@ -47,9 +47,10 @@ import glob
 import json
 import math
 import os
+import sys
 from typing import Callable
 
-from headlab.errors import DataError
+from headlab.errors import DataError, HeadlabError
 
 ROOT = "results/published"
 COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "step",
@@ -446,20 +447,28 @@ def import_tarball(tarball: str, dest: str, remainder: str | None = None, beside
     import tarfile
 
     from headlab.engine.logs import read_curve
+    from headlab.io import ARCHIVE_ERRORS, archive_problem, read_to_the_end
 
-    os.makedirs(dest, exist_ok=True)
     gpu = os.path.basename(os.path.normpath(dest)).split("-")[3]
 
     def members(path):
-        with tarfile.open(path) as tar:
-            return {os.path.normpath(member.name): tar.extractfile(member).read()
-                    for member in tar.getmembers() if member.isfile()}
+        # read to gzip's trailer, so that its CRC-32 checks what was unpacked: tarfile alone
+        # stops before it, and a byte changed inside a stored block would be imported as it is
+        try:
+            with tarfile.open(path) as tar:
+                files = {os.path.normpath(member.name): tar.extractfile(member).read()
+                         for member in tar.getmembers() if member.isfile()}
+                read_to_the_end(tar)
+        except ARCHIVE_ERRORS as err:
+            raise DataError(f"cannot import this sitting: {archive_problem(err)}", path=path) from None
+        return files
 
     def tests(files):
         return [json.loads(line) for line in files.get("logs/gpu-tests.jsonl", b"").decode().splitlines() if line]
 
-    sitting = members(tarball)
-    later = members(remainder) if remainder else {}
+    sitting = members(tarball)                   # both read whole before the folder is made:
+    later = members(remainder) if remainder else {}  # a damaged tarball leaves no partial folder
+    os.makedirs(dest, exist_ok=True)
     wanted = {name: name.rsplit("/", 1)[1] for name in sitting if name.startswith("results/published/gpu-sitting/")}
     wanted["logs/machine-packages.txt"] = "machine-packages.txt"
     for name, target in wanted.items():
@@ -497,9 +506,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared", default="../shared/gpu-sittings",
                         help="the folder of the sittings' returned tarballs")
     args = parser.parse_args(argv)
+    try:
+        _import_first_sittings(args.root, args.shared)
+    except HeadlabError as err:  # a missing or damaged sitting: one line, no traceback
+        print(f"{parser.prog}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _import_first_sittings(root: str, shared: str) -> None:
+    """Each of :data:`FIRST_SITTINGS` under ``root``: migrated where it is there, else
+    imported from its returned tarballs in ``shared``."""
     for sitting, facts in FIRST_SITTINGS.items():
-        dest = os.path.join(args.root, facts["slice"], sitting)
-        source = os.path.join(args.shared, sitting)
+        dest = os.path.join(root, facts["slice"], sitting)
+        source = os.path.join(shared, sitting)
         if os.path.isfile(os.path.join(dest, "T1_deep.csv")):
             migrate_folder(dest)
         elif os.path.isfile(os.path.join(source, "sitting.tar.gz")):
@@ -512,7 +532,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             raise DataError(f"sitting {sitting}: neither {dest}/T1_deep.csv nor {source}/sitting.tar.gz")
         print(f"{dest}: rows.csv")
-    return 0
 
 
 if __name__ == "__main__":
