@@ -432,8 +432,6 @@ def test_a_returned_tarball_changed_where_only_gzips_crc_sees_it_is_not_imported
     import tarfile
     import zlib
 
-    from headlab.studies import published
-
     tar = gzip.decompress((RETURNED / "sitting.tar.gz").read_bytes())
     stored = bytearray(gzip.compress(tar, compresslevel=0, mtime=0))
     stored[stored.index(b"8L,6+6,seed1,1000,34.2602") + len("8L,6+6,seed1,1000,3")] ^= 0b110   # '4' -> '2'
