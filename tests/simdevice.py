@@ -18,6 +18,7 @@ Inside ``with SimulatedDevice():``
   ``torch.unique``, beam search; ``.numpy()`` of a device tensor fails as on CUDA.
 * ``waits`` lists what would make the host wait for a CUDA device: a value read back
   (``.item()``, ``bool(t)``, ``nonzero``, ``masked_select``: ``headlab.bench.dispatch``),
+  indexing by a boolean mask (``t[mask]``, ``t[mask] = values``: a ``nonzero`` inside),
   ``.tolist()`` or a copy to the host, a copy to the device without ``non_blocking``.
 
 Why not torch's own mechanisms (tried; tests/test_device_safety.py keeps the evidence):
@@ -90,6 +91,21 @@ class MixedDeviceError(RuntimeError):
     """What CUDA raises for an operation across devices (a RuntimeError, as there)."""
 
 
+def _boolean_mask_on_device(func, args, kwargs) -> bool:
+    """Advanced indexing by a boolean mask on the device: CUDA turns the mask into indices
+    with ``nonzero``, whose output size it reads back (a wait not seen as an op of its own:
+    ``index`` calls it inside), except where ``index_put_`` takes one element from the host
+    (then it is a ``masked_fill_``)."""
+    indices = args[_INDICES[func]] if len(args) > _INDICES[func] else kwargs.get("indices", ())
+    masks = [t for t in indices if isinstance(t, DeviceTensor) and t.dtype in (torch.bool, torch.uint8)]
+    if not masks:
+        return False
+    if func is aten.index.Tensor:
+        return True
+    values = args[2] if len(args) > 2 else kwargs.get("values")
+    return not (len(indices) == 1 and not isinstance(values, DeviceTensor) and values.numel() == 1)
+
+
 def _on_device(device) -> bool:
     return (device is not None and not isinstance(device, int)
             and torch.device(device).type in ("cuda", DEVICE.type))
@@ -136,6 +152,8 @@ class SimulatedDevice(TorchDispatchMode):
         name = str(func)
         if name in SYNC_OPS:
             self.waits.append(name)
+        elif func in _INDICES and _boolean_mask_on_device(func, args, kwargs):
+            self.waits.append("boolean-mask indexing")
         elif func is aten._to_copy.default:
             target = kwargs.get("device")
             if isinstance(args[0], DeviceTensor) and target is not None and not create:

@@ -144,11 +144,12 @@ def test_update_adds_source_words_only_when_asked_as_upstream(update_n_src_words
 
 
 
-def _train_on_the_device(steps: int, upstream: bool, case: str):
+def _train_on_the_device(steps: int, upstream: bool, case: str, head_mask: str = ""):
     """``steps`` optimizer steps (after a first one) of a tiny model on the simulated device
     as the trainer runs them (the data worker's batches through ``OnDeviceDatasetIter``, ``_accum_batches``,
     ``_gradient_accumulation``), then one report's read of its statistics. ``upstream``:
-    OpenNMT-py 3.5.1's three functions and its loss statistics. Returns the waits of the
+    OpenNMT-py 3.5.1's three functions and its loss statistics; ``head_mask``: the encoder's
+    pruned heads (``-enc_head_mask``, paper D's pruned fine-tune). Returns the waits of the
     steps, the waits of the report, and the report's numbers."""
     import onmt.trainer
     import onmt.utils
@@ -157,6 +158,7 @@ def _train_on_the_device(steps: int, upstream: bool, case: str):
     from onmt.inputters.dynamic_iterator import OnDeviceDatasetIter
 
     model, opt, vocab, batch = _case(case)
+    model.encoder.set_head_mask(head_mask)
     opt.data = {}
     batches = [(dict(batch), 0) for _ in range(1 + steps)]
     Trainer = onmt.trainer.Trainer
@@ -215,6 +217,18 @@ def test_a_training_step_on_the_device_never_waits_for_it(case, monkeypatch):
     assert steps == [] and report == ["tolist"]
     assert upstream_report == []
     assert numbers == upstream_numbers
+
+
+def test_a_pruned_models_training_step_on_the_device_never_waits_for_it(monkeypatch):
+    """Paper D's pruned fine-tune (``-enc_head_mask``: the pruned heads' parameters put back
+    after every optimizer step, headlab.heads.prune.FrozenHeads) on the simulated CUDA device:
+    its steps wait for the device no more than the same model's without a mask (never), and
+    the pruned heads' parameters are where they were before the first step."""
+    from headlab.heads.executor import PATH_VARIABLE
+
+    monkeypatch.setenv(PATH_VARIABLE, "fused")
+    steps, report, _ = _train_on_the_device(3, upstream=False, case="stock_decoder", head_mask="1100.0011")
+    assert steps == [] and report == ["tolist"]
 
 
 #: ``headlab train`` with OpenNMT-py's own batch move, accumulation and step put back

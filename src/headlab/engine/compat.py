@@ -684,24 +684,25 @@ def _patch_optimizer_freezes_pruned_heads() -> None:
     """Pruned heads (``-enc_head_mask``) are frozen, but a zero gradient freezes nothing under
     weight decay (``adamw8bit``, the paged optimizers) or moments from earlier steps (Adam,
     Adafactor). Each ``Optimizer.step`` puts the pruned heads' parameters
-    (:func:`headlab.heads.prune.pruned_elements`) of the model ``from_opt`` remembered
-    (:func:`_patch_optimizer_from_opt`) back to their values before it. Models without a
-    head mask are untouched."""
-    import torch
+    (:class:`headlab.heads.prune.FrozenHeads` of the model ``from_opt`` remembered,
+    :func:`_patch_optimizer_from_opt`) back to their values before it, without reading
+    anything back from a GPU. Models without a head mask are untouched."""
     import onmt.utils.optimizers as optimizers
-    from headlab.heads.prune import pruned_elements
+    from headlab.heads.prune import FrozenHeads
 
     step = optimizers.Optimizer.step
 
     @functools.wraps(step)
     def step_keeping_pruned_heads(self):
         model = getattr(self, "headlab_model", None)
-        frozen = pruned_elements(model) if model is not None else []
-        saved = [param.detach()[mask].clone() for param, mask in frozen]
+        if model is None:
+            return step(self)
+        frozen = getattr(self, "headlab_frozen", None)
+        if frozen is None:
+            frozen = self.headlab_frozen = FrozenHeads(model)
+        frozen.refresh()
         step(self)
-        with torch.no_grad():
-            for (param, mask), values in zip(frozen, saved):
-                param[mask] = values
+        frozen.restore()
 
     _replace(optimizers.Optimizer, "step", step_keeping_pruned_heads)
 

@@ -65,15 +65,18 @@ class HeadlabAttention(nn.Module):
         self.needs_words = any(g.needs_words for g in groups)
         self.needs_syntax = any(g.needs_syntax for g in groups)
 
-    def _active_scale(self) -> torch.Tensor | None:
-        """``head_scale`` x ``head_mask`` (ablation, pruning), or None when every head is
-        kept. Worked out again only when either changed (their in-place versions), so that a
-        forward reads no tensor value: ``bool(t)`` is a host sync."""
+    def _active_scale(self, device: torch.device) -> torch.Tensor | None:
+        """``head_scale`` x ``head_mask`` (ablation, pruning) on ``device``, or None when every
+        head is kept. Worked out again only when either changed (their in-place versions) or
+        the device did, so that a forward reads no tensor value (``bool(t)`` is a host sync)
+        and copies nothing to the device (a blocking copy waits for it, every pruned layer
+        of every step of paper D's pruned fine-tune)."""
         mask = self.head_mask
-        key = (id(self.head_scale), self.head_scale._version, id(mask), None if mask is None else mask._version)
+        key = (id(self.head_scale), self.head_scale._version, id(mask), None if mask is None else mask._version,
+               device)
         if key != getattr(self, "_scale_key", None):
             scale = self.head_scale if mask is None else self.head_scale * mask
-            self._scale, self._scale_key = (None if bool(scale.all()) else scale), key
+            self._scale, self._scale_key = (None if bool(scale.all()) else scale.to(device)), key
         return self._scale
 
     @property
@@ -119,9 +122,9 @@ class HeadlabAttention(nn.Module):
     def head_outputs(self, x: Tensor, ctx: HeadContext, kv: tuple[Tensor, Tensor] | None = None) -> list[Tensor]:
         """One (B, Nq, count, d_head) tensor per group, after ablation and the list mixers."""
         outs = [group(x, v, ctx, k) for group, v, k in self._per_group(kv or self._self_kv(x))]
-        scale = self._active_scale()
+        scale = self._active_scale(x.device)
         if scale is not None:
-            outs = scale_heads(outs, scale.to(x.device))
+            outs = scale_heads(outs, scale)
         if self.head_probe is not None:
             outs = scale_heads(outs, self.head_probe)
         for mixer in self.mixers:

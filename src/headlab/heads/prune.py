@@ -14,7 +14,7 @@ paper A's test-time ablation, ``-disable_enc_heads``). Its parameters are **kept
 frozen, not removed**. The zeroed output gives them an exactly zero gradient, but a zero
 gradient freezes nothing under weight decay (OpenNMT-py's ``adamw8bit`` and paged
 optimizers) or with moments from steps before the mask (Adam, Adafactor): every
-optimizer step restores them (:func:`pruned_elements`, applied around OpenNMT-py's
+optimizer step restores them (:class:`FrozenHeads`, applied around OpenNMT-py's
 ``Optimizer.step`` by :mod:`headlab.engine.compat`; tests/test_paper_D.py checks every
 optimizer OpenNMT-py builds here). Keeping them keeps the checkpoint's architecture, so a
 pruned fine-tune loads its parent's weights with OpenNMT-py's strict loader and its path
@@ -68,35 +68,34 @@ def invert(rows: list[list[int]]) -> list[list[int]]:
     return [[1 - int(v) for v in row] for row in rows]
 
 
-def pruned_elements(model) -> list[tuple[object, object]]:
-    """(parameter, boolean mask of its elements) for the pruned heads of every attention layer
-    of ``model`` with a head mask: their rows of each head group's query/key projections and
+def layer_pruned_elements(attn) -> list[tuple[object, object]]:
+    """(parameter, boolean mask of its elements) for the pruned heads of one attention layer
+    (none without a head mask): their rows of each head group's query/key projections and
     of ``linear_values``, their columns of ``final_linear``. A group's projection rows are
     split evenly over its heads (its ``out_features`` / ``count``)."""
     import torch
 
+    mask = getattr(attn, "head_mask", None)
+    if mask is None or not hasattr(attn, "linear_values") or bool(mask.all()):
+        return []
     found = []
-    for attn in model.modules():
-        mask = getattr(attn, "head_mask", None)
-        if mask is None or not hasattr(attn, "linear_values") or bool(mask.all()):
-            continue
-        pruned = (mask == 0).tolist()
-        value_rows = torch.zeros(attn.linear_values.out_features, dtype=torch.bool)
-        head = offset = 0
-        for group in attn.heads:
-            for name in ("linear_query", "linear_keys"):
-                linear = getattr(group, name, None)
-                if isinstance(linear, torch.nn.Linear):
-                    width = linear.out_features // group.count
-                    rows = torch.tensor([pruned[head + k] for k in range(group.count) for _ in range(width)])
-                    found += _rows(linear, rows)
-            for k in range(group.count):
-                value_rows[offset + k * group.d_head: offset + (k + 1) * group.d_head] = pruned[head + k]
-            head, offset = head + group.count, offset + group.count * group.d_head
-        found += _rows(attn.linear_values, value_rows)
-        final = getattr(attn, "final_linear", None)
-        if isinstance(final, torch.nn.Linear):
-            found.append((final.weight, value_rows.unsqueeze(0).expand_as(final.weight).to(final.weight.device)))
+    pruned = (mask == 0).tolist()
+    value_rows = torch.zeros(attn.linear_values.out_features, dtype=torch.bool)
+    head = offset = 0
+    for group in attn.heads:
+        for name in ("linear_query", "linear_keys"):
+            linear = getattr(group, name, None)
+            if isinstance(linear, torch.nn.Linear):
+                width = linear.out_features // group.count
+                rows = torch.tensor([pruned[head + k] for k in range(group.count) for _ in range(width)])
+                found += _rows(linear, rows)
+        for k in range(group.count):
+            value_rows[offset + k * group.d_head: offset + (k + 1) * group.d_head] = pruned[head + k]
+        head, offset = head + group.count, offset + group.count * group.d_head
+    found += _rows(attn.linear_values, value_rows)
+    final = getattr(attn, "final_linear", None)
+    if isinstance(final, torch.nn.Linear):
+        found.append((final.weight, value_rows.unsqueeze(0).expand_as(final.weight).to(final.weight.device)))
     return found
 
 
@@ -106,3 +105,55 @@ def _rows(linear, rows):
     if linear.bias is not None:
         out.append((linear.bias, rows))
     return out
+
+
+class FrozenHeads:
+    """The pruned heads' parameters of ``model`` (:func:`layer_pruned_elements`) and their values
+    when first seen, put back by :meth:`restore` after each optimizer step.
+
+    Found once and kept as flat indices, so that a step reads nothing back from the device:
+    indexing by a boolean mask is a host sync on a GPU (``nonzero``), and the masks' rows are
+    built on the host (a blocking copy each), 114 waits a step for a 6-layer encoder pruned
+    in every layer. Found again (:meth:`refresh`) only where a layer's mask was replaced or
+    changed, or something other than the step changed a parameter (a checkpoint loaded into
+    it: its version moved), so the values put back are always those before the step, as if
+    saved at every step."""
+
+    def __init__(self, model):
+        self.layers = [module for module in model.modules()
+                       if hasattr(module, "head_mask") and hasattr(module, "linear_values")]
+        self.masks: list | None = None          # each layer's mask object when last found, and its version
+        self.frozen: list[tuple[object, object, object]] = []     # (parameter, flat indices, values)
+        self.versions: list[int] = []
+
+    def _masks(self) -> list:
+        return [(layer.head_mask, None if layer.head_mask is None else layer.head_mask._version)
+                for layer in self.layers]
+
+    def _unchanged(self, masks: list) -> bool:
+        return (self.masks is not None
+                and all(mask is seen and version == seen_version
+                        for (mask, version), (seen, seen_version) in zip(masks, self.masks))
+                and [param._version for param, *_ in self.frozen] == self.versions)
+
+    def refresh(self) -> None:
+        """Before a step: the pruned elements and their values, found again only where a
+        mask or a parameter changed since the last :meth:`restore`."""
+        masks = self._masks()
+        if self._unchanged(masks):
+            return
+        self.frozen = []
+        for param, mask in (found for layer in self.layers for found in layer_pruned_elements(layer)):
+            index = mask.reshape(-1).nonzero().squeeze(1)        # one read back, here only
+            self.frozen.append((param, index, param.detach().reshape(-1)[index].clone()))
+        self.masks = masks
+        self.versions = [param._version for param, *_ in self.frozen]
+
+    def restore(self) -> None:
+        """After a step: every pruned element back to its value before it."""
+        import torch
+
+        with torch.no_grad():
+            for param, index, values in self.frozen:
+                param.detach().view(-1).index_copy_(0, index, values)
+        self.versions = [param._version for param, *_ in self.frozen]
