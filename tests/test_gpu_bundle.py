@@ -413,7 +413,9 @@ def test_a_sitting_short_of_time_publishes_what_it_has_labelled(tmp_path, monkey
     with open(out / "rows.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == list(gpu_plan.ROW_COLUMNS) and [r["heads"] for r in rows] == ["8L", "7Ftoken+1L"]
-    assert {r["status"] for r in rows} == {"deadline"} and rows[0]["stop_reason"] == "deadline at step 100"
+    # not scored: no seed of its model (studies.published averages converged and deadline rows)
+    assert {r["status"] for r in rows} == {"partial"}
+    assert rows[0]["stop_reason"] == "deadline at step 100; not scored: no checkpoint loads"
     assert rows[0]["row"] == "T1 deep" and rows[0]["seed"] == "1" and rows[0]["bleu"] == ""
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["status"] == publication.status() == "partial" and provenance["slice"] == "A-T1-deep"
@@ -423,6 +425,66 @@ def test_a_sitting_short_of_time_publishes_what_it_has_labelled(tmp_path, monkey
     assert curve[0] == "step,split,xent,ppl,acc,lr" and len(curve) == 3
     assert (out / "throughput.csv").read_text().startswith("gpu,commit,date,slice,sitting,model")
     assert (out / "learning_curves.png").is_file()
+
+
+def _evaluated(tmp_path, monkeypatch, translated: dict[str, int], failed: dict[str, int]) -> dict[str, dict]:
+    """The rows of a sitting's evaluation of 8L and 7Ftoken+1L (each with a checkpoint chosen
+    at step 100) on a 4-sentence test set, where each model's translation gave the first
+    ``translated[name]`` sentences (the reference's own) and ``failed`` ended with an error."""
+    monkeypatch.chdir(tmp_path)
+    models = _logged_models(tmp_path, "seed1", [(50, 1235.8, 7.1), (100, 250.6, 5.5)])
+    refs = ["A man rides a horse .", "Two dogs play in the snow .", "A girl reads a book .", "People walk in a park ."]
+    (tmp_path / "test.src").write_text("".join(f"satz {n}\n" for n in range(4)))
+    (tmp_path / "test.tgt").write_text("".join(line + "\n" for line in refs))
+    manifest = {"commit": "abcdef0", "models": models,
+                "test": {"split": "test_2016_flickr", "pair": "de-en", "src": "test.src", "ref": "test.tgt"},
+                "slice": {"name": "A-T1-deep", "study": "paper_A", "table": "T1", "seeds": [1],
+                          "rows": {"8L": "T1 deep", "7Ftoken+1L": "T1 deep"}, "stop": {"valid_steps": 200, "patience": 3}}}
+    monkeypatch.setattr(sitting, "eval_checkpoint", lambda model: {
+        "path": f"{model['name']}.pt", "step": 100, "criterion": "lowest validation cross-entropy", "valid_xent": 2.0})
+    monkeypatch.setattr(sitting, "params_of", lambda path: None)
+
+    def translate_until(jobs, device, deadline, max_length, logs, failures=None):
+        for name, job in jobs.items():
+            Path(job["hyp"]).write_text("".join(line + "\n" for line in refs[:translated[name]]))
+        failures.update(failed)
+        return dict(translated)
+
+    monkeypatch.setattr(sitting, "translate_until", translate_until)
+    out = tmp_path / "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+    ident = {"sitting": out.name, "gpu": "cpu", "date": "2026-11-27"}
+    sitting.evaluate(manifest, out, "cpu", {}, ident, 30, tmp_path / "logs")
+    with open(out / "rows.csv", newline="") as handle:
+        return {row["heads"]: row for row in csv.DictReader(handle)}
+
+
+def test_rows_scored_on_part_of_the_test_set_are_partial_not_seeds(tmp_path, monkeypatch):
+    """A translation cut by the evaluation's deadline: every model is scored on the sentences
+    all of them translated, and each row says so with status ``partial`` (never averaged
+    with other seeds' BLEU on the whole test set, studies.published.seeds_of)."""
+    rows = _evaluated(tmp_path, monkeypatch, {"8L": 2, "7Ftoken+1L": 4}, {})
+    assert {heads: row["status"] for heads, row in rows.items()} == {"8L": "partial", "7Ftoken+1L": "partial"}
+    assert rows["8L"]["stop_reason"] == ("deadline at step 100; scored on the first 2 of 4 test sentences "
+                                         "(the evaluation's deadline)")
+    assert float(rows["8L"]["bleu"]) == float(rows["7Ftoken+1L"]["bleu"]) == 100.0
+    (tmp_path / "whole").mkdir()
+    everything = _evaluated(tmp_path / "whole", monkeypatch, {"8L": 4, "7Ftoken+1L": 4}, {})
+    assert {row["status"] for row in everything.values()} == {"deadline"}
+    assert everything["8L"]["stop_reason"] == "deadline at step 100"
+
+
+def test_a_models_failed_translation_leaves_the_others_scored(tmp_path, monkeypatch):
+    """7Ftoken+1L's translation ends with an error: 8L is still scored on the whole test set
+    (a deadline row, a seed), 7Ftoken+1L's row says why it is not, and the publication lacks
+    it as a failure."""
+    rows = _evaluated(tmp_path, monkeypatch, {"8L": 4, "7Ftoken+1L": 0}, {"7Ftoken+1L": 1})
+    assert (rows["8L"]["status"], float(rows["8L"]["bleu"])) == ("deadline", 100.0)
+    assert rows["7Ftoken+1L"]["status"] == "partial" and rows["7Ftoken+1L"]["bleu"] == ""
+    assert rows["7Ftoken+1L"]["stop_reason"] == "deadline at step 100; not scored: its translation ended with status 1"
+    provenance = json.loads((tmp_path / "results/published/A-T1-deep/2026-11-27-cpu-abcdef0/provenance.json").read_text())
+    assert provenance["lacks_by_cause"]["failed"] == [
+        "7Ftoken+1L: translation ended with status 1 (logs/translate.7Ftoken+1L.log)"]
+    assert not any(lack.startswith("BLEU") for lack in provenance["lacks_by_cause"]["deadline"])
 
 
 @pytest.mark.slow
@@ -592,8 +654,11 @@ def test_a_training_stop_is_read_from_its_log(tmp_path):
     (folder / "train.log").write_text("[INFO] Training finished after not improving. Early Stop!\n")
     assert sitting.stop_of(model, rows, 0, 3) == ("converged", "no valid improvement for 3 checks (stopped at step 300)")
     (folder / "train.log").write_text("")
-    assert sitting.stop_of(model, rows, -15, 3) == ("deadline", "deadline at step 300")
+    # no exit status of its own: the runner stopped it at the deadline
     assert sitting.stop_of(model, rows, None, 3) == ("deadline", "deadline at step 300")
+    # ended by a signal before the deadline (the OOM killer's, a crash): not a deadline row
+    assert sitting.stop_of(model, rows, -9, 3) == ("partial", "training killed by signal 9 at step 300 "
+                                                              "(before the deadline)")
     # ended by itself, no early stop: every planned step trained (a chain's fine-tune)
     assert sitting.stop_of(model, rows, 0, 3) == ("converged", "trained all its planned steps (step 300)")
     assert sitting.stop_of(model, rows, 1, 3)[0] == "partial"
@@ -998,19 +1063,20 @@ def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int |
 @pytest.mark.parametrize("first_suite_rc", [0, 1, None])
 def test_a_later_call_probes_side_by_side_then_alone_before_the_idle_bench(first_suite_rc, tmp_path):
     """The second call (300 s less 15 of packing) after the evaluation's rest: the CUDA suite
-    only where the first call's did not pass whole (kept to the 285 s less both probes' 190:
-    the benches' too would leave it under 30 s), then the probe side by side (8 copies of
-    the first stage's models under MPS, recorded apart from the trainings' mode: the plan's
-    seconds a step with one seed more a sitting), then the probe alone (one model), then
-    the idle bench, each path half of what is left less the speed rows' 15 s, then the speed
-    rows, which carry both probes into the publication."""
+    only where the first call's did not pass whole (kept to the 285 s less both probes' 190
+    and the 15 s of the speed rows that publish them: the benches' too would leave it under
+    30 s), then the probe side by side (8 copies of the first stage's models under MPS,
+    recorded apart from the trainings' mode: the plan's seconds a step with one seed more a
+    sitting), then the probe alone (one model), then the speed rows, which carry both probes
+    into the publication before anything else can cut the call, then the idle bench, each
+    path half of what is left less the speed rows' 15 s, then the speed rows again, with it."""
     runner, ran, commands, mps = _later_call(tmp_path, 285.0, first_suite_rc)
-    probes = [("probe-side-by-side", 100), ("probe", 90)]
+    probes = [("probe-side-by-side", 100), ("probe", 90), ("speed-rows", 15)]
     if first_suite_rc == 0:       # passed whole beside the trainings: nothing to run again
-        assert ran == [*probes, ("bench-idle-fused", 40), ("bench-idle-blocked", 40), ("speed-rows", 15)]
+        assert ran == [*probes, ("bench-idle-fused", 32), ("bench-idle-blocked", 32), ("speed-rows", 15)]
         assert runner.call["gpu_tests_rest"] == "none: the suite passed whole in an earlier call"
     else:                         # failed, or stopped at the trainings' end: the rest runs first
-        assert ran == [("gpu-tests-rest", 95), *probes, ("bench-idle-fused", 30), ("bench-idle-blocked", 30),
+        assert ran == [("gpu-tests-rest", 80), *probes, ("bench-idle-fused", 22), ("bench-idle-blocked", 22),
                        ("speed-rows", 15)]
         assert "gpu_tests_rest" not in runner.call
     crowd = commands["probe-side-by-side"]
@@ -1044,11 +1110,12 @@ def test_a_short_later_call_keeps_the_probe_side_by_side_over_the_probe_alone(tm
     before the probe alone, which the 85 s it leaves do not hold; a bundle without the
     figure (1: nothing to probe side by side) gives the probe alone its turn."""
     _, ran, _, _ = _later_call(tmp_path / "a", 185.0, 0)
-    assert ran == [("probe-side-by-side", 100), ("bench-idle-fused", 35), ("bench-idle-blocked", 35),
-                   ("speed-rows", 15)]
+    assert ran == [("probe-side-by-side", 100), ("speed-rows", 15), ("bench-idle-fused", 28),
+                   ("bench-idle-blocked", 28), ("speed-rows", 15)]
     runner, ran, _, mps = _later_call(tmp_path / "b", 185.0, 0, probe_side_by_side=None)
     assert runner.crowd_size() == 1 and not mps
-    assert ran == [("probe", 90), ("bench-idle-fused", 40), ("bench-idle-blocked", 40), ("speed-rows", 15)]
+    assert ran == [("probe", 90), ("speed-rows", 15), ("bench-idle-fused", 32), ("bench-idle-blocked", 32),
+                   ("speed-rows", 15)]
 
 
 def test_a_row_says_how_its_checkpoint_was_chosen_and_one_no_validation_chose_is_never_averaged(tmp_path,
@@ -1068,8 +1135,14 @@ def test_a_row_says_how_its_checkpoint_was_chosen_and_one_no_validation_chose_is
     (tmp_path / "models/7Ftoken+1L/model.valid.csv").write_text("step,xent,ppl,acc\n200,2.5,12.2,50\n")
     (tmp_path / "test.src").write_text("ein Satz\n")
     (tmp_path / "test.tgt").write_text("a sentence\n")
-    # no translation, no atlas: this test is about the rows
-    monkeypatch.setattr(sitting, "translate_until", lambda jobs, *args, **kwargs: dict.fromkeys(jobs, 0))
+    # every model translates the test sentence as its reference has it (a row scored on the
+    # whole test set: a seed), no atlas: the rows are what this test reads
+    def translate_until(jobs, *args, **kwargs):
+        for job in jobs.values():
+            Path(job["hyp"]).write_text("a sentence\n")
+        return dict.fromkeys(jobs, 1)
+
+    monkeypatch.setattr(sitting, "translate_until", translate_until)
     monkeypatch.setattr(sitting, "_atlas_safely", lambda *args, **kwargs: None)
     manifest = {"commit": "abcdef0", "models": models,
                 "test": {"split": "test_2016_flickr", "pair": "de-en", "src": "test.src", "ref": "test.tgt"},

@@ -660,9 +660,11 @@ def test_the_queue_says_what_the_side_track_cost_the_trainings(tmp_path, capsys)
 
 def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluation(tmp_path, capsys):
     """993e600 (the newest with the runner's status): evaluate 60.4 s less its atlas's 7.0 s =
-    53.4 s for 3 rows, 17.8 s a row. Each ready slice's rows against its reserve: A-T1-deep 3
-    (53 of its own 80 s), C and B 4 (71 of the sitting's 110), D-gates-8L 5 (8L, gated,
-    pruned, control, initial: 89 of 110), A-lowres 2 (36 of 110)."""
+    53.4 s for 3 rows, of which 47.3 s from the evaluation's start to its last translation
+    (15.8 s a row). A reserve holds the translations and the 23 s kept back from them (the
+    runner's margin 10, scoring 10, the trainings' stop 3): A-T1-deep 3 rows (70 of its own
+    80 s), C and B 4 (86 of the sitting's 110), D-gates-8L 5 (8L, gated, pruned, control,
+    initial: 102 of 110), A-lowres 4 (86 of 110)."""
     import dataclasses
     import json
     import shutil
@@ -672,26 +674,30 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     plan = gpu_plan.load()
     measured = gpu_measures.measured_evaluation()
     assert measured == gpu_measures.EvaluationMeasured("A-T1-deep/2026-11-27-h100-993e600", "2026-11-27 19:49:28 UTC", 3,
-                                                   pytest.approx(53.4))
+                                                   pytest.approx(53.4), False, pytest.approx(47.3))
     assert measured.for_rows(5) == pytest.approx(89.0)
+    assert measured.reserve_for(3) == pytest.approx(47.3 + 23)
+    assert measured.reserve_for(5) == pytest.approx(47.3 / 3 * 5 + 23)
     assert {found.name: (found.evaluations, found.eval_reserve_s, found.train_window_s) for found in plan.slices} == {
         "A-T1-deep": (3, 80, 475), "C-core-base": (4, 110, 445), "B-base-dhicm": (4, 110, 445),
         "D-gates-8L": (5, 110, 445), "A-lowres": (4, 110, 445)}
     assert gpu_plan.stale_throughput(plan) == []
     gpu_plan.main([])
     assert ("evaluation: at the rate of the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, its head atlas "
-            "aside), each ready slice's rows against its reserve: A-T1-deep ~53 of 80 s, C-core-base ~71 of 110 s, "
-            "B-base-dhicm ~71 of 110 s, D-gates-8L ~89 of 110 s, A-lowres ~71 of 110 s"
+            "aside), each ready slice's rows against its reserve: A-T1-deep ~70 of 80 s, C-core-base ~86 of 110 s, "
+            "B-base-dhicm ~86 of 110 s, D-gates-8L ~102 of 110 s, A-lowres ~86 of 110 s (each with the margins the "
+            "runner and the scoring keep back from the translations)"
             ) in capsys.readouterr().out.splitlines()
-    # the sitting's reserve cut to 85 s would cut D's evaluation; A's own 50 s, A's: stale, by key
-    entries = [{**entry, "eval_reserve_s": 50} if entry["name"] == "A-T1-deep" else entry
+    # the sitting's reserve cut to 95 s would cut D's translations; A's own 60 s, A's: stale, by key
+    entries = [{**entry, "eval_reserve_s": 60} if entry["name"] == "A-T1-deep" else entry
                for entry in plan.data["slices"]]
-    short = dataclasses.replace(plan, data={**plan.data, "sitting": {**plan.sitting, "eval_reserve_s": 85},
+    short = dataclasses.replace(plan, data={**plan.data, "sitting": {**plan.sitting, "eval_reserve_s": 95},
                                             "slices": entries})
     rate = "the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, its head atlas aside)"
+    margins = "with the margins kept back from its translations, at the rate of"
     assert gpu_plan.stale_throughput(short) == [
-        f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 50 s to score its 3 rows, ~53 s at the rate of {rate}",
-        f"sitting.eval_reserve_s: D-gates-8L keeps 85 s to score its 5 rows, ~89 s at the rate of {rate}"]
+        f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 60 s to score its 3 rows, ~70 s {margins} {rate}",
+        f"sitting.eval_reserve_s: D-gates-8L keeps 95 s to score its 5 rows, ~102 s {margins} {rate}"]
     # a slice not ready is not checked
     entries = [{**entry, "ready": entry["name"] not in ("A-T1-deep", "D-gates-8L")} for entry in short.data["slices"]]
     assert gpu_plan.stale_throughput(dataclasses.replace(short, data={**short.data, "slices": entries})) == []
@@ -713,18 +719,47 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     (newer / "status-sitting.json").write_text(json.dumps({"calls": [{"phases": {"evaluate": {"wall_s": 70.0}}}]}))
     (newer / "provenance.json").write_text(json.dumps({
         **provenance, "created": "2026-12-01 10:00:00 UTC", "atlas": {"wall_s": 0.0},
+        "evaluation_wall_s": {"translate": 63.0, "all": 66.0},
         "lacks_by_cause": {"deadline": ["BLEU and chrF on test sentences 251-1000 of test_2016_flickr: not translated "
                                         "before the deadline (scored on the first 250)"]}}))
     cut = gpu_measures.measured_evaluation(tmp_path)
-    assert (cut.sitting, cut.evaluated, cut.seconds, cut.cut) == ("A-T1-deep/2026-12-01-h100-aaaaaaa", 3, 70.0, True)
+    assert (cut.sitting, cut.evaluated, cut.seconds, cut.cut, cut.translate_s) == (
+        "A-T1-deep/2026-12-01-h100-aaaaaaa", 3, 70.0, True, 63.0)
     rate = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa (3 rows in 70 s, its head atlas aside; cut by its "
             "deadline: at least that rate)")
     assert gpu_plan.stale_throughput(plan, tmp_path) == [
         f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 80 s, which {rate} ran out of",
-        f"sitting.eval_reserve_s: D-gates-8L keeps 110 s to score its 5 rows, ~117 s at the rate of {rate}"]
+        f"sitting.eval_reserve_s: D-gates-8L keeps 110 s to score its 5 rows, ~128 s {margins} {rate}"]
+    # a sitting of before the translations' time was recorded: the whole evaluation stands for it
+    del provenance["evaluation_wall_s"]
+    (newer / "provenance.json").write_text(json.dumps({**provenance, "created": "2026-12-01 10:00:00 UTC"}))
+    older = gpu_measures.measured_evaluation(tmp_path)
+    assert older.translate_s is None and older.reserve_for(3) == pytest.approx(70.0 - provenance["atlas"]["wall_s"] + 23)
     # no sitting with a status: nothing to check, and the queue says so
     assert gpu_measures.measured_evaluation(tmp_path / "none") is None
     assert gpu_plan.stale_throughput(short, tmp_path / "none") == []
+
+
+def test_every_ready_slices_reserve_leaves_its_translations_the_time_the_newest_sitting_took():
+    """A slice's evaluation reserve starts when its trainings stop. The runner gives the
+    evaluation that reserve less its margin (``EVAL_MARGIN_S``) and the trainings' stop
+    (``STOP_S``); the evaluation ends its translations ``SCORING_S`` before its deadline.
+    What is left must hold the translations as long as the newest sitting's took (993e600:
+    47.3 s for 3 rows from the evaluation's start to its last translation; scaled by rows).
+    With 25 s kept for scoring, A-T1-deep's 80 s held the whole evaluation (53.4 s) but left
+    its translations 42 s: BLEU on the first 250 of the 1,000 test sentences."""
+    import json
+
+    from headlab.workflow import gpu_runner, sitting
+
+    assert sitting.SCORING_S is gpu_runner.SCORING_S          # the figures the evaluation keeps to
+    provenance = json.loads((gpu_plan.PUBLISHED / "A-T1-deep/2026-11-27-h100-993e600/provenance.json").read_text())
+    per_row = provenance["evaluation_wall_s"]["translate"] / 3
+    for found in gpu_plan.load().slices:
+        if found.entry["ready"]:
+            left = (found.eval_reserve_s - gpu_runner.EVAL_MARGIN_S - gpu_runner.STOP_S
+                    - gpu_runner.SCORING_S["cuda"])
+            assert left >= per_row * found.evaluations, (found.name, left, per_row * found.evaluations)
 
 
 def test_the_docs_slice_table_names_each_slices_rows_as_the_plan_does():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -210,8 +211,14 @@ def test_the_publication_labels_the_initial_checkpoint_and_names_an_untrained_li
     for checkpoint in (parent / "model_step_100.pt", parent / "ft/initial/model_step_0.pt"):
         torch.save({"model": {"w": torch.zeros(2)}, "generator": {}}, checkpoint)
     (parent / "model.valid.csv").write_text("step,xent,ppl,acc\n100,2.5,12.2,50\n")
-    # no translation, no atlas: the rows are what this test reads
-    monkeypatch.setattr(sitting, "translate_until", lambda jobs, *args, **kwargs: dict.fromkeys(jobs, 0))
+    # every model translates the test sentence as its reference has it (a row scored on the
+    # whole test set: a seed), no atlas: the rows are what this test reads
+    def translate_until(jobs, *args, **kwargs):
+        for job in jobs.values():
+            Path(job["hyp"]).write_text("a sentence\n")
+        return dict.fromkeys(jobs, 1)
+
+    monkeypatch.setattr(sitting, "translate_until", translate_until)
     monkeypatch.setattr(sitting, "_atlas_safely", lambda *args, **kwargs: None)
     (parent / "train.log").write_text("".join(
         f"[2026-11-28 14:28:51,511 INFO] Step {step}/100000; acc: 60.0; ppl: 12.0; xent: 2.5; lr: 0.001; "

@@ -218,6 +218,38 @@ def test_the_probe_side_by_side_times_its_copies_together_on_the_cpu(toy, tmp_pa
     assert refused.returncode == 2 and "several --config are a crowd's: give --side-by-side K" in refused.stderr
 
 
+#: a copy of a crowd whose runner stops it (SIGTERM at the probe's cap) in its last save,
+#: past its timed steps
+STOPPED_IN_ITS_LAST_SAVE = """
+import os, signal, sys, time
+import onmt.models.model_saver as saver
+
+def stopped_while_saving(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
+
+saver.ModelSaver._save = stopped_while_saving
+from headlab.workflow.sitting_probe import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_copy_stopped_in_its_last_save_still_writes_what_it_timed(toy, tmp_path):
+    """The runner's cap on the probe side by side (SIGTERM to the crowd's process group) lands
+    while a copy saves its last checkpoint, after its timed steps: the copy ends with status
+    128 + 15 and its JSON written, not killed with what it timed lost."""
+    import signal
+
+    folder = tmp_path / "crowd"
+    result = subprocess.run([sys.executable, "-c", STOPPED_IN_ITS_LAST_SAVE, "--config", str(toy("stopped", 4, 4)),
+                             "--name", "toy.1", "--out", str(folder / "toy.1.json"), "--steps", "10",
+                             "--profile-steps", "0", "--warmup", "4", "--barrier", str(folder), "--barrier-size", "1"],
+                            capture_output=True, text=True, timeout=hang_guard(300))
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-2000:]
+    copy = json.loads((folder / "toy.1.json").read_text())
+    assert copy["name"] == "toy.1" and copy["side_by_side"] == 1 and copy["step_ms"] > 0
+
+
 def test_the_summary_of_a_probe_side_by_side_hand_computed(tmp_path):
     """Three copies of two models: 8L's timed 100 and 110 ms a step, 8Ftoken's 90; their
     timed steps ran from 0-10, 2-12 and 1-9 s: all three at once from 2 to 9 s, 7 of their

@@ -598,13 +598,14 @@ headlab {manifest['commit']}, built {manifest['created']} for Python {manifest['
 from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{folder}/`:
 
     {START.format(bundle=folder)}                  # one command, --budget {plan['sitting']['budget_s']:g} s
-    {START.format(bundle=folder)} --budget 250     # again on the same, still warm machine: what is left
+    {START.format(bundle=folder)} --budget B       # again at once, on the same still warm machine: what is left
 
-The second call's budget: what the lease has left (`status`: budget_left_s) less ~40 s for the
-transfers and the give-back, and at most the {COMMAND_LIMIT_S} s a device command may run less ~15 s; 250 s
-holds a head atlas the deadline cut (~50 s), the probe side by side ({plan.get('probe_side_by_side', 1)} models
-at once: a start-up and 40 steps, at most 100 s), the probe alone (at most 90 s) and what is left of
-the idle bench; with less, the probe side by side comes first. It must come within the machine's
+The second call's budget B: what the lease has left (`status`: budget_left_s) less ~40 s for the
+transfers and the give-back, and at most the {COMMAND_LIMIT_S} s a device command may run less ~15 s. About 260 s
+hold a head atlas the deadline cut (~50 s), the probe side by side ({plan.get('probe_side_by_side', 1)} models
+at once: a start-up and 40 steps, at most 100 s) and the probe alone (at most 90 s), each probe's
+measures published before the idle bench takes what is left; with less, the probe side by side
+comes first and the probe alone waits for a later sitting. It must come within the machine's
 warm time (idle 30 s): a machine given back takes the first call's state with it, and a second call
 there refuses to train anew on a window short of the slice's min_steps. Not both in one device
 command with a fixed budget: the first call alone takes its {plan['sitting']['budget_s']:g} s of the {COMMAND_LIMIT_S}; in

@@ -186,11 +186,25 @@ class EvaluationMeasured:
     #: its deadline cut the scores (a BLEU lack of cause ``deadline``): its slice's reserve
     #: is short, and its rate only a lower bound
     cut: bool = False
+    #: of ``seconds``, the evaluation's start until its translations ended (its provenance's
+    #: ``evaluation_wall_s.translate``; None: a sitting of before it was recorded)
+    translate_s: float | None = None
 
     def for_rows(self, rows: int) -> float:
         """Seconds for ``rows`` evaluations: linear in the rows, an upper estimate (the models
         translate at once, so more of them share the GPU rather than queue)."""
         return self.seconds / self.evaluated * rows
+
+    def reserve_for(self, rows: int) -> float:
+        """The evaluation reserve ``rows`` need: their translations at this rate (linear in the
+        rows, as :meth:`for_rows`), and what the runner and the evaluation keep back from
+        them whatever they take (:data:`headlab.workflow.gpu_runner.EVAL_MARGIN_S`,
+        ``SCORING_S``, ``STOP_S``). A reserve that holds the whole evaluation but not these
+        cuts the translations short: BLEU on the first chunk of the test set."""
+        from headlab.workflow.gpu_runner import EVAL_MARGIN_S, SCORING_S, STOP_S
+
+        translate = self.seconds if self.translate_s is None else self.translate_s
+        return translate / self.evaluated * rows + EVAL_MARGIN_S + SCORING_S["cuda"] + STOP_S
 
     def described(self) -> str:
         return (f"the sitting {self.sitting} ({self.evaluated} rows in {self.seconds:.0f} s, its head atlas aside"
@@ -220,8 +234,10 @@ def measured_evaluation(published: Path | str = PUBLISHED) -> EvaluationMeasured
             continue                 # its evaluation scored nothing
         atlas = (provenance.get("atlas") or {}).get("wall_s") or 0.0
         cut = any(str(lack).startswith("BLEU") for lack in (provenance.get("lacks_by_cause") or {}).get("deadline") or [])
+        translate = (provenance.get("evaluation_wall_s") or {}).get("translate")
         found = EvaluationMeasured(f"{folder.parent.name}/{folder.name}", sitting_time(folder), evaluated,
-                                   max(wall - atlas, 0.0), cut)
+                                   max(wall - atlas, 0.0), cut,
+                                   float(translate) if isinstance(translate, (int, float)) else None)
         if newest is None or (found.published, found.sitting) > (newest.published, newest.sitting):
             newest = found
     return newest

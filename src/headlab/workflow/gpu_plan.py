@@ -479,13 +479,14 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
         # a reserve is a bound, not a measure: stale only when short (a cut evaluation costs a
         # second call); a generous one is the queue's evaluation line, a lever to pull by hand
         key = f"slices.{found.name}.eval_reserve_s" if "eval_reserve_s" in found.entry else "sitting.eval_reserve_s"
-        need = evaluation.for_rows(found.evaluations)
+        need = evaluation.reserve_for(found.evaluations)
         if evaluation.cut and evaluation.sitting.split("/")[0] == found.name:
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s, which "
                          f"{evaluation.described()} ran out of")
         elif found.entry["ready"] and need > found.eval_reserve_s:
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s to score its {found.evaluations} rows, "
-                         f"~{need:.0f} s at the rate of {evaluation.described()}")
+                         f"~{need:.0f} s with the margins kept back from its translations, at the rate of "
+                         f"{evaluation.described()}")
     return lines
 
 
@@ -653,8 +654,9 @@ def _evaluation_line(plan: Plan, evaluation: EvaluationMeasured | None) -> str:
         return ("evaluation: no published sitting has its runner's status (status-sitting.json) yet; the slices "
                 "keep their reserves as written")
     return (f"evaluation: at the rate of {evaluation.described()}, each ready slice's rows against its reserve: "
-            + ", ".join(f"{found.name} ~{evaluation.for_rows(found.evaluations):.0f} of {found.eval_reserve_s:g} s"
-                        for found in plan.slices if found.entry["ready"]))
+            + ", ".join(f"{found.name} ~{evaluation.reserve_for(found.evaluations):.0f} of {found.eval_reserve_s:g} s"
+                        for found in plan.slices if found.entry["ready"])
+            + " (each with the margins the runner and the scoring keep back from the translations)")
 
 
 def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMeasured | None,

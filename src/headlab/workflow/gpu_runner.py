@@ -80,6 +80,15 @@ POLL_S = 2
 BUDGET_S = 570
 PACK_S = 15              # kept back at the end for the last status and tarball
 EVAL_RESERVE_S = {"cuda": 110, "cpu": 120}   # translation (three models at once) + scoring
+#: what the evaluation's reserve keeps back from its translations: the evaluation's own
+#: deadline comes EVAL_MARGIN_S before the runner stops it (its start-up and last write), the
+#: translations end SCORING_S before that (sacreBLEU with bootstrap intervals and the paired
+#: tests: 2.8 s for three rows of 1,000 sentences at 993e600), and the trainings' stop and the
+#: MPS daemon's quit come first (~0 s at 993e600). A slice's reserve must hold these and its
+#: translations (headlab.workflow.gpu_measures.EvaluationMeasured.reserve_for)
+EVAL_MARGIN_S = 10
+SCORING_S = {"cuda": 10, "cpu": 10}
+STOP_S = 3
 BENCH_S = 60
 #: the probe alone: one model, 60 steps, the last 20 profiled (a rehearsal: 8 steps, 2 profiled)
 PROBE_S = {"cuda": 90, "cpu": 60}
@@ -780,7 +789,7 @@ class Sitting:
 
     def sitting_args(self, speed_only: bool = False, deadline_s: float | None = None) -> list[str]:
         manifest = self.resolved if self.resolved.is_file() else BUNDLE / "manifest.json"
-        deadline_s = self.left() - 10 if deadline_s is None else deadline_s
+        deadline_s = self.left() - EVAL_MARGIN_S if deadline_s is None else deadline_s
         cmd = [sys.executable, "-m", "headlab.workflow.sitting", "--manifest", str(manifest),
                "--out", self.published(), "--device", self.args.device, "--state", str(self.state_path),
                "--sitting", self.state["sitting"], "--gpu", self.state["gpu"],
@@ -891,23 +900,31 @@ class Sitting:
             skip = self.logs / "gpu-tests-done.txt"
             skip.write_text("\n".join(done) + "\n")
             device = self.args.device
-            probes = (CROWD_S[device] if self.crowd_size() > 1 else 0) + PROBE_S[device]
+            # the probes, and the speed rows that publish them before the bench
+            probes = (CROWD_S[device] if self.crowd_size() > 1 else 0) + PROBE_S[device] + SPEED_ROWS_S
             reserve = next((need for need in (probes + 2 * BENCH_S, probes, PROBE_S[device])
                             if self.left() >= need + SUITE_REST_MIN_S), 0)
             rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
                           {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
             self.call["gpu_tests_rc"] = rc
-        self.crowd_probe()
-        self.speed_probe()
+        crowd = self.crowd_probe()
+        alone = self.speed_probe()
+        if crowd or alone:
+            # the probes' measures into the publication before the bench: a call cut in it (the
+            # lease's end) keeps them; the pack after the bench would otherwise be the first
+            self.speed_rows(SPEED_ROWS_S)
         # the attention bench on the idle GPU, once per attention path (HEADLAB_ATTENTION_PATH),
-        # in what the speed rows leave (they carry the probe's measures into the publication)
+        # in what the speed rows leave (they carry the bench's rows into the publication)
+        benched = False
         for path in ATTENTION_PATHS:
             room = self.left() - SPEED_ROWS_S
             if room > 20:
                 share = room / 2 if path == ATTENTION_PATHS[0] else room
                 self.call[f"bench_{path}_rc"] = self.run(f"bench-idle-{path}", self.bench_args(f"bench-idle-{path}"),
                                                          min(share, BENCH_S), {"HEADLAB_ATTENTION_PATH": path})
-        self.speed_rows()
+                benched = True
+        if benched or not (crowd or alone):
+            self.speed_rows()
         self.end_phase("remainder")
 
     def speed_probe_and_rows(self) -> None:
@@ -920,11 +937,13 @@ class Sitting:
         if self.speed_probe() or crowd:
             self.speed_rows()
 
-    def speed_rows(self) -> None:
+    def speed_rows(self, within: float | None = None) -> None:
         """The sitting's speed rows and CUDA suite again, with what this call added (the
-        probe, the rest of the tests, the idle bench)."""
+        probe, the rest of the tests, the idle bench), in at most ``within`` s (default: all
+        that is left)."""
         if self.published() and (self.src / self.published() / "rows.csv").is_file() and self.left() > 5:
-            self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True), self.left())
+            self.call["speed_rows_rc"] = self.run("speed-rows", self.sitting_args(speed_only=True),
+                                                  self.left() if within is None else min(within, self.left()))
 
     def crowd_size(self) -> int:
         """How many copies the probe side by side trains at once (1: none; a rehearsal: at

@@ -17,7 +17,9 @@ each model's learning curve, its stop, the speed rows. Then, within the deadline
    after mixed-precision training), then BPE removal, detruecasing and
    Moses detokenisation, in two chunks (the first 250 sentences, then the rest); a
    translation still running at the deadline is stopped and the sentences every model
-   translated in whole chunks are scored, the rest listed in ``lacks``;
+   translated in whole chunks are scored, the rest listed in ``lacks`` and each such row
+   ``partial`` (a model's seed is a row scored on the whole test set); a model whose
+   translation failed is left out (its row ``partial``), the others scored;
 3. sacreBLEU BLEU and chrF with 95% bootstrap intervals, sacreBLEU's paired bootstrap of
    each model against the first of its seed (``scores.json``);
 4. the head atlas of each evaluated checkpoint (:func:`head_atlas`: ``headlab atlas-model``
@@ -47,15 +49,15 @@ import time
 from pathlib import Path
 
 from headlab.errors import HeadlabError
-from headlab.studies.published import BY_INITIAL, BY_NEWEST, BY_VALIDATION
+from headlab.studies.published import AVERAGED, BY_INITIAL, BY_NEWEST, BY_VALIDATION
 from headlab.workflow import sitting_speed
 from headlab.workflow.gpu_plan import ROW_COLUMNS
+# seconds kept back from the deadline for scoring and the last write: the runner's figures,
+# which the plan's evaluation reserves are checked against
+from headlab.workflow.gpu_runner import SCORING_S
 
 BEAM = 5
 BOOTSTRAP = 1000
-#: seconds kept back from the deadline for scoring and the last write (a CPU rehearsal
-#: scores 16 sentences)
-SCORING_S = {"cuda": 25, "cpu": 10}
 #: the first chunk translated (sentences): what a deadline still leaves scored; the second
 #: chunk (the rest) costs one more start of each translation (~10 s on a GPU)
 FIRST_CHUNK = {"cuda": 250, "cpu": 4}
@@ -116,8 +118,12 @@ def stop_of(model: dict, rows: list[dict], rc, patience) -> tuple[str, str]:
         # ended by itself without an early stop: it trained every step it was given (a chain's
         # fine-tune of fixed length, as the paper's; the runner stops the others at the clock)
         return "converged", f"trained all its planned steps (step {last})"
+    # (``rc``: the exit status of a training that ended before the deadline by itself; one the
+    # runner stopped at the deadline has none)
     if isinstance(rc, int) and rc > 0:
         return "partial", f"training exited with status {rc} at step {last}"
+    if isinstance(rc, int) and rc < 0:
+        return "partial", f"training killed by signal {-rc} at step {last} (before the deadline)"
     return "deadline", f"deadline at step {last}"
 
 
@@ -205,6 +211,21 @@ def translate_until(jobs: dict[str, dict], device: str, deadline: float, max_len
     for thread in threads:
         thread.join()
     return done
+
+
+def unscored(name: str, failures: dict, chosen: dict, common: int, sentences: int) -> str | None:
+    """Why a model's row is scored on less than the whole test set of ``sentences`` (so it is
+    no seed of its model), or None: its translation failed, no checkpoint of it loads, or the
+    evaluation's deadline left ``common`` sentences translated by every model."""
+    if name in failures:
+        return f"not scored: its translation ended with status {failures[name]}"
+    if not chosen[name]:
+        return "not scored: no checkpoint loads"
+    if common == 0:
+        return "not scored: no test sentence translated by every model before the deadline"
+    if common < sentences:
+        return f"scored on the first {common} of {sentences} test sentences (the evaluation's deadline)"
+    return None
 
 
 def translate_command(job: dict, src: Path, hyp: Path, device: str, max_length: int) -> list[str]:
@@ -387,8 +408,17 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     done = translate_until(jobs, device, deadline - SCORING_S[device], max_length, logs, failures) if jobs else {}
     for name, rc in failures.items():
         publication.lack("failed", f"{name}: translation ended with status {rc} (logs/translate.{name}.log)")
-    common = min(done.values(), default=0)
+    # a model whose translation failed is not scored; the others are, on what all of them translated
+    models = [m for m in models if m["name"] not in failures]
+    common = min((done[m["name"]] for m in models), default=0)
     translated_s = time.monotonic() - began
+    for model in manifest["models"]:
+        # a row is a seed of its model only when scored on the whole test set (studies.published)
+        why = unscored(model["name"], failures, chosen, common, len(refs))
+        if why:
+            row = publication.row(model)
+            row.update(status="partial" if row.get("status") in AVERAGED else row.get("status"),
+                       stop_reason=f"{row.get('stop_reason', '')}; {why}".lstrip("; "))
     if common == 0:
         publication.lack("deadline", f"BLEU and chrF: no sentence of {test['split']} translated by every model "
                                      f"before the deadline")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,10 @@ def _merge(out: Path, section: str, name: str, value) -> None:
     found = json.loads(out.read_text()) if out.is_file() else {}
     found.setdefault(section, {})[name] = value
     out.write_text(json.dumps(found, indent=1))
+
+
+def _stopped(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def barrier(folder: Path, name: str, size: int, timeout: float = BARRIER_S) -> dict:
@@ -82,24 +87,30 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
     window = ProfileWindow(steps - profile_steps + 1, profile_steps, lead=max(steps - profile_steps - warmup, 0),
                            before_lead=before)
     clock = StepClock(profile=window).install()
+    # the runner stops a probe at its cap with SIGTERM, which would end the process without
+    # `finally`: by then a copy is often past its timed steps, in OpenNMT-py's last save (a base
+    # model's checkpoint with Adam's state, K copies at once); ended through `finally`, it
+    # still writes what it timed
+    signal.signal(signal.SIGTERM, _stopped)
     try:
         train(["-config", config, *options, "-train_steps", str(steps + 1), "-save_model", str(scratch / "model"),
                "-save_checkpoint_steps", str(steps + 1), "-valid_steps", str(10**6), "-early_stopping", "0",
                "-model_selection", "last", "-report_every", "10", "-log_file", str(log)])
     finally:
+        # (no `return` in here: it would swallow the exception in flight, a crash or the stop)
         clock.undo()
         if crowd is not None:
             if window.lead_step_ms:
                 out.write_text(json.dumps({"name": name, "side_by_side": crowd[1], **met,
                                            "step_ms": window.lead_step_ms, "window": window.lead_window}, indent=1))
-            return
-        if window.summary:
-            _merge(out, "profile", name, window.summary)
-        if window.lead_step_ms:
-            _merge(out, "alone_step_ms", name, window.lead_step_ms)
-        speed = throughput(log)
-        if speed["src_tok_s"]:
-            _merge(out, "alone", name, [speed["src_tok_s"], speed["tgt_tok_s"]])
+        else:
+            if window.summary:
+                _merge(out, "profile", name, window.summary)
+            if window.lead_step_ms:
+                _merge(out, "alone_step_ms", name, window.lead_step_ms)
+            speed = throughput(log)
+            if speed["src_tok_s"]:
+                _merge(out, "alone", name, [speed["src_tok_s"], speed["tgt_tok_s"]])
 
 
 def copies(models: list[tuple[str, str]], size: int) -> list[tuple[str, str]]:
