@@ -168,7 +168,9 @@ def test_end_to_end_paper_b(tmp_path, mirror):
     import pandas as pd
     effects = pd.read_csv(out / "effects.csv")
     table3 = effects[effects["claim"].str.startswith("§5 (T3)")]
-    assert len(table3) == 2 and list(table3["runs"]) == ["2/2", "2/2"]
+    # T-optimal > T-base, DHICM > T-base (the abstract's headline), DHICM > T-optimal
+    assert len(table3) == 3 and list(table3["runs"]) == ["2/2", "2/2", "2/2"]
+    assert any("DHICM − T-base" in compared for compared in table3["compared"])
     assert set(table3["interval"]) == {"seeds and test sentences"}
     assert (table3["ci_low"] < table3["ours"]).all() and (table3["ours"] < table3["ci_high"]).all()
     gain = effects[effects["claim"].str.startswith("§5 (T4)")].iloc[0]
@@ -176,6 +178,8 @@ def test_end_to_end_paper_b(tmp_path, mirror):
     for _, row in effects.iterrows():           # every verdict in the README, as effects.csv has it
         assert f"| {row['claim']} | {row['compared']} |" in readme
     assert "## paper_B" in (tmp_path / "results/effects.md").read_text()
+    from headlab.studies.effects import against_its_paper
+    assert not against_its_paper(effects).any(), effects[against_its_paper(effects)]["claim"].tolist()
     # the DHICM model of stage 2's choice is the final one: not trained twice
     trained = list((tmp_path / "results/models").rglob("model.pt"))
     assert len(trained) == len({p.parent for p in trained})

@@ -145,6 +145,8 @@ def test_end_to_end_paper_c(tmp_path, mirror):
     import pandas as pd
     effects = pd.read_csv(out / "effects.csv")     # judged on the averaged checkpoints' translations
     assert {c.split(":")[0] for c in effects["claim"]} == {"§5.2", "§5.3.1", "§5.3.2"}   # one k, one range
+    from headlab.studies.effects import against_its_paper
+    assert not against_its_paper(effects).any(), effects[against_its_paper(effects)]["claim"].tolist()
 
 
 # the embedded default's Figure 5 sentence, as the mini BPE splits it (27 pieces, 11 words)

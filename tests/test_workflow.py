@@ -296,6 +296,8 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     called = effects[effects["verdict_adjusted"].isin(["holds", "reversed"])]
     assert ((called["p_adjusted"] < 0.05) | (called["interval"] == "exact")).all()
     assert (effects["paper"].notna() | effects["paper_note"].notna()).all()
+    from headlab.studies.effects import against_its_paper
+    assert not against_its_paper(effects).any(), effects[against_its_paper(effects)]["claim"].tolist()
     summary = (tmp_path / "results/effects.md").read_text()
     assert "| paper_A | " in summary and "## paper_A" in summary
     f2 = pd.read_csv(paper / "F2.csv")

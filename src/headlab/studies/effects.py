@@ -87,6 +87,15 @@ def verdict(ci_low: float, ci_high: float, direction: str, null: float = 0.0) ->
     return INCONCLUSIVE
 
 
+def against_its_paper(frame):
+    """The rows (a boolean mask) whose paper's own number does not meet the claim as stated
+    (its direction against its null): a claim that misreads its paper. Rows without a paper
+    number are not among them."""
+    paper = frame["paper"].astype(float)
+    return paper.notna() & (((frame["direction"] == ">") & (paper <= frame["null"]))
+                            | ((frame["direction"] == "<") & (paper >= frame["null"])))
+
+
 def verdict_from_p(p_value: float, side: int, direction: str) -> str:
     """``holds`` / ``reversed`` where ``p_value`` < 5%, ``side``: the sign of ours - null."""
     if p_value is None or math.isnan(p_value) or p_value >= LEVEL or side == 0:

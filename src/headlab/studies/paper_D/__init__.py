@@ -1,5 +1,5 @@
-"""Paper D: Ondov et al., *Interpretability of attention heads in a Transformer trained on
-English-German translation*: L0 head gates on a converged model (§3.1-3.4, Table 2),
+"""Paper D: Ondov et al., *Interpretability in Neural Machine Translation* (the attention
+heads of a Transformer trained on English-German translation): L0 head gates on a converged model (§3.1-3.4, Table 2),
 pruned and inverse-pruned fine-tuning (§3.5-3.6, Table 3), beside the paper's numbers
 (``paper_D/reference.csv``), and what the paper's future work asks for.
 

@@ -18,8 +18,8 @@ def readme(files, provenance: Mapping[str, Any]) -> str:
     lines = [
         "# Paper D reproduction (generated)",
         "",
-        "Ondov et al. *Interpretability of attention heads in a Transformer trained on English-German "
-        "translation*: L0 head gates (§3) and pruned / inverse-pruned fine-tuning. Tables show our numbers beside "
+        "Ondov et al. *Interpretability in Neural Machine Translation* (a Transformer trained on English-German "
+        "translation): L0 head gates (§3) and pruned / inverse-pruned fine-tuning. Tables show our numbers beside "
         "the paper's (`ours` / `paper`). This file is written by the workflow; do not edit it.",
         "",
         "## Scale of this run",
