@@ -24,11 +24,13 @@ def test_stages_follow_the_chain_and_scale_with_the_window():
               {"name": "control", "chain": {"stage": 2}}]
     assert chain_stages(models) == [["8L"], ["gated"], ["pruned", "control"]]
     assert chain_stages([{"name": "8L"}, {"name": "8Ftoken"}]) == [["8L", "8Ftoken"]]
-    # the plan's window (445 s) from t = 0: stage 2 keeps its 113 s, stage 1 its 105 s before it
-    assert stage_deadlines(0, 445, [0, 105, 113], 445) == [445 - 218, 445 - 113, 445]
-    # a rehearsal's window of 178 s from t = 12 (ends at 190): every reservation scaled by 178/445
-    ends = stage_deadlines(12, 190, [0, 105, 113], 445)
-    assert all(math.isclose(a, b) for a, b in zip(ends, [190 - 218 * 0.4, 190 - 113 * 0.4, 190]))
+    # the plan's window (445 s from the call's start, its installation in it): stage 2 keeps its
+    # 113 s, stage 1 its 105 s before it; the first stage gives up the installation's time
+    assert stage_deadlines(445, [0, 105, 113], 445) == [445 - 218, 445 - 113, 445]
+    # a rehearsal's window ending at 190 s (from the call's start, as the plan's): every
+    # reservation scaled by 190/445
+    ends = stage_deadlines(190, [0, 105, 113], 445)
+    assert all(math.isclose(a, b) for a, b in zip(ends, [190 - 218 * 190 / 445, 190 - 113 * 190 / 445, 190]))
 
 
 @pytest.fixture
