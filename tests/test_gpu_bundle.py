@@ -427,10 +427,12 @@ def test_a_sitting_short_of_time_publishes_what_it_has_labelled(tmp_path, monkey
     assert (out / "learning_curves.png").is_file()
 
 
-def _evaluated(tmp_path, monkeypatch, translated: dict[str, int], failed: dict[str, int]) -> dict[str, dict]:
+def _evaluated(tmp_path, monkeypatch, translated: dict[str, int], failed: dict[str, int],
+               stopped: bool = False) -> dict[str, dict]:
     """The rows of a sitting's evaluation of 8L and 7Ftoken+1L (each with a checkpoint chosen
     at step 100) on a 4-sentence test set, where each model's translation gave the first
-    ``translated[name]`` sentences (the reference's own) and ``failed`` ended with an error."""
+    ``translated[name]`` sentences (the reference's own) and ``failed`` ended with an error;
+    ``stopped``: the call is stopped from outside in the translations (SIGTERM)."""
     monkeypatch.chdir(tmp_path)
     models = _logged_models(tmp_path, "seed1", [(50, 1235.8, 7.1), (100, 250.6, 5.5)])
     refs = ["A man rides a horse .", "Two dogs play in the snow .", "A girl reads a book .", "People walk in a park ."]
@@ -445,6 +447,8 @@ def _evaluated(tmp_path, monkeypatch, translated: dict[str, int], failed: dict[s
     monkeypatch.setattr(sitting, "params_of", lambda path: None)
 
     def translate_until(jobs, device, deadline, max_length, logs, failures=None):
+        if stopped:
+            raise SystemExit("run.py: stopped by SIGTERM: what is done is packed")
         for name, job in jobs.items():
             Path(job["hyp"]).write_text("".join(line + "\n" for line in refs[:translated[name]]))
         failures.update(failed)
@@ -453,7 +457,10 @@ def _evaluated(tmp_path, monkeypatch, translated: dict[str, int], failed: dict[s
     monkeypatch.setattr(sitting, "translate_until", translate_until)
     out = tmp_path / "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
     ident = {"sitting": out.name, "gpu": "cpu", "date": "2026-11-27"}
-    sitting.evaluate(manifest, out, "cpu", {}, ident, 30, tmp_path / "logs")
+    try:
+        sitting.evaluate(manifest, out, "cpu", {}, ident, 30, tmp_path / "logs")
+    except SystemExit:
+        assert stopped
     with open(out / "rows.csv", newline="") as handle:
         return {row["heads"]: row for row in csv.DictReader(handle)}
 
@@ -471,6 +478,16 @@ def test_rows_scored_on_part_of_the_test_set_are_partial_not_seeds(tmp_path, mon
     everything = _evaluated(tmp_path / "whole", monkeypatch, {"8L": 4, "7Ftoken+1L": 4}, {})
     assert {row["status"] for row in everything.values()} == {"deadline"}
     assert everything["8L"]["stop_reason"] == "deadline at step 100"
+
+
+def test_rows_written_before_the_translations_are_no_seeds_until_scored(tmp_path, monkeypatch):
+    """A call stopped from outside in its translations leaves the folder as the evaluation's
+    first write left it: every row without BLEU and ``partial`` (its training's stop, then
+    "not yet scored"), never a seed of its model."""
+    rows = _evaluated(tmp_path, monkeypatch, {"8L": 4, "7Ftoken+1L": 4}, {}, stopped=True)
+    assert {heads: (row["status"], row["bleu"]) for heads, row in rows.items()} == {
+        "8L": ("partial", ""), "7Ftoken+1L": ("partial", "")}
+    assert rows["8L"]["stop_reason"] == "deadline at step 100; not yet scored"
 
 
 def test_a_models_failed_translation_leaves_the_others_scored(tmp_path, monkeypatch):

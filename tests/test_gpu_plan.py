@@ -683,8 +683,8 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
         "D-gates-8L": (5, 110, 445), "A-lowres": (4, 110, 445)}
     assert gpu_plan.stale_throughput(plan) == []
     gpu_plan.main([])
-    assert ("evaluation: at the rate of the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, its head atlas "
-            "aside), each ready slice's rows against its reserve: A-T1-deep ~70 of 80 s, C-core-base ~86 of 110 s, "
+    assert ("evaluation: at the rate of the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, 47 s of it "
+            "translating, its head atlas aside), each ready slice's rows against its reserve: A-T1-deep ~70 of 80 s, C-core-base ~86 of 110 s, "
             "B-base-dhicm ~86 of 110 s, D-gates-8L ~102 of 110 s, A-lowres ~86 of 110 s (each with the margins the "
             "runner and the scoring keep back from the translations)"
             ) in capsys.readouterr().out.splitlines()
@@ -693,7 +693,7 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
                for entry in plan.data["slices"]]
     short = dataclasses.replace(plan, data={**plan.data, "sitting": {**plan.sitting, "eval_reserve_s": 95},
                                             "slices": entries})
-    rate = "the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, its head atlas aside)"
+    rate = "the sitting A-T1-deep/2026-11-27-h100-993e600 (3 rows in 53 s, 47 s of it translating, its head atlas aside)"
     margins = "with the margins kept back from its translations, at the rate of"
     assert gpu_plan.stale_throughput(short) == [
         f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 60 s to score its 3 rows, ~70 s {margins} {rate}",
@@ -725,8 +725,8 @@ def test_the_evaluation_reserve_is_checked_against_the_newest_sittings_evaluatio
     cut = gpu_measures.measured_evaluation(tmp_path)
     assert (cut.sitting, cut.evaluated, cut.seconds, cut.cut, cut.translate_s) == (
         "A-T1-deep/2026-12-01-h100-aaaaaaa", 3, 70.0, True, 63.0)
-    rate = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa (3 rows in 70 s, its head atlas aside; cut by its "
-            "deadline: at least that rate)")
+    rate = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa (3 rows in 70 s, 63 s of it translating, its head atlas "
+            "aside; cut by its deadline: at least that rate)")
     assert gpu_plan.stale_throughput(plan, tmp_path) == [
         f"slices.A-T1-deep.eval_reserve_s: A-T1-deep keeps 80 s, which {rate} ran out of",
         f"sitting.eval_reserve_s: D-gates-8L keeps 110 s to score its 5 rows, ~128 s {margins} {rate}"]

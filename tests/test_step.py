@@ -222,8 +222,8 @@ def test_a_training_step_on_the_device_never_waits_for_it(case, monkeypatch):
 def test_a_pruned_models_training_step_on_the_device_never_waits_for_it(monkeypatch):
     """Paper D's pruned fine-tune (``-enc_head_mask``: the pruned heads' parameters put back
     after every optimizer step, headlab.heads.prune.FrozenHeads) on the simulated CUDA device:
-    its steps wait for the device no more than the same model's without a mask (never), and
-    the pruned heads' parameters are where they were before the first step."""
+    its steps wait for the device no more than the same model's without a mask (never). That
+    they stay frozen: tests/test_paper_D.py, under every optimizer OpenNMT-py builds."""
     from headlab.heads.executor import PATH_VARIABLE
 
     monkeypatch.setenv(PATH_VARIABLE, "fused")

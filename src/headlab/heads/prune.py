@@ -115,26 +115,32 @@ class FrozenHeads:
     indexing by a boolean mask is a host sync on a GPU (``nonzero``), and the masks' rows are
     built on the host (a blocking copy each), 114 waits a step for a 6-layer encoder pruned
     in every layer. Found again (:meth:`refresh`) only where a layer's mask was replaced or
-    changed, or something other than the step changed a parameter (a checkpoint loaded into
-    it: its version moved), so the values put back are always those before the step, as if
-    saved at every step."""
+    changed, or something other than the step changed a parameter: written in place (its
+    version moved: ``copy_``, a checkpoint loaded into it) or given new storage (``.data =``,
+    a move to another device or dtype), so the values put back are always those before the
+    step, as if saved at every step."""
 
     def __init__(self, model):
         self.layers = [module for module in model.modules()
                        if hasattr(module, "head_mask") and hasattr(module, "linear_values")]
         self.masks: list | None = None          # each layer's mask object when last found, and its version
         self.frozen: list[tuple[object, object, object]] = []     # (parameter, flat indices, values)
-        self.versions: list[int] = []
+        self.versions: list[tuple] = []          # each frozen parameter's :meth:`_state` after the last restore
 
     def _masks(self) -> list:
         return [(layer.head_mask, None if layer.head_mask is None else layer.head_mask._version)
                 for layer in self.layers]
 
+    @staticmethod
+    def _state(param) -> tuple:
+        """What changes when anything but the step writes ``param`` (no tensor value read)."""
+        return param._version, param.data_ptr(), param.dtype, param.device
+
     def _unchanged(self, masks: list) -> bool:
         return (self.masks is not None
                 and all(mask is seen and version == seen_version
                         for (mask, version), (seen, seen_version) in zip(masks, self.masks))
-                and [param._version for param, *_ in self.frozen] == self.versions)
+                and [self._state(param) for param, *_ in self.frozen] == self.versions)
 
     def refresh(self) -> None:
         """Before a step: the pruned elements and their values, found again only where a
@@ -147,7 +153,7 @@ class FrozenHeads:
             index = mask.reshape(-1).nonzero().squeeze(1)        # one read back, here only
             self.frozen.append((param, index, param.detach().reshape(-1)[index].clone()))
         self.masks = masks
-        self.versions = [param._version for param, *_ in self.frozen]
+        self.versions = [self._state(param) for param, *_ in self.frozen]
 
     def restore(self) -> None:
         """After a step: every pruned element back to its value before it."""
@@ -156,4 +162,4 @@ class FrozenHeads:
         with torch.no_grad():
             for param, index, values in self.frozen:
                 param.detach().view(-1).index_copy_(0, index, values)
-        self.versions = [param._version for param, *_ in self.frozen]
+        self.versions = [self._state(param) for param, *_ in self.frozen]

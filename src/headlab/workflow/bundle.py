@@ -601,7 +601,7 @@ from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{fold
     {START.format(bundle=folder)} --budget B       # again at once, on the same still warm machine: what is left
 
 The second call's budget B: what the lease has left (`status`: budget_left_s) less ~40 s for the
-transfers and the give-back, and at most the {COMMAND_LIMIT_S} s a device command may run less ~15 s. About 260 s
+transfers and the give-back, and at most the {COMMAND_LIMIT_S} s a device command may run less ~15 s. About 270 s
 hold a head atlas the deadline cut (~50 s), the probe side by side ({plan.get('probe_side_by_side', 1)} models
 at once: a start-up and 40 steps, at most 100 s) and the probe alone (at most 90 s), each probe's
 measures published before the idle bench takes what is left; with less, the probe side by side

@@ -207,8 +207,9 @@ class EvaluationMeasured:
         return translate / self.evaluated * rows + EVAL_MARGIN_S + SCORING_S["cuda"] + STOP_S
 
     def described(self) -> str:
-        return (f"the sitting {self.sitting} ({self.evaluated} rows in {self.seconds:.0f} s, its head atlas aside"
-                + ("; cut by its deadline: at least that rate" if self.cut else "") + ")")
+        translating = "" if self.translate_s is None else f", {self.translate_s:.0f} s of it translating"
+        return (f"the sitting {self.sitting} ({self.evaluated} rows in {self.seconds:.0f} s{translating}, its head "
+                f"atlas aside" + ("; cut by its deadline: at least that rate" if self.cut else "") + ")")
 
 
 def measured_evaluation(published: Path | str = PUBLISHED) -> EvaluationMeasured | None:

@@ -213,6 +213,16 @@ def translate_until(jobs: dict[str, dict], device: str, deadline: float, max_len
     return done
 
 
+def _scored(row: dict, status: str, reason: str, unscored_why: str | None) -> None:
+    """A row's status and stop reason: its training's, or ``partial`` with why where it is not
+    scored on the whole test set (a diverged training stays diverged, its reason extended)."""
+    if unscored_why is None:
+        row.update(status=status, stop_reason=reason)
+    else:
+        row.update(status="partial" if status in AVERAGED else status,
+                   stop_reason=f"{reason}; {unscored_why}".lstrip("; "))
+
+
 def unscored(name: str, failures: dict, chosen: dict, common: int, sentences: int) -> str | None:
     """Why a model's row is scored on less than the whole test set of ``sentences`` (so it is
     no seed of its model), or None: its translation failed, no checkpoint of it loads, or the
@@ -340,6 +350,9 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
              "phases_s": (state.get("calls") or [{}])[-1].get("phases", {})}
     publication = Publication(out, manifest, ident, extra)
     progress = state.get("models", {})
+    # each model's training: (status, stop_reason); its row is one of its seeds only once scored
+    # on the whole test set, so until then (a call stopped in the translations) it is partial
+    trained: dict[str, tuple[str, str]] = {}
     # 1. what exists whatever happens next: curves, stops, speed
     for model in manifest["models"]:
         rows = curve(model)
@@ -349,12 +362,14 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
         if model.get("evaluate_only"):
             # an initial checkpoint (the parent with a mask, untrained) is as far along as its parent
             parent = model["chain"]["parent"]
-            status = publication.rows.get(parent, {}).get("status", "partial")
+            status = trained.get(parent, ("partial", ""))[0]
             reason = (f"not trained: {parent} at step {model.get('parent_step')} with {model['chain']['initial_of']}'s "
                       f"mask (the fine-tune's initial checkpoint)")
+        trained[model["name"]] = status, reason
         speed = throughput(Path(model["dir"]) / "train.log")
-        publication.row(model).update(step=speed["last_logged_step"], status=status, stop_reason=reason,
-                                      src_tok_s=speed["src_tok_s"] or "", tgt_tok_s=speed["tgt_tok_s"] or "")
+        publication.row(model).update(step=speed["last_logged_step"], src_tok_s=speed["src_tok_s"] or "",
+                                      tgt_tok_s=speed["tgt_tok_s"] or "")
+        _scored(publication.row(model), status, reason, "not yet scored")
         publication.models[model["name"]] = {"dir": model["dir"], **speed,
                                              "checkpoints": progress.get(model["name"], {}).get("checkpoints"),
                                              # a fine-tune of the chain: where it started, its options, its mask
@@ -414,11 +429,8 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
     translated_s = time.monotonic() - began
     for model in manifest["models"]:
         # a row is a seed of its model only when scored on the whole test set (studies.published)
-        why = unscored(model["name"], failures, chosen, common, len(refs))
-        if why:
-            row = publication.row(model)
-            row.update(status="partial" if row.get("status") in AVERAGED else row.get("status"),
-                       stop_reason=f"{row.get('stop_reason', '')}; {why}".lstrip("; "))
+        _scored(publication.row(model), *trained[model["name"]],
+                unscored(model["name"], failures, chosen, common, len(refs)))
     if common == 0:
         publication.lack("deadline", f"BLEU and chrF: no sentence of {test['split']} translated by every model "
                                      f"before the deadline")

@@ -87,11 +87,13 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
     window = ProfileWindow(steps - profile_steps + 1, profile_steps, lead=max(steps - profile_steps - warmup, 0),
                            before_lead=before)
     clock = StepClock(profile=window).install()
-    # the runner stops a probe at its cap with SIGTERM, which would end the process without
-    # `finally`: by then a copy is often past its timed steps, in OpenNMT-py's last save (a base
-    # model's checkpoint with Adam's state, K copies at once); ended through `finally`, it
-    # still writes what it timed
-    signal.signal(signal.SIGTERM, _stopped)
+    if crowd is not None:
+        # the runner stops the crowd at its cap with SIGTERM, which would end a copy without
+        # `finally`: by then a copy is often past its timed steps, in OpenNMT-py's last save (a
+        # base model's checkpoint with Adam's state, K copies at once); ended through `finally`,
+        # it still writes what it timed. (The probe alone keeps the default: its tokens/s from
+        # a cut log could be its warm-up's.)
+        signal.signal(signal.SIGTERM, _stopped)
     try:
         train(["-config", config, *options, "-train_steps", str(steps + 1), "-save_model", str(scratch / "model"),
                "-save_checkpoint_steps", str(steps + 1), "-valid_steps", str(10**6), "-early_stopping", "0",
