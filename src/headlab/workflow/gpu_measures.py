@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headlab.errors import DataError
+from headlab.workflow.gpu_runner import EVAL_MARGIN_S, SCORING_S, STOP_S
 
 PUBLISHED = Path(__file__).resolve().parents[3] / "results/published"
 
@@ -201,8 +202,6 @@ class EvaluationMeasured:
         them whatever they take (:data:`headlab.workflow.gpu_runner.EVAL_MARGIN_S`,
         ``SCORING_S``, ``STOP_S``). A reserve that holds the whole evaluation but not these
         cuts the translations short: BLEU on the first chunk of the test set."""
-        from headlab.workflow.gpu_runner import EVAL_MARGIN_S, SCORING_S, STOP_S
-
         translate = self.seconds if self.translate_s is None else self.translate_s
         return translate / self.evaluated * rows + EVAL_MARGIN_S + SCORING_S["cuda"] + STOP_S
 
