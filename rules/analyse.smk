@@ -1,6 +1,7 @@
 # Analyses shared by all papers: contrastive suites brought into each model's own
 # preprocessing (as extra "splits"), forced-decoding scores, DistilLingEval accuracy (by
 # subject-verb distance), MuCoW WSD accuracy, and compare-mt bootstrap / length bins.
+import headlab.workflow.code_digest
 
 
 def _suite_limit(w):
@@ -89,6 +90,7 @@ rule distil_parses:
         suite=r"[a-z_]+",
         limit=r"|\.first[0-9]+",
     params:
+        code=headlab.workflow.code_digest.module_digest("headlab.eval.contrastive"),  # a changed parse cache redone
         limit=lambda w: f"--limit {w.limit[len('.first'):]}" if w.limit else "",
     log:
         f"{LOGS}/suites/distil_{{suite}}.parses{{limit}}.log",
@@ -117,6 +119,7 @@ rule distil_accuracy:
     wildcard_constraints:
         suite=r"[a-z_]+",
     params:
+        code=headlab.workflow.code_digest.module_digest("headlab.eval.contrastive"),  # a changed scorer rescores
         distance=lambda w: "" if w.suite == "subj_verb_agreement" else "--no-distance",
         limit=_suite_limit,
         parses=lambda w, input: f"--parse-cache {input.parses}" if input.parses else "",
@@ -138,6 +141,8 @@ rule mucow_accuracy:
         csv=pattern("mucow_accuracy"),
         # hit / miss / other per sentence: the paired tests of effects.csv resample them
         details=pattern("mucow_details"),
+    params:
+        code=headlab.workflow.code_digest.module_digest("headlab.eval.contrastive"),  # a changed scorer rescores
     log:
         f"{LOGS}/contrastive/{MODEL}/mucow.{{ablation}}.log",
     conda:
@@ -173,6 +178,7 @@ rule compare:
     wildcard_constraints:
         systems=r"[^/]+",
     params:
+        code=headlab.workflow.code_digest.module_digest("headlab.eval.compare"),  # a changed scorer rescores
         systems=lambda w, input: " ".join(f"--sys {s}::{input[s]}" for s in w.systems.split("--")),
         baseline=lambda w: w.systems.split("--")[0],
         samples=config.get("evaluation", {}).get("bootstrap_samples", 1000),

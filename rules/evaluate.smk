@@ -2,6 +2,7 @@
 # disabled, paper A §4.3), un-BPE + detruecase + detokenise, then sacreBLEU with its 95%
 # bootstrap confidence interval (evaluation.bootstrap_samples resamples; 0 or 1: none).
 import headlab.engine.config
+import headlab.workflow.code_digest
 
 
 
@@ -104,6 +105,7 @@ rule bleu:
     output:
         pattern("score"),
     params:
+        code=headlab.workflow.code_digest.module_digest("headlab.eval.bleu"),  # a changed scorer rescores
         pair=lambda w: w.pair,
         confidence=config.get("evaluation", {}).get("bootstrap_samples", 1000),
     log:

@@ -2,6 +2,7 @@
 # (effects.csv) and generated READMEs; results/effects.md over every study. One generic rule
 # each; the builders live in the study packages (src/headlab/studies/<study>/, their contract
 # headlab.studies.base.Study).
+import headlab.workflow.code_digest
 
 OUTDIRS = {STUDIES[name].outdir: name for name in config["studies"]}
 
@@ -50,6 +51,13 @@ def _slice(part):
 
 # a study's outputs get only its own config slice: changing study X reruns nothing of study Y
 SLICES = dict(cfg_study=_slice("study"), cfg_corpora=_slice("corpora"), cfg_settings=_slice("settings"))
+# ... and the digest of the code that renders them (headlab.workflow.code_digest): Snakemake's
+# code trigger sees a rule's own text, not the modules its command imports, so a corrected claim
+# or reference number would leave the existing tables as they were; as a param it reruns that
+# study's rendering (seconds) and nothing else
+RENDER_CODE = {outdir: headlab.workflow.code_digest.study_digest(type(STUDIES[name]).__module__.split(".")[2])
+               for outdir, name in OUTDIRS.items()}
+RENDERED = dict(SLICES, code=lambda w: RENDER_CODE[w.outdir])
 # a search stage: the settings it reads itself, not evaluation's (headlab.studies.STAGE_SETTINGS)
 STAGE_SLICES = dict(SLICES, cfg_settings=_slice("stage_settings"))
 SLICE_ARGS = (
@@ -108,7 +116,7 @@ rule study_table:
         name=_names("tables"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        **SLICES,
+        **RENDERED,
         prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
@@ -132,7 +140,7 @@ rule study_figure:
         name=_names("figures"),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        **SLICES,
+        **RENDERED,
         prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/{{name}}.log",
@@ -156,7 +164,7 @@ rule study_effects:
         outdir="|".join(o for o, s in OUTDIRS.items() if headlab.studies.judges_effects(s)) or "^$",
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        **SLICES,
+        **RENDERED,
         prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/effects.log",
@@ -173,6 +181,8 @@ rule effects_summary:
         headlab.studies.effects_files(config, RESULTS),
     output:
         report(headlab.studies.summary_file(RESULTS), caption="../report/effects.rst", category="effects"),
+    params:
+        code=headlab.workflow.code_digest.study_digest(None),
     log:
         f"{LOGS}/study/effects_summary.log",
     conda:
@@ -191,7 +201,7 @@ rule study_readme:
         outdir="|".join(OUTDIRS),
     params:
         study=lambda w: OUTDIRS[w.outdir],
-        **SLICES,
+        **RENDERED,
         prefix=_prefix,
     log:
         f"{LOGS}/study/{{outdir}}/README.log",

@@ -11,8 +11,8 @@ import numpy as np
 
 from headlab.eval.significance import SeedPool
 from headlab.studies.effects import (AS_CLAIMED, BOTH, COLUMNS, CONTRADICTED, EXACT, HOLDS, INCONCLUSIVE,
-                                     NO_PAPER_VALUE, ONE_SEED, REVERSED, SIGN, TEST_ONLY, Claim, Judge, chance_line,
-                                     holm, pooled_interval, readme_lines, summary, verdict)
+                                     NO_PAPER_VALUE, NOT_JUDGED, ONE_SEED, REVERSED, SIGN, TEST_ONLY, UNJUDGED, Claim,
+                                     Judge, chance_line, holm, pooled_interval, readme_lines, summary, verdict)
 
 
 @pytest.mark.parametrize("low, high, direction, null, expected", [
@@ -182,3 +182,39 @@ def test_paper_d_gate_claims_take_table_2():
     table = _paper_t2()
     assert len(table) == 48 and table["gate"].isin([0.0, 1.0]).all()
     assert table["gate"].sum() == 11 and table.groupby("row")["gate"].sum().min() == 1
+
+
+def test_a_claim_the_results_cannot_judge_keeps_its_row_and_says_why(tmp_path):
+    """Configured but not judgeable here (paper D's §3.4 join with no syntactic head): a row
+    'not judged' with the reason, outside Holm's family, counted and rendered, never dropped."""
+    judge = Judge("paper_D")
+    judge.per_seed(Claim("a", "x", ">", 0.0, unit="heads"), {str(s): 1.0 * s for s in range(1, 7)})
+    judge.unjudged(Claim("b", "y", ">", 0.0, 0.77, unit="share"), "no head is syntactic")
+    frame = judge.frame()
+    row = frame.iloc[1]
+    assert (row["claim"], row["verdict"], row["verdict_adjusted"]) == ("b", NOT_JUDGED, NOT_JUDGED)
+    assert row["interval"] == UNJUDGED + "no head is syntactic" and math.isnan(row["ours"])
+    assert math.isnan(row["p_value"]) and row["paper"] == 0.77
+    # alone in the family, the sign test over 6 seeds keeps its own p (2/64), not a Holm of 2
+    assert frame["p_adjusted"][0] == pytest.approx(2 / 64)
+    frame.to_csv(tmp_path / "e.csv", index=False)
+    lines = readme_lines(str(tmp_path / "e.csv"))
+    assert lines[2].count("1 not judged (the results lack what they ask for)") == 2
+    table = [line for line in lines if line.startswith("| ")]
+    assert table[-1] == "| b | y | > 0 share | 0.77 | — (no head is syntactic) |  |  |  | not judged | not judged |"
+    assert "1 claims can reach p < 0.05" in lines[-2]
+    assert "1 not judged" in summary([str(tmp_path / "e.csv")])
+
+
+def test_paper_a_wsd_claim_is_not_judged_where_a_systems_precision_is_undefined():
+    """§5.3 on MuCoW precision: a seed whose translations hold neither sense of any TED item
+    has precision 0 / 0; the contrast would have read it as 0 (a 0.5 average from Tatoeba alone)."""
+    from headlab.eval.significance import Term
+    from headlab.studies.paper_A.claims import _uncovered, mean_precision
+
+    covered = np.array([[1, 1, 0, 0], [0, 0, 1, 1]], float)    # per sentence: TED (hit, counted), Tatoeba's
+    blind = np.array([[0, 0, 0, 0], [0, 0, 1, 1]], float)      # the TED item: neither sense
+    assert _uncovered([Term(1, {"1": covered}), Term(-1, {"1": covered, "2": covered})], ("a", "b")) == ""
+    assert _uncovered([Term(1, {"1": covered}), Term(-1, {"1": covered, "2": blind})], ("a", "b")) == (
+        "b's translations (seed 2) hold neither sense of any MuCoW ted item: its precision is undefined")
+    assert mean_precision(blind.sum(axis=0))[0] == 0.5

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -159,6 +160,14 @@ def test_mucow_translation_matching():
     assert row.loc["ted+tatoeba", "precision"] == pytest.approx(0.75)       # mean of 0.5 and 1.0
     assert row.loc["ted+tatoeba", "accuracy"] == pytest.approx(0.5)         # mean of 0.5 and 0.5
     assert row.loc["all", "n"] == 5
+    # Tatoeba's translations hold neither sense of any item: its precision (and the average's) is
+    # n/a, not 0, and its recall 0 of 2 counted
+    out, frame = mucow.evaluate([hyps[0], hyps[1], "nothing", "nothing", "nothing"], keys, target_lang="en")
+    row = frame.set_index("corpus")
+    assert out[2:] == ["other"] * 3 and row.loc["tatoeba", ["hit", "miss"]].tolist() == [0, 0]
+    assert math.isnan(row.loc["tatoeba", "precision"]) and math.isnan(row.loc["tatoeba", "f1"])
+    assert row.loc["tatoeba", "recall"] == 0.0 and row.loc["ted", "precision"] == 0.5
+    assert math.isnan(row.loc["ted+tatoeba", "precision"])
 
 
 def test_mucow_cli_spacy_lemmas(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 from headlab.naming import heads_name, model_path
 from headlab.studies.paper_A import grid as paper_A_grid
 from headlab.studies.base import REGISTRY
@@ -192,6 +192,17 @@ def test_f5_is_a_word_level_grid_readable_at_page_width(tmp_path):
     # a grid (two panels a row, three rows), not a strip: at most 8 in wide at 200 dpi, so
     # 8-pt labels stay >= 6.5 pt on a 6.5 in page
     assert width <= 1600 and 1.0 <= height / width <= 2.0, (width, height)
+    # every head important on this sentence: the redundant panels show the Transformer's head and say
+    # which label was missing; no labels exported at all: one error naming the file, not head 1 drawn as if labelled
+    rhe = tmp_path / files.attention(grid.system_model(study, "multi30k", "en-de", "RHElpea"))
+    with np.load(rhe) as npz:
+        arrays = dict(npz)
+    np.savez(rhe, **{**arrays, "rhe_000000": np.ones((2, 8))})
+    panels = set(build()[0]["panel"])
+    assert {"(a) redundant head: head 1 (none labelled redundant: Transformer)", "(e) important head: head 1"} <= panels
+    np.savez(rhe, **{key: value for key, value in arrays.items() if key != "rhe_000000"})
+    with pytest.raises(DataError, match=r"RHElpea.*holds no RHE head labels \(rhe_000000\): Figure 5's panel \(a\)"):
+        build()
 
 
 def test_table_a3_without_parsers_has_the_papers_rows_alone(tmp_path):

@@ -419,6 +419,13 @@ def test_join_profile_takes_each_heads_most_syntactic_relation():
     with pytest.raises(DataError, match="best_baseline"):
         join_profile(gates, profile.drop(columns="best_baseline"))
     assert join_profile(gates, None)["best_relation"].isna().all()
+    # no head syntactic: the claim on them is 'not judged', naming the nearest head, or that none has arcs enough
+    from headlab.studies.paper_D.claims import _no_syntactic_head
+    near = join_profile(gates, profile.assign(accuracy=profile["accuracy"] - 5.0))
+    assert not near["syntactic"].any()
+    assert _no_syntactic_head(near) == ("no encoder head beats its best offset baseline by 20 points (the nearest: "
+                                        "1-1 on nsubj, +15.0)")
+    assert _no_syntactic_head(join_profile(gates, None)).startswith("no encoder head has a relation with enough arcs")
 
 
 # -- the workflow ---------------------------------------------------------------------------
@@ -470,9 +477,16 @@ def test_end_to_end_paper_d(tmp_path, mirror):
     assert "gates converge" in readme and "kept and frozen" in readme
     effects = pd.read_csv(out / "effects.csv")
     assert any(c.startswith("§3.6") for c in effects["claim"]) and (effects["study"] == "paper_D").all()
-    from headlab.studies.effects import against_its_paper
+    from headlab.studies.effects import NOT_JUDGED, UNJUDGED, against_its_paper
     assert not against_its_paper(effects).any(), effects[against_its_paper(effects)]["claim"].tolist()
     assert "## paper_D" in (tmp_path / "results/effects.md").read_text()
+    # the claims on syntactic heads are in the list whatever this tiny run's heads learned: judged,
+    # or 'not judged' with the reason (no head beating its baselines by 20 points is no verdict)
+    for start in ("§2 (Table 1): a head tracks nsubj", "§2 (Table 1): a head tracks dobj",
+                  "§3.4: the gates keep the syntactic heads"):
+        rows = effects[effects["claim"].str.startswith(start)]
+        assert len(rows) == 1, start
+        assert (rows["verdict"] != NOT_JUDGED).all() or rows["interval"].str.startswith(UNJUDGED + "no ").all()
     # a retrained parent retrains exactly its children (and nothing else): touch the 7Ftoken+1L parent
     import os
     import re

@@ -219,6 +219,36 @@ def test_a_diverged_sitting_is_shown_but_not_averaged(tmp_path):
     assert "not averaged" in values.loc[diverged, "scale"]
 
 
+def test_a_slice_with_no_run_to_average_keeps_its_claims_not_judged_with_the_reason(tmp_path):
+    """The sittings of 11-26 (diverged) and 11-27 (the clock's step) alone: the T1 rows show
+    them, and the claims on the slice are rows 'not judged' saying why, not missing."""
+    from headlab.studies.effects import NOT_JUDGED, UNJUDGED, Judge
+    from headlab.studies.paper_A import claims
+
+    root = tmp_path / "published"
+    for sitting, status, best in (("2026-11-26-h200-e327191", "diverged", ""), ("2026-11-27-h100-65e2124",
+                                                                               "deadline", "")):
+        _sitting(root, sitting, [dict(heads=heads, seed=1, status=status, best_step=best, step=1000, bleu=30.0,
+                                      bleu_ci_low=29, bleu_ci_high=31) for heads in ("8L", "7Ftoken+1L", "8Ftoken")])
+    judge = Judge("paper_A", 200)
+    reference = tmp_path / "ref.txt"
+    reference.write_text("a line\n")
+    scales = claims.judge_published(judge, _files(tmp_path, root), published_read(root), reference=str(reference))
+    frame = judge.frame()
+    assert len(frame) == 2 and (frame["verdict_adjusted"] == NOT_JUDGED).all()
+    assert frame["claim"].str.startswith("§4.1").sum() == 1 and frame["claim"].str.startswith("§4.4").sum() == 1
+    why = frame.set_index(frame["claim"].str[:4])["interval"]
+    assert why["§4.1"] == (UNJUDGED + "7Ftoken+1L and 8L have no published run to average yet: none converged or "
+                           "stopped at its best validation checkpoint and scored on the whole test set (published: "
+                           "deadline at the clock's step, diverged)")
+    assert set(scales.values()) == {"GPU base: A-T1-deep, seed 1, deadline, diverged"}
+
+
+def published_read(root):
+    from headlab.studies import published
+    return published.read(str(root))
+
+
 def test_a_slice_with_nothing_published_says_not_yet_run(tmp_path):
     from headlab.report.tables import to_csv, to_latex, to_markdown
     from headlab.studies import published
@@ -317,7 +347,11 @@ def test_paper_As_effects_judge_the_published_runs_in_one_family_with_a_scale_co
 
     fake(inputs, lines[:20])     # a shortened test set (test_limit): the published runs cannot be judged on it
     frame = build()
-    assert (frame["scale"] == "toy").all()
+    gpu = frame[frame["scale"] != "toy"]   # ... and their claims say so, beside the table's GPU rows
+    assert len(gpu) == 2 and (gpu["verdict_adjusted"] == "not judged").all() and gpu["p_value"].isna().all()
+    assert gpu["interval"].str.endswith("the published hypotheses have 100 lines, this workflow's test_2016_flickr "
+                                        "reference 20 (test_limit shortens it)").all()
+    assert gpu["scale"].str.startswith("GPU base: A-T1-deep, seeds 1, 2, 3, converged").all()
 
 
 def outputs_files(tmp_path, published, study):

@@ -285,7 +285,13 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     # the verdicts come from effects.csv; one seed here, and the README says so
     import pandas as pd
     effects = pd.read_csv(paper / "effects.csv")
-    assert set(effects["verdict"]) <= {"holds", "reversed", "inconclusive at this scale", "inconclusive (one seed)"}
+    assert set(effects["verdict"]) <= {"holds", "reversed", "inconclusive at this scale", "inconclusive (one seed)",
+                                       "not judged"}
+    # the published GPU rows' claims: not judged on a 20-sentence test set, and saying so
+    gpu = effects[effects["scale"] != "toy"]
+    assert len(gpu) == 2 and (gpu["verdict"] == "not judged").all(), gpu
+    assert gpu["interval"].str.endswith("this workflow's test_2016_flickr reference 20 (test_limit shortens it)").all()
+    effects = effects[effects["scale"] == "toy"]
     assert len(effects) >= 10 and {"p_adjusted", "verdict_adjusted", "paper_note"} <= set(effects.columns)
     assert {"§4.1", "§4.2", "§4.3", "§4.4", "§5.3"} <= {c.split(":")[0].split(" ")[0] for c in effects["claim"]}
     # one seed and no system with several: no test, and the README says so
@@ -326,3 +332,15 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     # a second run has nothing to do
     again = snakemake("-n", "--configfile", str(config))
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    # the code judging paper A's claims changed since (its record holds another digest): its
+    # effects are judged again, what reads them rendered again, and nothing else
+    from headlab.workflow.code_digest import study_digest
+    digest, stale = repr(study_digest("paper_A")), repr("0" * 16)
+    records = [path for path in (ROOT / ".snakemake/metadata").rglob("*") if path.is_file()
+               and f"--out {tmp_path}/results/paper_A/effects " in path.read_text(errors="replace")]
+    assert len(records) == 1 and digest in json.loads(records[0].read_text())["params"]
+    records[0].write_text(records[0].read_text().replace(digest, stale))
+    again = snakemake("-n", "--configfile", str(config))
+    planned = re.findall(r"^(?:local)?rule (\w+):", again.stdout, re.M)
+    assert again.returncode == 0 and "study_effects" in planned, again.stdout[-3000:]
+    assert set(planned) <= {"study_effects", "study_readme", "effects_summary", "all"}, planned

@@ -26,6 +26,8 @@ sources": the row ``ted+tatoeba`` is the unweighted mean of the two corpora's va
 """
 from __future__ import annotations
 
+import math
+
 import os
 from dataclasses import dataclass
 
@@ -83,9 +85,12 @@ def classify(tokens: list[str], lemmas: list[str] | None, key: Key) -> str:
 
 
 def _metrics(hit: int, miss: int, other: int) -> dict:
+    """MuCoW's scores of one corpus; a ratio with nothing to count is NaN (n/a), not 0: a
+    model whose translations hold neither sense of any item (a toy model on a small corpus) is
+    unmeasured, not wrong."""
     n = hit + miss + other
-    precision = hit / (hit + miss) if hit else 0.0
-    recall = hit / (hit + other) if hit else 0.0
+    precision = hit / (hit + miss) if hit + miss else math.nan
+    recall = hit / (hit + other) if hit + other else math.nan
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"n": n, "hit": hit, "miss": miss, "other": other, "precision": precision,
             "recall": recall, "f1": f1, "coverage": (hit + miss) / n if n else 0.0,
@@ -112,7 +117,7 @@ def evaluate(hyps: list[str], keys: list[Key], *, target_lang: str, lemmas: list
     parts = frame[frame.corpus.isin(AVERAGE_OF)]
     if len(parts) == len(AVERAGE_OF):
         avg = {"corpus": AVERAGE_NAME, **{c: int(parts[c].sum()) for c in ("n", "hit", "miss", "other")},
-               **{m: float(parts[m].mean()) for m in METRICS}}
+               **{m: float(parts[m].mean(skipna=False)) for m in METRICS}}   # one corpus n/a: the mean is too
         frame = pd.concat([frame, pd.DataFrame([avg])], ignore_index=True)
     return outcomes, frame
 

@@ -17,7 +17,10 @@ paper's family of claims, the one the READMEs lead with):
   stand for it: no test is made (the interval shown covers test sentences only);
 * for a count or share measured once per seed (heads kept, gates saturated): the sign test
   over seeds, and where it cannot decide (three seeds cannot: all three agreeing has p =
-  0.25) ``as claimed in every seed`` or ``contradicted in every seed``, else inconclusive.
+  0.25) ``as claimed in every seed`` or ``contradicted in every seed``, else inconclusive;
+* ``not judged``: the claim is configured but this run's results leave nothing to judge it
+  on (no head syntactic enough to ask whether the gates keep it); ``interval`` says why, so
+  a claim never goes missing from the list without a word.
 
 Tests (:mod:`headlab.eval.significance`): a contrast of BLEU (or of an accuracy over test
 items) counts the seed variance and the test-set variance that seeds do not already hold; a
@@ -46,11 +49,14 @@ LEVEL = 0.05
 HOLDS, REVERSED, INCONCLUSIVE = "holds", "reversed", "inconclusive at this scale"
 ONE_SEED = "inconclusive (one seed)"
 AS_CLAIMED, CONTRADICTED = "as claimed in every seed", "contradicted in every seed"
-VERDICTS = (HOLDS, REVERSED, INCONCLUSIVE, ONE_SEED, AS_CLAIMED, CONTRADICTED)
+NOT_JUDGED = "not judged"
+VERDICTS = (HOLDS, REVERSED, INCONCLUSIVE, ONE_SEED, AS_CLAIMED, CONTRADICTED, NOT_JUDGED)
 #: what an interval covers (a pooled one: :func:`pooled_interval`)
 BOTH, TEST_ONLY, SIGN, EXACT = ("seeds and test sentences", "test sentences only (1 seed, no seed variance)",
                                 "none: per-seed values, sign test", "exact")
 NO_PAPER_VALUE = "the paper reports no number for this contrast"
+#: the start of a not-judged row's ``interval``, followed by why
+UNJUDGED = "none: not judged, "
 
 
 def pooled_interval(pool) -> str:
@@ -191,6 +197,11 @@ class Judge:
         """A count or share measured once per seed, without test sentences: the sign test."""
         self._pending.append(("per_seed", claim, dict(values)))
 
+    def unjudged(self, claim: Claim, why: str) -> None:
+        """A claim this run's results cannot judge (``why``: what they lack); its row says so
+        instead of the claim leaving the list unseen. No test: outside Holm's family."""
+        self._pending.append(("unjudged", claim, str(why)))
+
     def exact(self, claim: Claim, value: float) -> None:
         """A quantity without noise (a parameter count)."""
         self._pending.append(("exact", claim, float(value)))
@@ -223,6 +234,11 @@ class Judge:
                 row = _row(self.study, claim, count.estimate, math.nan, math.nan, count.p_value, (count.seeds,),
                            SIGN, _sign_verdict(count.p_value, count.agree, count.seeds))
                 row["agree"] = f"{count.agree} of {count.seeds}"
+                rows.append(row)
+            elif kind == "unjudged":
+                row = _row(self.study, claim, math.nan, math.nan, math.nan, math.nan, (0,), UNJUDGED + rest[0],
+                           NOT_JUDGED)
+                row["runs"] = ""
                 rows.append(row)
             else:
                 value = rest[0]
@@ -260,7 +276,7 @@ def _row(study: str, claim: Claim, estimate, low, high, p_value, seeds, interval
 
 def _adjusted(row: dict, p_adjusted: float) -> str:
     """The verdict at 5% for the family: Holm's p-value where the row has a test."""
-    if row["interval"] == EXACT or row["verdict"] == ONE_SEED:
+    if row["interval"] == EXACT or row["verdict"] in (ONE_SEED, NOT_JUDGED):
         return row["verdict"]
     side = int(np.sign(row["ours"] - row["null"]))
     if row["interval"] == SIGN:
@@ -283,6 +299,8 @@ def _missing(value) -> bool:
 
 
 def _ours(row) -> str:
+    if str(row["interval"]).startswith(UNJUDGED):
+        return f"— ({row['interval'][len(UNJUDGED):]})"
     text = _number(row["ours"])
     if row["interval"] == SIGN:
         text += f" (mean; {row['agree']} seeds {row['direction']} {row['null']:g})"
@@ -340,6 +358,8 @@ def counts(frame, column: str = "verdict_adjusted") -> str:
     if tally[AS_CLAIMED] or tally[CONTRADICTED]:
         text += (f", {tally[AS_CLAIMED]} as claimed and {tally[CONTRADICTED]} contradicted in every seed "
                  f"(too few seeds to test)")
+    if tally[NOT_JUDGED]:
+        text += f", {tally[NOT_JUDGED]} not judged (the results lack what they ask for)"
     return text
 
 
@@ -374,7 +394,7 @@ def _read(path: str):
     """An ``effects.csv``, its text columns as text (empty, not NaN)."""
     import pandas as pd
 
-    text = {"paper_note": str, "agree": str, "interval": str, "verdict": str, "verdict_adjusted": str}
+    text = {"paper_note": str, "runs": str, "agree": str, "interval": str, "verdict": str, "verdict_adjusted": str}
     return pd.read_csv(path, dtype=text, keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c in COLUMNS
                                                                            if c not in text})
 

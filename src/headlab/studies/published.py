@@ -328,35 +328,63 @@ def judge(judge, frame, study: str, table: str, contrasts, reference: Callable) 
 
     ``contrasts``: ``(claim_of, [(weight, heads), ...])``, ``claim_of(slice, layers, pair)``
     the :class:`~headlab.studies.effects.Claim`; ``reference(pair, test)``: the reference
-    file this workflow has for that test set (None, or one of another length: the claim is
-    left out). A one-seed
-    system takes the seed variance of the published systems with several seeds on the same
-    slice (the toy models' is another scale's), else no test is made. Returns compared ->
-    scale, for ``effects.csv``'s ``scale`` column."""
+    file this workflow has for that test set (None, or one of another length: no test). A
+    one-seed system takes the seed variance of the published systems with several seeds on
+    the same slice (the toy models' is another scale's), else no test is made. A contrast a
+    published slice trains but cannot be judged here (no reference of its test set in this
+    workflow, a shortened one, a system with no run scored on the whole test set yet) is a
+    ``not judged`` row saying why, not a row missing beside the table's GPU rows. Returns
+    compared -> scale, for ``effects.csv``'s ``scale`` column."""
     import pandas as pd
 
     from headlab.eval.significance import Term, scorer, seed_pool
 
     score, scales = scorer("bleu"), {}
-    for (slice_, layers, pair, test), systems in _claim_groups(frame, study, table).items():
-        ref = reference(pair, test)
-        if ref is None or any(_lines(hypothesis(run)) != _lines(ref)
-                              for rows in systems.values() for _, run in rows.iterrows()):
-            continue    # this workflow has no such test set, or a shortened one (test_limit)
-        stats = {heads: {run["seed"]: judge.stats(hypothesis(run), ref, pair.split("-")[1])
-                         for _, run in rows.iterrows()} for heads, rows in systems.items()}
-        pool = seed_pool(list(stats.values()), score, samples=judge.samples)
+    averaged = _claim_groups(frame, study, table)
+    published = frame[(frame["study"] == study) & (frame["table"] == table)]
+    for key, runs in published.groupby(["slice", "layers", "pair", "test"], sort=False):
+        (slice_, layers, pair, test), systems = key, averaged.get(key, {})
+        ref, stats, pool = reference(pair, test), None, None
         for claim_of, weights in contrasts:
-            if not all(heads in stats for _, heads in weights):
-                continue
+            names = [heads for _, heads in weights]
+            if not set(names) <= set(runs["heads"]):
+                continue                # the slice does not train these systems
             claim = claim_of(slice_, layers, pair)
+            why = _not_judged(systems, names, runs, ref, test)
+            shown = (pd.concat([systems[heads] for heads in names]) if why is None
+                     else runs[runs["heads"].isin(names)])
+            statuses = ", ".join(sorted(set(shown["status"])))
+            seeds = ", ".join(sorted(set(shown["seed"]), key=lambda seed: (len(seed), seed)))
+            scales[claim.compared] = f"{GPU}: {slice_}, seed{'s' if ',' in seeds else ''} {seeds}, {statuses}"
+            if why is not None:
+                judge.unjudged(claim, why)
+                continue
+            if stats is None:           # every whole-test system of the slice: the seed pool's too
+                stats = {heads: {run["seed"]: judge.stats(hypothesis(run), ref, pair.split("-")[1])
+                                 for _, run in rows.iterrows()} for heads, rows in systems.items()
+                         if _not_judged(systems, [heads], runs, ref, test) is None}
+                pool = seed_pool(list(stats.values()), score, samples=judge.samples)
             judge.items(claim, [Term(weight, stats[heads]) for weight, heads in weights], score, pool)
-            runs = pd.concat([systems[heads] for _, heads in weights])
-            statuses = ", ".join(sorted(set(runs["status"])))
-            seeds = ", ".join(sorted(set(runs["seed"]), key=lambda seed: (len(seed), seed)))
-            plural = "s" if "," in seeds else ""
-            scales[claim.compared] = f"{GPU}: {slice_}, seed{plural} {seeds}, {statuses}"
     return scales
+
+
+def _not_judged(systems, names, runs, ref: str | None, test: str) -> str | None:
+    """Why a published contrast cannot be judged in this workflow, or None."""
+    lacking = [heads for heads in names if heads not in systems]
+    if lacking:
+        left = runs[runs["heads"].isin(lacking)]
+        statuses = sorted(set(left["status"].where(~at_the_clocks_step(left), "deadline at the clock's step")))
+        return (f"{' and '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no published run to average "
+                f"yet: none converged or stopped at "
+                f"its best validation checkpoint and scored on the whole test set (published: "
+                f"{', '.join(statuses)})")
+    if ref is None:
+        return f"this workflow has no reference of {test} to score the published hypotheses on"
+    lengths = {_lines(hypothesis(run)) for heads in names for _, run in systems[heads].iterrows()}
+    if lengths != {_lines(ref)}:
+        return (f"the published hypotheses have {', '.join(map(str, sorted(lengths)))} lines, this workflow's "
+                f"{test} reference {_lines(ref)} (test_limit shortens it)")
+    return None
 
 
 # -- the sittings made before this layout -----------------------------------------------------

@@ -75,6 +75,21 @@ def mucow_stats(details: str, key: str):
     return stats
 
 
+def _uncovered(terms, names) -> str:
+    """Why precision is undefined for a system of the §5.3 contrast ('' if it is not): in some
+    seed, its translations hold neither sense of any TED (or Tatoeba) item."""
+    from headlab.eval.mucow import AVERAGE_OF
+
+    for term, name in zip(terms, names):
+        for seed, stats in term.runs.items():
+            counted = stats.sum(axis=0)[1::2]
+            for corpus, covered in zip(AVERAGE_OF, counted):
+                if not covered:
+                    return (f"{name}'s translations (seed {seed}) hold neither sense of any MuCoW {corpus} item: "
+                            f"its precision is undefined")
+    return ""
+
+
 def mean_precision(summed):
     """Table 6's number from summed per-sentence stats: the mean of TED's and Tatoeba's precision."""
     import numpy as np
@@ -210,13 +225,17 @@ def effects(files: Files):
             terms = [Term(weight, {seed: mucow_stats(files.mucow_details(model, ablation), files.mucow_key(model))
                                    for (system, seed), (model, ablation) in cells.items() if system == name})
                      for weight, name in ((1, ABLATED), (-1, FIXED))]
-            judge.items(Claim("§5.3: disabling the learned head H8 lowers MuCoW's WSD score (ours: precision of "
-                              "the translation suite)",
-                              f"{ABLATED} − {FIXED} (MuCoW TED+Tatoeba, {study.get('wsd_pair', 'de-en')}, {role} {layers})",
-                              "<", 0.0, _paper_t6(_paper_layers(study, layers)), unit="precision",
-                              paper_note="the paper's number is the accuracy of MuCoW's contrastive scoring suite, "
-                                         "whose de-en file is not available offline"),
-                        terms, mean_precision)
+            claim = Claim("§5.3: disabling the learned head H8 lowers MuCoW's WSD score (ours: precision of "
+                          "the translation suite)",
+                          f"{ABLATED} − {FIXED} (MuCoW TED+Tatoeba, {study.get('wsd_pair', 'de-en')}, {role} {layers})",
+                          "<", 0.0, _paper_t6(_paper_layers(study, layers)), unit="precision",
+                          paper_note="the paper's number is the accuracy of MuCoW's contrastive scoring suite, "
+                                     "whose de-en file is not available offline")
+            uncovered = _uncovered(terms, (ABLATED, FIXED))
+            if uncovered:
+                judge.unjudged(claim, uncovered)
+            else:
+                judge.items(claim, terms, mean_precision)
         scales = judge_published(judge, files, gpu)
         frame = judge.frame()
         frame.insert(frame.columns.get_loc("compared") + 1, published.SCALE,

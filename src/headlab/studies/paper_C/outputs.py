@@ -335,10 +335,14 @@ def f5(files: Files):
         for panel, (kind, which) in F5_PANELS.items():
             with np.load(files.attention(systems[kind]), allow_pickle=False) as npz:
                 labels = npz["rhe_000000"][first] if "rhe_000000" in npz else None
-                head = _panel_head(labels, which)
-                source, note = systems[kind], ""
-                if head is None:   # no head labelled important on this sentence: the Transformer's
-                    source, head, note = systems["L"], 0, " (none labelled important: Transformer)"
+            if labels is None and which != "first":   # head 1 would be drawn as if it had the label
+                raise DataError(f"{files.attention(systems[kind])} holds no RHE head labels (rhe_000000): "
+                                f"Figure 5's panel {panel} needs them")
+            head = _panel_head(labels, which)
+            source, note = systems[kind], ""
+            if head is None:   # no head with the panel's label on this sentence: the Transformer's
+                label = "important" if which == "important" else "redundant"
+                source, head, note = systems["L"], 0, f" (none labelled {label}: Transformer)"
             with np.load(files.attention(source), allow_pickle=False) as npz:
                 tokens = str(npz["tokens"][0]).split()
                 # RHE exports keep the attention before enlivening (raw_*) beside the used one (att_*)

@@ -188,8 +188,12 @@ def lambda_sweep(files: Files):
     return inputs, build
 
 
+#: paper D's bold rule: a head is syntactic when it beats the best offset baseline by this many points
+SYNTACTIC_MARGIN = 20.0
+
+
 def join_profile(gates: pd.DataFrame, profile: pd.DataFrame | None, *, min_count: int = 20,
-                 threshold: float = 20.0) -> pd.DataFrame:
+                 threshold: float = SYNTACTIC_MARGIN) -> pd.DataFrame:
     """Per encoder layer-head: its gate and kept flag beside its most syntactic relation.
 
     ``profile``: tidy per-head rows with the columns of the syntactic profile
