@@ -90,7 +90,8 @@ rule distil_parses:
         suite=r"[a-z_]+",
         limit=r"|\.first[0-9]+",
     params:
-        code=headlab.workflow.code_digest.module_digest("headlab.eval.contrastive"),  # a changed parse cache redone
+        # the parser of the suite's sources (headlab contrastive distil-parse runs these two)
+        code=headlab.workflow.code_digest.module_digest("headlab.eval.sva", "headlab.eval.suites"),
         limit=lambda w: f"--limit {w.limit[len('.first'):]}" if w.limit else "",
     log:
         f"{LOGS}/suites/distil_{{suite}}.parses{{limit}}.log",

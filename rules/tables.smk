@@ -55,7 +55,7 @@ SLICES = dict(cfg_study=_slice("study"), cfg_corpora=_slice("corpora"), cfg_sett
 # code trigger sees a rule's own text, not the modules its command imports, so a corrected claim
 # or reference number would leave the existing tables as they were; as a param it reruns that
 # study's rendering (seconds) and nothing else
-RENDER_CODE = {outdir: headlab.workflow.code_digest.study_digest(type(STUDIES[name]).__module__.split(".")[2])
+RENDER_CODE = {outdir: headlab.workflow.code_digest.study_digest(headlab.workflow.code_digest.package_of(STUDIES[name]))
                for outdir, name in OUTDIRS.items()}
 RENDERED = dict(SLICES, code=lambda w: RENDER_CODE[w.outdir])
 # a search stage: the settings it reads itself, not evaluation's (headlab.studies.STAGE_SETTINGS)

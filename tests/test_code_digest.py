@@ -12,7 +12,7 @@ from headlab.cli import COMMANDS
 from headlab.studies import STUDIES
 from headlab.workflow import code_digest
 
-PACKAGES = sorted(type(study).__module__.split(".")[2] for study in STUDIES.values())
+PACKAGES = sorted(code_digest.package_of(study) for study in STUDIES.values())
 
 
 @pytest.fixture()
@@ -42,8 +42,12 @@ def test_every_registered_study_has_a_package_of_its_own():
     ("studies/effects.py", {*PACKAGES, None}),              # every study's claims and the summary
     ("report/build.py", {*PACKAGES, None}),
     ("eval/significance.py", {*PACKAGES, None}),
-    ("engine/compat.py", set()),                             # a model's code: its path retrains it
-    ("heads/patterns.py", set()),
+    ("syntax/profile.py", {*PACKAGES, None}),               # what the renderers read with
+    ("engine/logs.py", {*PACKAGES, None}),
+    ("engine/export.py", {"paper_B"}),                      # its figures load the attention exports
+    ("heads/patterns.py", set()),                            # a head kind: a model's code, no rendering
+    ("workflow/gpu_runner.py", set()),
+    ("__init__.py", set()),                                  # the package's version and warning filters
 ])
 def test_a_changed_file_changes_the_digests_of_exactly_the_studies_it_renders(source, changed, rerendered):
     before = _digests(source)
@@ -52,9 +56,11 @@ def test_a_changed_file_changes_the_digests_of_exactly_the_studies_it_renders(so
     assert {name for name in before if before[name] != after[name]} == rerendered
 
 
-def test_a_study_importing_another_studys_package_is_rerendered_with_it(source):
+@pytest.mark.parametrize("spelling", ["import headlab.studies.paper_A.grid", "from headlab.studies import paper_A",
+                                      "from headlab.studies.paper_A.grid import eight_fixed"])
+def test_a_study_importing_another_studys_package_is_rerendered_with_it(source, spelling):
     before = _digests(source)
-    _append(source / "studies/paper_D/outputs.py", "\nimport headlab.studies.paper_A.grid  # noqa\n")
+    _append(source / "studies/paper_D/outputs.py", f"\ndef _uses():\n    {spelling}  # noqa\n")
     moved = _digests(source)
     _append(source / "studies/paper_A/grid.py")
     after = _digests(source)
@@ -86,13 +92,14 @@ SCORERS = ("bleu", "compare", "contrastive")
     ("eval/common.py", set(SCORERS)),                   # reading aligned files
     ("io.py", set(SCORERS)),
     ("eval/significance.py", set()),                     # the claims' statistics: study_digest's
+    ("eval/sva.py", {"contrastive"}),
     ("engine/compat.py", set()),
     ("studies/effects.py", set()),
 ])
 def test_a_changed_scorer_changes_the_digests_of_exactly_the_commands_that_import_it(source, changed, rescored):
-    before = {command: code_digest.module_digest(COMMANDS[command][0], source) for command in SCORERS}
+    before = {command: code_digest.module_digest(COMMANDS[command][0], root=source) for command in SCORERS}
     _append(source / changed)
-    after = {command: code_digest.module_digest(COMMANDS[command][0], source) for command in SCORERS}
+    after = {command: code_digest.module_digest(COMMANDS[command][0], root=source) for command in SCORERS}
     assert {command for command in SCORERS if before[command] != after[command]} == rescored
 
 
@@ -105,21 +112,35 @@ def test_the_closure_follows_imports_inside_functions_and_from_imports_of_module
     (root / "eval/helper.py").write_text("from headlab.io import atomic_write\nx = 1\n")
     (root / "io.py").write_text("def atomic_write(path): ...\n")
     (root / "unused.py").write_text("")
+    (root / "eval/relative.py").write_text("from . import helper\nfrom ..naming import path\n")
+    (root / "naming.py").write_text("")
     files = {path.relative_to(root).as_posix() for path in code_digest.module_files(["headlab.eval.top"], root)}
-    assert files == {"__init__.py", "eval/__init__.py", "eval/top.py", "eval/helper.py", "io.py"}
+    assert files == {"eval/__init__.py", "eval/top.py", "eval/helper.py", "io.py"}    # the root __init__: not
+    files = {path.relative_to(root).as_posix() for path in code_digest.module_files(["headlab.eval.relative"], root)}
+    assert files == {"eval/__init__.py", "eval/relative.py", "eval/helper.py", "io.py", "naming.py"}
+    assert code_digest.module_files(["headlab.eval.top"], root, skip={"headlab.eval.helper"}) == [
+        root / "eval/__init__.py", root / "eval/top.py"]
+
+
+#: the rules that run a scorer, and the modules their digest covers
+SCORING_RULES = {"bleu": ("headlab.eval.bleu",), "compare": ("headlab.eval.compare",),
+                 "distil_accuracy": ("headlab.eval.contrastive",), "mucow_accuracy": ("headlab.eval.contrastive",),
+                 "distil_parses": ("headlab.eval.sva", "headlab.eval.suites")}    # distil-parse runs these
 
 
 def test_every_rule_running_a_scorer_takes_its_digest():
-    """The rules whose command is a scorer: bleu, compare, distil_parses, distil_accuracy, mucow_accuracy."""
     import re
 
     from test_workflow import ROOT
     rules = "".join((ROOT / "rules" / name).read_text() for name in ("evaluate.smk", "analyse.smk"))
-    for command in SCORERS:
-        for block in re.split(r"\n(?=rule )", rules):
-            if re.search(rf'"headlab {command}\b', block):
-                assert f'module_digest("{COMMANDS[command][0]}")' in block, block.splitlines()[0]
-    assert rules.count("module_digest(") == 5
+    blocks = {block.split(":")[0][len("rule "):]: block for block in re.split(r"\n(?=rule )", rules)
+              if block.startswith("rule ")}
+    scoring = {name for name, block in blocks.items()
+               if any(re.search(rf'"headlab {command}\b', block) for command in SCORERS)}
+    assert scoring == set(SCORING_RULES)
+    for name, modules in SCORING_RULES.items():
+        assert "module_digest(" + ", ".join(f'"{module}"' for module in modules) + ")" in blocks[name], name
+    assert rules.count("module_digest(") == len(SCORING_RULES)
 
 
 def test_an_unknown_module_is_an_error_naming_it():

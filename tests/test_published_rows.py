@@ -238,10 +238,29 @@ def test_a_slice_with_no_run_to_average_keeps_its_claims_not_judged_with_the_rea
     assert len(frame) == 2 and (frame["verdict_adjusted"] == NOT_JUDGED).all()
     assert frame["claim"].str.startswith("§4.1").sum() == 1 and frame["claim"].str.startswith("§4.4").sum() == 1
     why = frame.set_index(frame["claim"].str[:4])["interval"]
-    assert why["§4.1"] == (UNJUDGED + "7Ftoken+1L and 8L have no published run to average yet: none converged or "
-                           "stopped at its best validation checkpoint and scored on the whole test set (published: "
+    assert why["§4.1"] == (UNJUDGED + "7Ftoken+1L and 8L have no published run to average yet (published: "
                            "deadline at the clock's step, diverged)")
     assert set(scales.values()) == {"GPU base: A-T1-deep, seed 1, deadline, diverged"}
+
+    # a later sitting: 8L and 7Ftoken+1L at their best checkpoints, 8Ftoken cut in its evaluation (partial):
+    # §4.1 is judged (the seed pool of whole-test systems only), §4.4 not, naming what 8Ftoken has
+    lines = [f"a dog number {index} runs across the wide green field" for index in range(60)]
+    reference.write_text("\n".join(lines) + "\n")
+    folder = _sitting(root, "2026-12-05-h100-ddddddd", [
+        dict(heads=heads, seed=seed, status=status, bleu=30.0, bleu_ci_low=29, bleu_ci_high=31)
+        for heads, status in (("8L", "converged"), ("7Ftoken+1L", "converged"), ("8Ftoken", "partial"))
+        for seed in (2, 3)])
+    for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
+        for seed in (2, 3):
+            kept = lines[:15] if heads == "8Ftoken" else [" ".join(line.split()[seed:]) for line in lines]
+            (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(kept) + "\n")
+    judge = Judge("paper_A", 200)
+    scales = claims.judge_published(judge, _files(tmp_path, root), published_read(root), reference=str(reference))
+    frame = judge.frame().set_index(judge.frame()["claim"].str[:4])
+    assert frame.loc["§4.1", "verdict"] != NOT_JUDGED and frame.loc["§4.1", "runs"] == "2/2"
+    assert frame.loc["§4.4", "interval"] == (UNJUDGED + "8Ftoken has no published run to average yet (published: "
+                                             "deadline at the clock's step, diverged, partial)")
+    assert scales[frame.loc["§4.1", "compared"]] == "GPU base: A-T1-deep, seeds 2, 3, converged"
 
 
 def published_read(root):

@@ -20,14 +20,15 @@ Matching is that of MuCoW's ``evaluate.py`` (WMT2019/translation test suite):
 
 Per corpus (and overall) we report counts and: ``precision = hit / (hit + miss)``,
 ``recall = hit / (hit + other)`` (upstream "RecallA", used for the MuCoW paper tables),
-``f1`` (from those two), ``coverage = (hit + miss) / n`` and ``accuracy = hit / n``.
-Paper A Table 6 (footnote 9) reports "the average result from the TED and Tatoeba
-sources": the row ``ted+tatoeba`` is the unweighted mean of the two corpora's values.
+``f1`` (from those two), ``coverage = (hit + miss) / n`` and ``accuracy = hit / n``; a ratio
+with nothing to count (no hit or miss: the translations hold neither sense of any item) is
+NaN, not 0. Paper A Table 6 (footnote 9) reports "the average result from the TED and
+Tatoeba sources": the row ``ted+tatoeba`` is the unweighted mean of the two corpora's values
+(NaN if either is).
 """
 from __future__ import annotations
 
 import math
-
 import os
 from dataclasses import dataclass
 

@@ -351,7 +351,8 @@ def judge(judge, frame, study: str, table: str, contrasts, reference: Callable) 
                 continue                # the slice does not train these systems
             claim = claim_of(slice_, layers, pair)
             why = _not_judged(systems, names, runs, ref, test)
-            shown = (pd.concat([systems[heads] for heads in names]) if why is None
+            averaged_all = all(heads in systems for heads in names)    # else: every published run, labelled
+            shown = (pd.concat([systems[heads] for heads in names]) if averaged_all
                      else runs[runs["heads"].isin(names)])
             statuses = ", ".join(sorted(set(shown["status"])))
             seeds = ", ".join(sorted(set(shown["seed"]), key=lambda seed: (len(seed), seed)))
@@ -375,15 +376,14 @@ def _not_judged(systems, names, runs, ref: str | None, test: str) -> str | None:
         left = runs[runs["heads"].isin(lacking)]
         statuses = sorted(set(left["status"].where(~at_the_clocks_step(left), "deadline at the clock's step")))
         return (f"{' and '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no published run to average "
-                f"yet: none converged or stopped at "
-                f"its best validation checkpoint and scored on the whole test set (published: "
-                f"{', '.join(statuses)})")
+                f"yet (published: {', '.join(statuses)})")
     if ref is None:
         return f"this workflow has no reference of {test} to score the published hypotheses on"
-    lengths = {_lines(hypothesis(run)) for heads in names for _, run in systems[heads].iterrows()}
-    if lengths != {_lines(ref)}:
+    lengths, expected = {_lines(hypothesis(run)) for heads in names for _, run in systems[heads].iterrows()}, _lines(ref)
+    if lengths != {expected}:
+        shortened = " (test_limit shortens it)" if len(lengths) == 1 and expected < min(lengths) else ""
         return (f"the published hypotheses have {', '.join(map(str, sorted(lengths)))} lines, this workflow's "
-                f"{test} reference {_lines(ref)} (test_limit shortens it)")
+                f"{test} reference {expected}{shortened}")
     return None
 
 

@@ -12,6 +12,7 @@
 ``sitting_clock`` each training of a sitting, timed from inside (``headlab.engine.steptime``)
 ``gpu_plan``      config/gpu-plan.yaml: the queue of slices and the next one to bundle
 ``rehearsal``     ``make gpu-rehearsal``: the sitting on a CPU, in a venv of the GPU machine's packages
+``code_digest``   the code behind a study's rendering or a scorer, as a param: a change reruns what it renders
 
 Model naming (paths, grids, fine-tune segments) is :mod:`headlab.naming`, below every
 layer, since the engine, studies and report name models too.

@@ -91,7 +91,10 @@ def _uncovered(terms, names) -> str:
 
 
 def mean_precision(summed):
-    """Table 6's number from summed per-sentence stats: the mean of TED's and Tatoeba's precision."""
+    """Table 6's number from summed per-sentence stats: the mean of TED's and Tatoeba's precision.
+    A bootstrap resample with no counted item of a corpus scores 0 there (the test needs a
+    number per resample); a system with none in the whole sample is not judged
+    (:func:`_uncovered`), so this happens only in resamples of a sparsely covered corpus."""
     import numpy as np
 
     summed = np.atleast_2d(summed)

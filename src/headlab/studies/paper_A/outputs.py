@@ -250,8 +250,9 @@ def t6(files: Files):
                        pivot(paper, index="system", columns="column", values="value", best="max", decimals=3))
         table.decimals = 3
         table.caption = (f"Paper A Table 6: WSD accuracy of {pair} models, MuCoW TED+Tatoeba average "
-                         "(ours: precision = hit / (hit + miss), MuCoW's scoring; blank where the translations "
-                         "hold neither sense of any item: n/a). ContraWSD is not "
+                         "(ours: precision = hit / (hit + miss), MuCoW's scoring; a seed whose translations hold "
+                         "neither sense of any TED or Tatoeba item is n/a and left out of the mean, blank if every "
+                         "seed is). ContraWSD is not "
                          "available offline: paper numbers only.")
         return table, ours
     return inputs, build

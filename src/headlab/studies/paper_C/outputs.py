@@ -302,7 +302,7 @@ def f4(files: Files):
 def _panel_head(labels: np.ndarray | None, which: str) -> int | None:
     """Figure 5's head (0-based) in one layer's RHE labels (1 important, 0 redundant, NaN:
     not an RHE head): the first redundant / important one; None if the sentence has none."""
-    if which == "first" or labels is None:
+    if which == "first":
         return 0
     wanted = 1.0 if which == "important" else 0.0
     found = np.flatnonzero(labels == wanted)
