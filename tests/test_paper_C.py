@@ -3,6 +3,9 @@ model; T3's k=6, A2's [1-1], A3's default parser and F4's dynamic gate are T1's 
 config errors, and a tiny end-to-end run of every table and figure."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -97,6 +100,20 @@ def test_redundant_share_read_from_the_training_log(tmp_path):
                    "[2026 INFO] Validation aux: rhe_heads=8.0000 rhe_share=0.5000\n"
                    "[2026 INFO] Step 100 aux: kl=0.1000 rhe_share=0.2500\n")
     assert outputs.redundant_shares(str(log)) == {50: 0.875, 100: 0.25}
+    # every RHE model of the tables has its row; one whose log has none is an error naming it, not a missing row
+    files = outputs.Files({"corpora": {}}, STUDY, str(tmp_path / "results"))
+    inputs, build = outputs.redundant(files)
+    logs = [Path(checkpoint).with_name("train.log") for checkpoint in inputs]
+    for index, path in enumerate(logs):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(log.read_text() if index else "[2026 INFO] Step 50/250; acc: 10.0; ppl: 300.1\n")
+    assert len(logs) >= 2
+    with pytest.raises(DataError, match=re.escape(f"no 'rhe_share' lines in {logs[0]} (the other RHE models' logs "
+                                                  f"have them)")):
+        build()
+    logs[0].write_text(log.read_text())
+    table, ours = build()
+    assert len(set(ours["row"])) == len(logs)
 
 
 def _paper_c_config(tmp_path, mirror):

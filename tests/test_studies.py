@@ -156,7 +156,10 @@ def test_training_time_sums_the_benchmark_files(tmp_path):
         (folder / "train.benchmark.tsv").write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:01:00\t700\n")
     line = training_time(every, str(tmp_path))
     assert line.startswith("3 models, 8.0 min of training wall time in all")
-    assert line.endswith(f"longest 5.0 min ({model_path(trained[2])})")
+    # the other 27: the sum is not the study's whole training time, and the line says so
+    assert line.endswith(f"longest 5.0 min ({model_path(trained[2])}) (27 more without a benchmark file: trained "
+                         f"elsewhere or before benchmarks existed)")
+    assert training_time(trained, str(tmp_path)).endswith(f"longest 5.0 min ({model_path(trained[2])})")
     assert training_time(every, str(tmp_path / "none")) == "30 models (no benchmark files)"
 
 

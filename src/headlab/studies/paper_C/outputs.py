@@ -265,6 +265,9 @@ def redundant(files: Files):
         ours = pd.DataFrame(rows)
         if ours.empty:
             raise DataError("no 'rhe_share' lines in the RHE models' training logs")
+        silent = [log for name, log in logs.items() if name not in set(ours["row"])]
+        if silent:     # its row would just be missing from the table
+            raise DataError(f"no 'rhe_share' lines in {', '.join(silent)} (the other RHE models' logs have them)")
         table = pivot(ours, index="row", columns="column", values="value", best=None, decimals=3)
         table.caption = ("Share of heads RHE labels redundant (Syn_attn <= Syn_gate, eq. 10), mean over each "
                          "training report interval.")
