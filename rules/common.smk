@@ -3,6 +3,7 @@ import json
 
 import headlab.data.registry
 import headlab.engine.malloc
+import headlab.engine.trained_code
 import headlab.studies
 import headlab.naming
 import headlab.workflow.runlock
@@ -177,8 +178,8 @@ def study_models(name):
 _TRAINED_BY: dict = {}
 
 
-def trained_by(w) -> dict:
-    """{study: OpenNMT-py overrides} of the studies that train the model of wildcards ``w``;
+def _trained_index() -> dict:
+    """{model's wildcard values: {study: its overrides}} of every model the config trains,
     rebuilt when a search stage's choice appears or changes (a checkpoint finished)."""
     state = tuple(headlab.studies.stage_state(config, name, RESULTS) for name in config["studies"])
     if state not in _TRAINED_BY:
@@ -188,7 +189,24 @@ def trained_by(w) -> dict:
             for m, extra in study_models(name):
                 m = headlab.naming.with_variant(m, extra)
                 index.setdefault(tuple(str(m.get(k, "")) for k in MODEL_KEYS), {})[name] = extra
-    return _TRAINED_BY[state].get(tuple(str(w[k]) for k in MODEL_KEYS), {})
+    return _TRAINED_BY[state]
+
+
+def trained_by(w) -> dict:
+    """{study: OpenNMT-py overrides} of the studies that train the model of wildcards ``w``."""
+    return _trained_index().get(tuple(str(w[k]) for k in MODEL_KEYS), {})
+
+
+def _trained_folders() -> set:
+    """The folders of the models this config trains."""
+    return {Path(model_file("model_dir", dict(zip(MODEL_KEYS, key)))) for key in _trained_index()}
+
+
+# trained models whose code has changed since: named when the DAG is built, not retrained
+# (a model's path names its options, not its code: headlab.engine.trained_code)
+if workflow.is_main_process:
+    for _line in headlab.engine.trained_code.report(RESULTS, _trained_folders):
+        print(f"headlab: {_line}", file=sys.stderr)
 
 
 def study_overrides(w):

@@ -4,6 +4,7 @@ the translations, the learning curve (headlab.engine.resume). Real processes, re
 CPU with one thread."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -163,6 +164,11 @@ def test_killed_training_resumes_into_the_same_model(corpus, workers):
     assert "headlab: resuming interrupted training from checkpoint" in second.stderr
     assert "will differ from an uninterrupted one" not in second.stderr
     _assert_identical_trainings(corpus / straight, corpus / resumed, corpus / "train.src")
+    # each records the code it ran, once (the resume ran the same): 7Ftoken+1L's kinds, no DEA
+    records = [json.loads((corpus / name / "code.json").read_text())["trainings"] for name in (straight, resumed)]
+    assert records[0] == records[1] and [entry["from_step"] for entry in records[0]] == [0]
+    assert {"engine/run.py", "heads/kinds.py", "heads/patterns.py"} <= set(records[0][0]["files"])
+    assert "heads/sea.py" not in records[0][0]["files"]
 
 
 def test_killed_finetune_resumes_into_the_same_model(corpus, tmp_path):

@@ -126,6 +126,44 @@ def test_stage_two_grid_is_checked_when_the_dag_is_built(stage2, message):
         check(config)
 
 
+def test_importance_table_has_every_dhicm_site_and_a_bad_export_is_an_error_naming_it(tmp_path):
+    """Every site of a DHICM model ends in a DHICM layer, so its export always holds the
+    importance G: one without it is a stale or wrong file, an error naming it, not a row
+    left out of the table."""
+    import re
+    from pathlib import Path
+
+    import numpy as np
+
+    from headlab.errors import DataError
+    from headlab.studies.paper_B import outputs
+
+    root = str(tmp_path)
+    for stage in grid.STAGES:
+        path = Path(stage_file(root, grid.OUTDIR, "multi30k", "de-en", stage))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"chosen": {"heads": 4, "lambda_kl": 0.1}}))
+    files = outputs.Files({"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}}}, STUDY, root)
+    inputs, build = outputs.importance(files)
+    assert len(inputs) == 3 * 3               # the full set and two subsamples of 150 pairs, three sites
+
+    def export(path, importance=True):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        arrays = {"tokens": np.array(["a b c"]), "att_000000": np.full((2, 4, 3, 3), 1 / 3, dtype=np.float32)}
+        if importance:      # the last layer's G: (layers, tokens, heads), NaN for the layer without DHICM
+            arrays["imp_000000"] = np.stack([np.full((3, 4), np.nan), np.tile([0.1, 0.2, 0.3, 0.4], (3, 1))])
+        np.savez(path, **arrays)
+
+    for index, path in enumerate(inputs):
+        export(path, importance=index != 1)
+    with pytest.raises(DataError, match=re.escape(f"{inputs[1]}: no DHICM importance")):
+        build()
+    export(inputs[1])
+    table, ours = build()
+    assert len(table.values) == len(inputs) and ours.groupby("row").size().eq(4).all()
+    assert list(table.values.loc["multi30k de-en full cross", ["head 1", "head 4"]]) == pytest.approx([0.1, 0.4])
+
+
 def test_dry_run_stage_two_waits_for_stage_one(tmp_path, mirror):
     config = _paper_b_config(tmp_path, mirror)
     result = snakemake("-n", "--configfile", str(config))
@@ -200,3 +238,44 @@ def test_end_to_end_paper_b(tmp_path, mirror):
     kept = [p for p in before if any(m in str(p) for m in stage1_models) or "/default/" in str(p)]
     # stage 1's two candidates, T-base on the full set (seeds 1, 2) and on the two subsamples
     assert len(kept) == 2 + 2 + 2 and all(after[p] == before[p] for p in kept)
+
+
+@pytest.mark.parametrize("bootstrap, mark", [
+    ("system,win_system,p_value,significantly_higher\nT.full,,,False\nD.full,0.995,0.005,True\n", "⇑"),
+    ("system,win_system,p_value,significantly_higher\nT.full,,,False\nD.full,0.6,0.4,False\n", ""),
+    ("system,win_system,p_value,significantly_higher\nT.full,,,False\nD.full,,,\n", "n/a"),      # empty cells
+    ("system,win_system,p_value,significantly_higher\nT.full,,,False\n", "n/a"),                # no DHICM row
+], ids=["better", "not-better", "empty-cells", "no-row"])
+def test_table3_marks_dhicm_only_where_the_bootstrap_judged_it(tmp_path, bootstrap, mark):
+    """⇑ / ↑ / blank where compare-mt judged DHICM against T-optimal; where its CSV has no
+    result (an empty cell was read as True: an arrow; no row: an IndexError), n/a, and the
+    caption says so."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from headlab.report.tables import to_markdown
+    from headlab.studies.paper_B import outputs
+
+    root = str(tmp_path / "results")
+    for stage in grid.STAGES:
+        path = Path(stage_file(root, grid.OUTDIR, "multi30k", "de-en", stage))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"chosen": {"heads": 4, "lambda_kl": 0.1}}))
+    (tmp_path / "published").mkdir()
+    files = outputs.Files({"corpora": {"multi30k": {"tests": ["test_2016_flickr"]}}}, STUDY, root,
+                          published=str(tmp_path / "published"))
+    inputs, build = outputs.t3(files)
+    dhicm = files.finals("multi30k", "de-en")["DHICM"][0]["heads"]
+    for path in inputs:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(bootstrap.replace("D.full", f"{dhicm}.full") if path.endswith(".csv")
+                              else json.dumps({"bleu": 25.0}))
+    table, ours = build()
+    marks = table.marks.loc["multi30k de-en"]
+    assert [marks[f"{system} ours"] for system in ("T-base", "T-optimal", "DHICM")] == ["", "", mark]
+    dhicm_row = ours[(ours["column"] == "DHICM") & (ours["scale"] == "toy")].iloc[0]
+    assert pd.isna(dhicm_row["p_value"]) == (mark == "n/a")
+    untested = " n/a: compare-mt's bootstrap has no result for DHICM, not judged (not 'not significant')."
+    assert (untested in table.caption) == (mark == "n/a")
+    assert ("| 25.00 (n/a) |" in to_markdown(table)) == (mark == "n/a")

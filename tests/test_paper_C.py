@@ -116,6 +116,32 @@ def test_redundant_share_read_from_the_training_log(tmp_path):
     assert len(set(ours["row"])) == len(logs)
 
 
+def test_table1_marks_a_system_the_bootstrap_has_no_result_for_as_not_judged(tmp_path):
+    """⇑ / ↑ / blank only where compare-mt judged the system; a system its CSV lacks, or
+    whose win ratio is empty, is n/a (not judged), and the caption says so."""
+    import json
+
+    from headlab.report.tables import to_markdown
+
+    (tmp_path / "published").mkdir()
+    files = outputs.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, STUDY, str(tmp_path / "results"),
+                          published=str(tmp_path / "published"))
+    inputs, build = outputs.t1(files)
+    boot = ("system,win_system,significantly_higher\n8L.full,,False\n8RelPos.*8L.full,0.999,True\n"
+            "8Local.*8L.full,0.97,True\n8DEA.*8L.full,0.6,False\n8RHEdea.*8L.full,,False\n8LPEA.*8L.full,0.5,False\n")
+    for path in inputs:             # +LPEA+RHE is missing from the comparison, +DEA+RHE's win ratio is empty
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(boot if path.endswith(".csv") else json.dumps({"bleu": 25.0, "params": 1000}))
+    table, ours = build()
+    marks = table.marks.loc["multi30k en-de BLEU"]
+    assert [marks[f"{system} ours"] for system in grid.T1_SYSTEMS] == ["", "⇑", "↑", "", "n/a", "", "n/a"]
+    untested = ours.set_index(["row", "column"]).loc[("multi30k en-de BLEU", "+LPEA+RHE")]
+    assert untested["mark"] == "n/a" and np.isnan(untested["p_value"])
+    assert "| 25.00 (n/a) |" in to_markdown(table)
+    assert " n/a: compare-mt's bootstrap has no result for the system, not judged (not 'not significant')." in \
+        table.caption
+
+
 def _paper_c_config(tmp_path, mirror):
     from test_workflow import write_config
     study = {"data": {"multi30k": ["en-de"]}, "layers": "1+1", "preset": "tiny", "size": 300,

@@ -69,6 +69,37 @@ def test_study_figure_draws_every_model(tmp_path):
     assert all((tmp_path / f"curves.{ext}").stat().st_size > 1000 for ext in ("png", "pdf")) and len(paths) == 2
 
 
+def test_a_diverged_curve_ends_in_a_mark_and_says_where(tmp_path):
+    """A loss that turns NaN / inf (a diverged training) ends the curve at its last finite
+    point with an ×, on a line of its own named "diverged at step N"; a run with no finite
+    loss at all is named in the title. A run that merely stops earlier has neither."""
+    from matplotlib.lines import Line2D
+
+    from headlab.report.figures import plot
+    config = {"corpora": {"c": {"tests": ["t"]}},
+              "studies": {"baseline": {"data": {"c": ["de-en"]}, "layers": ["1+1"], "heads": ["8L", "1L", "4L"],
+                                       "preset": "tiny"}}}
+    inputs, build = figure(config, "baseline", str(tmp_path))
+    nan, inf = float("nan"), float("inf")
+    losses = {"8L": [6.0, 5.0], "1L": [6.0, 5.0, nan, nan, inf], "4L": [nan, nan, nan, nan, nan]}
+    for path in inputs:
+        heads = next(h for h in losses if f"/{h}/" in path)
+        xent = losses[heads]
+        split = ["train", "train", "train", "train", "valid"][:len(xent)]
+        pd.DataFrame({"step": [5, 10, 15, 20, 20][:len(xent)], "split": split, "xent": xent, "ppl": 1, "acc": 1,
+                      "lr": 0.1}).to_csv(_mk(path), index=False)
+    tidy, style = build()
+    assert tidy["xent"].notna().all() and set(tidy["model"]) == {"8L", "1L seed 1: diverged at step 15"}
+    assert set(tidy.loc[tidy["model"] == "8L", "diverged_at"].isna()) == {True}
+    assert set(tidy.loc[tidy["model"] != "8L", "diverged_at"]) == {15}
+    assert style["ends"] == "diverged_at" and style["title"].endswith("\nno finite loss logged: de-en 4L seed 1: "
+                                                                      "diverged at step 5")
+    figure_ = plot(tidy, **style)
+    crosses = [line for ax in figure_.axes for line in ax.get_lines()
+               if isinstance(line, Line2D) and line.get_marker() == "x"]
+    assert [(list(line.get_xdata()), list(line.get_ydata())) for line in crosses] == [([10], [5.0])]
+
+
 def test_study_figure_without_logged_steps_names_the_option(tmp_path):
     from headlab.errors import DataError
     config = {"corpora": {"c": {"tests": ["t"]}},

@@ -83,6 +83,36 @@ def test_table5_prints_params_that_differ_differently(tmp_path):
     assert rows["8Ftoken"][rows["system"].index("#params (M) paper")] == "88.5"
 
 
+def test_table1_marks_a_system_the_bootstrap_has_no_result_for_as_not_judged(tmp_path):
+    """compare-mt's CSV without a system's row, or with its flag empty: n/a (not judged), not
+    the blank of "not significantly lower"; the caption says what n/a means."""
+    import json
+
+    from headlab.report.tables import to_latex, to_markdown
+
+    study = {**STUDY, "data": {"multi30k": ["de-en"]}, "layers": ["2+2"],
+             "heads": ["8L", "7Ftoken+1L", "1L", "7Fword+1L"]}
+    (tmp_path / "published").mkdir()
+    files = outputs.Files({"corpora": {"multi30k": {"tests": ["t"]}}}, study, str(tmp_path / "results"),
+                          published=str(tmp_path / "published"))
+    inputs, build = outputs.t1(files)
+    for path in inputs:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # 1L below 8L, 7Fword+1L's flag empty, 7Ftoken+1L missing from the comparison
+        Path(path).write_text("system,significantly_lower\n8L.full,False\n1L.full,True\n7Fword+1L.full,\n"
+                              if path.endswith(".csv") else json.dumps({"bleu": 25.0}))
+    table, ours = build()
+    marks = table.marks["2+2 ours"]
+    assert (marks["DE-EN 8L"], marks["DE-EN 1L"]) == ("", "*")
+    assert marks["DE-EN 7Ftoken+1L"] == marks["DE-EN 7Fword+1L"] == "n/a"
+    judged = ours.set_index("system")["significantly_lower"]
+    assert judged["7Ftoken+1L"] is None and judged["7Fword+1L"] is None and judged["8L"] is False
+    assert "| DE-EN 7Ftoken+1L | toy | 25.00 (n/a) |" in to_markdown(table) and "25.00\\*" in to_markdown(table)
+    assert "25.00 (n/a)" in to_latex(table) and "25.00$^{*}$" in to_latex(table)
+    assert "). n/a: compare-mt's bootstrap has no result for the system, not judged (not 'not significant')." \
+        in table.caption
+
+
 def test_table5_lowres_pair_must_be_a_lowres_pair():
     study = {**STUDY, "eight_fixed_lowres": ["en-vi"]}
     with pytest.raises(ConfigError, match=r"\[paper_A.eight_fixed_lowres\] pair\(s\) en-vi are not in "

@@ -293,7 +293,11 @@ def test_table1_best_head_baseline_bold_and_paper_numbers(tmp_path):
     text = to_markdown(table)
     assert "| det | 1-1 | 2-4 | 100.0 | **90.5** | 100.0 | 55.0 | 1 | 1 |" in text
     assert "| advmod | 1-1 | 2-4 | **100.0** | 52.9 | 50.0 | 45.1 | 1 | 1 |" in text
-    assert "| compound |  | 2-4 |  | 75.5 |" in text                           # no compound arc here
+    # no compound arc here: n/a, and the caption names every relation without one
+    assert "| compound | n/a | 2-4 |  | 75.5 |" in text
+    missing = [row for row in table.values.index if row not in set(tidy["relation"])]
+    assert "compound" in missing
+    assert table.caption.endswith(f" n/a: no scored arc in our profile ({', '.join(missing)}).")
     csv = to_csv(table)
     assert "Accuracy ours bold" in csv and "Accuracy paper bold" in csv
 

@@ -297,6 +297,8 @@ PATHS: dict[str, str] = {
     "best_checkpoint": "models/{model}/model.best.json",
     "train_log": "models/{model}/train.log",
     "train_benchmark": "models/{model}/train.benchmark.tsv",
+    # the code a training ran (headlab.engine.trained_code): no declared output
+    "trained_code": "models/{model}/code.json",
     # translations and what is measured of a model (publish copies its scores folder)
     "model_scores": "scores/{model}",
     "translation_bpe": "translations/{model}/{split}.{ablation}.bpe",
@@ -318,6 +320,8 @@ PATHS: dict[str, str] = {
     "parser_f1": "{outdir}/parsers/{parser}.f1.csv",
     "study_output": "{outdir}/{name}.{ext}",
     "effects_summary": "effects.md",
+    # the configs of the models trained by other code, for --forcerun (headlab.engine.trained_code)
+    "stale_models": "stale-models.txt",
     "published": "published/{outdir}{tag}",
     # the head atlas
     "atlas_model": "atlas/{model}/{part}",

@@ -162,7 +162,8 @@ def _train(opt) -> int:
     from onmt.bin.train import train as onmt_train
     from onmt.utils.logging import init_logger, logger
 
-    from headlab.engine import selection
+    from headlab.engine import selection, trained_code
+    from headlab.heads.spec import SITES
 
     # this run's own checkpoints win over -train_from: a fine-tune (train_from: init.pt,
     # reset_optim: all) interrupted at step N resumes at N with its own optimizer state,
@@ -184,6 +185,9 @@ def _train(opt) -> int:
         opt.train_from = str(last)
         opt.reset_optim = "none"
         resume_step = int(_STEP.search(last.name)[1])
+    # the code this training runs, before its first step (a resume by other code adds an entry)
+    trained_code.record(Path(opt.save_model).parent, from_step=resume_step,
+                        heads={site: getattr(opt, name) for site, name in SITES.items() if getattr(opt, name, None)})
     tracker = selection.start(opt, resume_step)
     if opt.world_size > 1:
         # OpenNMT-py trains each GPU in a process of its own, started with "spawn": a fresh

@@ -12,7 +12,9 @@ of items under its tick (``counts="count"``). An interval is drawn as it is, fro
 high: the point need not lie inside it (sacreBLEU's bootstrap interval is centred on the
 resamples' mean, not on the score), so the caller's title says which interval it is. Over
 a numeric x (learning curves), several runs of one line (seeds) are drawn as their mean
-with a band (``errorbar="sd"``: ± one standard deviation).
+with a band (``errorbar="sd"``: ± one standard deviation); ``ends`` names a column of the
+step a line's run diverged at (empty: it did not): such a line ends in an × at its last
+point, so that it does not read as a run that was merely shorter.
 Paper A Figure 2 = ``headlab compare --length-out`` (x bucket, y bleu, hue system);
 Figure 3 = ``headlab contrastive distil`` rows with ``by == 'distance'`` (x bucket,
 y accuracy, hue system).
@@ -31,13 +33,14 @@ FORMATS = ("png", "pdf")
 def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = None, kind: str = "line", style: str | None = None,
          col: str | None = None, x_order=None, xlabel=None, ylabel=None, title=None, ylim=None,
          x_numeric: bool = False, col_wrap: int | None = None, value: str | None = None,
-         interval: tuple[str, str] | None = None, counts: str | None = None, errorbar=None):
+         interval: tuple[str, str] | None = None, counts: str | None = None, errorbar=None,
+         ends: str | None = None):
     """Return a matplotlib Figure (Agg backend, nothing shown). ``x_numeric``: a line plot
     over a numeric x (training steps) instead of ordered categories. ``kind="heatmap"``:
     one cell per (x, y) holding ``value`` (attention maps, head importance), x and y in
     the order they first appear, one panel per ``col``. ``kind="arcs"``: word-to-word
     attention arcs, one panel per ``panel`` (:func:`headlab.syntax.arcs.draw`; no x/y).
-    ``interval``, ``counts``, ``errorbar``: see the module doc."""
+    ``interval``, ``counts``, ``errorbar``, ``ends``: see the module doc."""
     import matplotlib
     matplotlib.use("Agg")
     import seaborn as sns
@@ -48,14 +51,19 @@ def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = 
     if kind == "arcs":                  # paper D Figs. 1-2: word-to-word attention arcs
         from headlab.syntax.arcs import draw
         return draw(tidy, title=title)
-    for name in [x, y] + [c for c in (hue, style, col, counts, *(interval or ())) if c]:
+    for name in [x, y] + [c for c in (hue, style, col, counts, ends, *(interval or ())) if c]:
         if name not in tidy.columns:
             raise DataError(f"no column {name!r} in the results (have {list(tidy.columns)})")
     tidy = tidy.copy()
     sns.set_theme(style="whitegrid", context="paper")
     if x_numeric:
+        hues = list(dict.fromkeys(tidy[hue])) if hue else [None]
+        palette = _palette(sns, hues) if hue else None
         grid = sns.relplot(data=tidy, x=x, y=y, hue=hue, style=style or hue, col=col, col_wrap=col_wrap if col else None,
-                           kind="line", dashes=True, height=3.2, aspect=1.4, errorbar=errorbar)
+                           kind="line", dashes=True, height=3.2, aspect=1.4, errorbar=errorbar,
+                           hue_order=hues if hue else None, palette=palette)
+        if ends:
+            _mark_ends(grid, tidy, x, y, hue, style, col, ends, palette)
         return _finish(grid, x, y, xlabel, ylabel, title, ylim)
     tidy[x] = tidy[x].astype(str)
     order = list(x_order) if x_order else list(dict.fromkeys(tidy[x]))
@@ -83,6 +91,28 @@ def plot(tidy, *, x: str | None = None, y: str | None = None, hue: str | None = 
     else:
         raise DataError(f"unknown figure kind {kind!r} (line or bar)")
     return _finish(grid, x, y, xlabel, ylabel, title, ylim)
+
+
+def _palette(sns, hues) -> dict:
+    """seaborn's own colours for a categorical hue (the theme's, husl beyond their number),
+    named so that what is drawn over the lines can match them."""
+    many = len(hues) > len(sns.color_palette())
+    return dict(zip(hues, sns.color_palette("husl" if many else None, n_colors=len(hues))))
+
+
+def _mark_ends(grid, tidy, x, y, hue, style, col, ends: str, palette) -> None:
+    """An × at the last point of each line whose run diverged (``ends`` filled), in the
+    line's colour: a diverged curve stops there, like a short one would without it."""
+    panels = grid.axes_dict.items() if col else [(None, grid.ax)]
+    keys = [key for key in (hue, style) if key]
+    for panel, ax in panels:
+        part = tidy if panel is None else tidy[tidy[col] == panel]
+        part = part[part[ends].notna()]
+        for _, line in (part.groupby(keys, sort=False) if keys else [(None, part)]):
+            last = line.loc[line[x].idxmax()]
+            colour = palette[last[hue]] if palette else "black"
+            ax.plot([last[x]], [line.loc[line[x] == last[x], y].mean()], linestyle="none", marker="x",
+                    markersize=8, markeredgewidth=2, color=colour, zorder=5)
 
 
 def _tick_labels(part, x, order, counts: str | None) -> list[str]:

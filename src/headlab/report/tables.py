@@ -3,7 +3,9 @@
 Renders a :class:`headlab.studies.tables.Table` (a grid of numbers with significance marks
 per cell and the best value per column in bold; studies build them, this module writes
 them). A cell of several runs (seeds) is ``mean ± sd (n=N)`` in Markdown and LaTeX; the
-CSV has the mean and, beside the column, ``<column> sd`` and ``<column> n``. As a command it also builds one from tidy result CSVs:
+CSV has the mean and, beside the column, ``<column> sd`` and ``<column> n``. A symbol mark
+stands against its number (``28.61*``, a superscript in LaTeX), a word mark follows it in
+brackets (``28.61 (n/a)``: a significance not judged). As a command it also builds one from tidy result CSVs:
 
     headlab table --in results.csv [--in more.csv] --index system --columns config --values bleu
         [--where "suite == 'x'"] [--mark significantly_lower] [--best max|min|none]
@@ -70,6 +72,12 @@ def _runs(table: Table, row, col, latex: bool = False) -> str:
     return f"{pm}{sd:.{table.places(col)}f} (n={runs})"
 
 
+def _is_word(mark: str) -> bool:
+    """A mark in letters (``n/a``: a significance not judged) reads as words, in brackets
+    after the number; a symbol (``*``, ``⇑``) stands against it."""
+    return mark[:1].isalpha()
+
+
 def to_markdown(table: Table) -> str:
     best = _best_cells(table)
     head = [table.index_name] + [str(c) for c in table.values.columns]
@@ -85,6 +93,7 @@ def to_markdown(table: Table) -> str:
             if (row, col) in best:
                 text = f"**{text}**"
             mark = table.mark(row, col)
+            mark = f" ({mark})" if _is_word(mark) else mark
             cells.append(text + "".join("\\" + ch if ch in "*_" else ch for ch in mark) + _runs(table, row, col))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -130,7 +139,8 @@ def to_latex(table: Table) -> str:
             if (row, col) in best:
                 text = rf"\textbf{{{text}}}"
             mark = table.mark(row, col)
-            cells.append(text + (rf"$^{{{mark}}}$" if mark else "") + _runs(table, row, col, latex=True))
+            mark = f" ({latex_escape(mark)})" if _is_word(mark) else rf"$^{{{mark}}}$" if mark else ""
+            cells.append(text + mark + _runs(table, row, col, latex=True))
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     body = "\n".join(lines)

@@ -64,6 +64,22 @@ def reference(study: str, table: str, dtype=None) -> "pd.DataFrame":
     return ref[ref["table"] == table].copy()
 
 
+#: the significance mark of a score that compare-mt's bootstrap has no result for: not
+#: judged, which an empty mark would misreport as "not significant"
+UNTESTED = "n/a"
+
+
+def bootstrap_row(boot: "pd.DataFrame", system: str, *needed: str) -> "pd.Series | None":
+    """``system``'s row of compare-mt's bootstrap CSV (:mod:`headlab.eval.compare`); None
+    where the CSV has no result for it: no row, or an empty cell among ``needed``."""
+    import pandas as pd
+
+    rows = boot[boot["system"] == system]
+    if rows.empty or any(pd.isna(rows[column].iloc[0]) for column in needed):
+        return None
+    return rows.iloc[0]
+
+
 def seeds(study: Mapping[str, Any]) -> list[str]:
     """The seeds every model of the study is trained at (``seeds``, default [1])."""
     return [str(s) for s in study.get("seeds", [1])]

@@ -2,7 +2,14 @@
 training steps (training solid, validation dashed), from the ``learning_curve.csv`` that
 :mod:`headlab.engine.logs` reads out of each model's ``train.log``. The runs of one system
 at several seeds share a label: the figure draws their mean with a band of ± one standard
-deviation; the tidy CSV keeps one row per run (``seed``, ``path``)."""
+deviation; the tidy CSV keeps one row per run (``seed``, ``path``).
+
+A diverged run logs a loss that is not finite (OpenNMT-py prints ``xent: nan``, a validation
+perplexity ``inf``) from some step on: its curve ends at its last finite point, marked with
+an ×, and it is a line of its own labelled ``<model> seed S: diverged at step N`` (the first
+step whose loss is not finite; ``diverged_at`` in the CSV), not one of its system's seeds,
+so that it reads neither as a run cut short nor as a jump in the mean. A run with no finite
+loss at all is named in the title."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -39,15 +46,41 @@ def figure(config: Mapping[str, Any], study: str, root: str):
         for m, file in zip(models, inputs):
             curve = pd.read_csv(file)
             frames.append(curve.assign(model=labels[model_path(m)], pair=m["pair"], seed=m["seed"], path=model_path(m)))
-        tidy = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-        tidy = tidy.dropna(subset=["step", "xent"]).sort_values(["step", "model", "split"], kind="stable")
-        tidy["step"] = tidy["step"].astype(int)
+        tidy = pd.concat(frames, ignore_index=True) if frames \
+            else pd.DataFrame(columns=[*COLUMNS, "model", "pair", "seed", "path"])
+        tidy = _diverged(tidy.dropna(subset=["step"]))
         if tidy.empty:
             raise DataError(f"the models of study {study!r} logged no training step: OpenNMT-py reports every "
                             f"report_every steps; set it below train_steps", key="training.overrides.report_every")
+        drawn = tidy.dropna(subset=["xent"])
+        lost = [f"{pair} {model}" for pair, model in
+                tidy[~tidy["path"].isin(drawn["path"])][["pair", "model"]].drop_duplicates().itertuples(index=False)]
+        if drawn.empty:
+            raise DataError(f"every model of study {study!r} diverged before its first report: {'; '.join(lost)}")
+        tidy = drawn.sort_values(["step", "model", "split"], kind="stable")
+        tidy["step"] = tidy["step"].astype(int)
+        # a run with no point to mark is named where the reader looks first
+        title = f"{study}: learning curves" + (f"\nno finite loss logged: {'; '.join(lost)}" if lost else "")
         style = dict(x="step", y="xent", hue="model", style="split", x_numeric=True, xlabel="training step",
-                     errorbar="sd",
-                     ylabel="cross-entropy (nats/token)", title=f"{study}: learning curves",
+                     errorbar="sd", ends="diverged_at",
+                     ylabel="cross-entropy (nats/token)", title=title,
                      col="pair" if tidy["pair"].nunique() > 1 else None, col_wrap=3)
         return tidy, style
     return inputs, build
+
+
+def _diverged(tidy):
+    """``tidy`` with each run's ``diverged_at`` (the first step whose loss is not finite;
+    NaN: none), its non-finite losses NaN, and a diverged run labelled as a line of its own:
+    averaged with its system's other seeds, its end would read as a step in their mean."""
+    import numpy as np
+    import pandas as pd
+
+    xent = pd.to_numeric(tidy["xent"], errors="coerce")
+    broken = ~np.isfinite(xent)
+    first = tidy[broken].groupby("path")["step"].min()
+    tidy = tidy.assign(xent=xent.where(~broken), diverged_at=tidy["path"].map(first).astype("Int64"))
+    diverged = tidy["diverged_at"].notna()
+    tidy.loc[diverged, "model"] = [f"{model} seed {seed}: diverged at step {step}" for model, seed, step in
+                                   tidy.loc[diverged, ["model", "seed", "diverged_at"]].itertuples(index=False)]
+    return tidy

@@ -62,10 +62,11 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
     ranked = sorted((r for r in freq.index if r != ALL and r not in exclude), key=lambda r: (-freq[r], r))
     paper = reference if reference is not None else _reference("T1")
     rows = [ALL] + ranked[:top] + [r for r in dict.fromkeys(paper["row"]) if r not in ranked[:top] and r != "All"]
-    tidy = []
+    tidy, no_arcs = [], []
     for rel in rows:
         group = acc[acc["relation"] == rel]
-        if group.empty:
+        if group.empty:         # a paper row the treebank (or the alignment) leaves without an arc
+            no_arcs.append("All" if rel == ALL else rel)
             continue
         best = group.sort_values(["accuracy", "layer", "head"], ascending=[False, True, True]).iloc[0]
         b_acc, b_off = best_b.get(rel, (float("nan"), 0))
@@ -77,9 +78,10 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
     ours = pd.DataFrame(tidy)
     index = list(ours["relation"]) + [r for r in dict.fromkeys(paper["row"]) if r not in set(ours["relation"])]
 
-    def grid(frame, bold):
+    def grid(frame, bold, missing=None):
+        """``missing``: the head cell of a row without numbers (blank: None)."""
         cells = {rel: (head, accuracy, baseline, offset, b) for rel, head, accuracy, baseline, offset, b in frame}
-        empty = (None, float("nan"), float("nan"), float("nan"), False)
+        empty = (missing, float("nan"), float("nan"), float("nan"), False)
         got = [cells.get(rel, empty) for rel in index]
         values = pd.DataFrame({"Head": pd.Series([g[0] for g in got], index=index, dtype=object),
                                **{c: pd.Series([float(g[k]) for g in got], index=index)
@@ -89,7 +91,9 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
         return Table(values, decimals=1, column_decimals={"Offset": 0}, best=None, index_name="Relation",
                      bold=flags if bold else None)
 
-    mine = grid(ours[["relation", "head", "accuracy", "baseline", "offset", "bold"]].itertuples(index=False), True)
+    # n/a, not blank: a relation without arcs has no best head, which a blank cell would hide
+    mine = grid(ours[["relation", "head", "accuracy", "baseline", "offset", "bold"]].itertuples(index=False), True,
+                missing="n/a")
     wide = paper.pivot(index="row", columns="column", values="value")
     theirs = grid([(r, str(w["Head"]), float(w["Accuracy"]), float(w["Baseline"]), int(float(w["Offset"])),
                     str(w["bold"]) in ("1", "1.0", "True")) for r, w in wide.iterrows()], True)
@@ -98,6 +102,8 @@ def table1(profile_csv, reference: "pd.DataFrame | None" = None, *, baselines_cs
                      f"its accuracy, and the best offset baseline (offset in words); bold: {threshold:g}+ points above "
                      f"the baseline. Ours: the {top} most frequent relations (without {', '.join(exclude)}) and the "
                      f"paper's other rows; UD labels mapped to the paper's v1 names.")
+    if no_arcs:
+        table.caption += f" n/a: no scored arc in our profile ({', '.join(no_arcs)})."
     return table, ours
 
 

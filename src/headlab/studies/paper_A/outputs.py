@@ -69,32 +69,44 @@ def t1(files: Files):
         rows = []
         for model, layers in groups:
             boot = pd.read_csv(files.compare(model, systems, "bootstrap"))
-            lower = dict(zip(boot["system"], boot["significantly_lower"]))
             for system in heads:
+                lower = _lower_than_base(boot, system, base)
                 for run in runs(study, {**model, "heads": system}):
                     rows.append(dict(pair=model["pair"], layers=layers, system=system, seed=run["seed"],
-                                     bleu=load_json(files.bleu(run))["bleu"],
-                                     significantly_lower=bool(lower.get(f"{system}.full", False)),
+                                     bleu=load_json(files.bleu(run))["bleu"], significantly_lower=lower,
+                                     mark=common.UNTESTED if lower is None else "*" if lower else "",
                                      row=f"{model['pair'].upper()} {system}"))
         ours = pd.DataFrame(rows)
         # the paper's layout: one block of systems per direction, layers as columns
         paper = reference("T1").assign(row=lambda ref: ref["pair"].str.upper() + " " + ref["system"],
                                        value=lambda ref: ref["value"].astype(float))
-        table = beside(pivot(ours, index="row", columns="layers", values="bleu", mark="significantly_lower",
-                             best=None, over="seed"),
+        table = beside(pivot(ours, index="row", columns="layers", values="bleu", mark="mark", best=None,
+                             over="seed"),
                        pivot(paper, index="row", columns="layers", values="value", mark="significantly_lower", best=None))
         table.caption = ("Paper A Table 1: BLEU by encoder+decoder layers; several seeds: mean ± sd (n). * significantly "
                          f"lower than 8L (paired bootstrap, compare-mt, p < 0.05; ours: seed {common.first_seed(study)} "
                          "alone, test-set sampling only, the paper's test: not the verdict, which is effects.csv's "
                          "seed-aware test and may disagree).")
+        if (ours["mark"] == common.UNTESTED).any():
+            table.caption += (f" {common.UNTESTED}: compare-mt's bootstrap has no result for the system, not "
+                              "judged (not 'not significant').")
         table, gpu = published.extend(table, published.read(files.published), "paper_A", "T1",
                                       label=lambda run: f"{run['pair'].upper()} {run['heads']}",
                                       column=lambda run: run["layers"])
-        gpu = gpu.assign(system=gpu["heads"], row=gpu["label"], significantly_lower=False)
+        gpu = gpu.assign(system=gpu["heads"], row=gpu["label"], significantly_lower=False, mark="")
         ours = pd.concat([ours.assign(scale=published.TOY), gpu[[*ours.columns, "scale", "status", "sitting"]]],
                          ignore_index=True)
         return table, ours
     return inputs, build
+
+
+def _lower_than_base(boot: pd.DataFrame, system: str, base: str) -> bool | None:
+    """Whether compare-mt's bootstrap finds ``system`` significantly below ``base``; None
+    where its CSV has no result for the system (not judged). The base is never below itself."""
+    if system == base:
+        return False
+    row = common.bootstrap_row(boot, f"{system}.full", "significantly_lower")
+    return None if row is None else bool(row["significantly_lower"])
 
 
 def _bleu_table(files: Files, part: str | None, name: str, caption: str, gpu_rows: bool = False):

@@ -10,7 +10,7 @@ import pandas as pd
 
 from headlab.errors import DataError
 from headlab.studies import common, published
-from headlab.studies.common import corpus_pairs, first_seed, load_json, pair_label, seeds as study_seeds
+from headlab.studies.common import UNTESTED, bootstrap_row, corpus_pairs, first_seed, load_json, pair_label, seeds as study_seeds
 from headlab.studies.paper_B.grid import (OUTDIR, STAGES, SYSTEMS, chosen, final_models, plain, preset, size_seeds,
                                           sweep_sizes)
 from headlab.studies.tables import beside, pivot
@@ -126,15 +126,12 @@ def t3(files: Files):
         for corpus, pair, runs in cells:
             optimal, dhicm = runs[first]["T-optimal"][0], runs[first]["DHICM"][0]
             bootstrap = pd.read_csv(files.compare(optimal, [optimal["heads"], dhicm["heads"]]))
-            versus = bootstrap[bootstrap["system"] == f"{dhicm['heads']}.full"].iloc[0]
+            mark, p_value = _better_than_optimal(bootstrap, f"{dhicm['heads']}.full")
             for seed, finals in runs.items():
                 for system, (model, _) in finals.items():
-                    mark = ""
-                    if system == "DHICM" and bool(versus["significantly_higher"]):
-                        mark = "⇑" if 1.0 - float(versus["win_system"]) < 0.01 else "↑"
                     rows.append(dict(row=pair_label(corpus, pair), column=system, seed=seed,
-                                     bleu=load_json(files.bleu(model))["bleu"], mark=mark,
-                                     p_value=float(versus["p_value"]) if system == "DHICM" else None))
+                                     bleu=load_json(files.bleu(model))["bleu"], mark=mark if system == "DHICM" else "",
+                                     p_value=p_value if system == "DHICM" else None))
         ours = pd.DataFrame(rows)
         paper = reference("T3").assign(value=lambda ref: ref["value"].astype(float))
         table = beside(pivot(ours, index="row", columns="column", values="bleu", mark="mark", best=None,
@@ -144,11 +141,26 @@ def t3(files: Files):
                          "⇑ / ↑: DHICM better than T-optimal by paired bootstrap (compare-mt, seed "
                          f"{first} alone, test-set sampling only: the paper's test, not the verdict), p < 0.01 / p < the configured "
                          "level; the verdict is effects.csv's seed-aware test and may disagree.")
+        if (ours["mark"] == UNTESTED).any():
+            table.caption += (f" {UNTESTED}: compare-mt's bootstrap has no result for DHICM, not judged (not "
+                              "'not significant').")
         table, gpu = published.extend(table, published.read(files.published), "paper_B", "T3",
                                       label=lambda run: run["row"], column=lambda run: run["heads"])
         ours = published.tidy(ours, gpu, "bleu")
         return table, ours
     return inputs, build
+
+
+def _better_than_optimal(bootstrap: pd.DataFrame, name: str) -> tuple[str, float | None]:
+    """(mark, p-value) of DHICM (system ``name``) against T-optimal in compare-mt's bootstrap:
+    ⇑ / ↑ / nothing, or n/a where the CSV has no result for it (not judged: an empty cell
+    read as a flag would draw an arrow, a missing row would be no row of the table at all)."""
+    row = bootstrap_row(bootstrap, name, "win_system", "significantly_higher", "p_value")
+    if row is None:
+        return UNTESTED, None
+    if not bool(row["significantly_higher"]):
+        return "", float(row["p_value"])
+    return ("⇑" if 1.0 - float(row["win_system"]) < 0.01 else "↑"), float(row["p_value"])
 
 
 def sweep(files: Files, seeds: list[str] | None = None):
@@ -202,9 +214,14 @@ def importance(files: Files):
         rows = []
         for corpus, pair, size, model in dhicm_models:
             for site in ("enc", "dec", "cross"):
-                data = load_importance(files.attention(model, site))
+                export = files.attention(model, site)
+                data = load_importance(export)
                 if not data:
-                    continue
+                    # a DHICM model's every site ends in a DHICM layer (grid._heads), whose
+                    # export always holds importance: without it the file is stale or wrong,
+                    # and skipping it would drop the site's row without a word
+                    raise DataError("no DHICM importance (imp_* arrays) in the attention export of a DHICM model: "
+                                    "not an export of this model; delete it to export again", path=export)
                 weights = np.concatenate([layers[-1] for _, layers in data])    # last layer: (tokens, H)
                 entropy = -(weights * np.log(np.clip(weights, 1e-12, None))).sum(-1)
                 for head in range(weights.shape[1]):

@@ -11,7 +11,8 @@ import pandas as pd
 from headlab.errors import DataError
 from headlab.naming import model_path, path
 from headlab.studies import common, published
-from headlab.studies.common import at_seeds, corpus_pairs, first_seed, load_json, pair_label, seeds as study_seeds
+from headlab.studies.common import (UNTESTED, at_seeds, bootstrap_row, corpus_pairs, first_seed, load_json, pair_label,
+                                    seeds as study_seeds)
 from headlab.studies.paper_C.grid import (
     F5_SPLIT, OUTDIR, T1_SYSTEMS, T2_SYSTEMS, a2_models, a3_models, analysis_pair, enhanced, f4_models, runs, system_model,
     t1_models, t2_models, t3_models)
@@ -86,15 +87,10 @@ def t1(files: Files):
     def build():
         rows = []
         for corpus, pair, systems in cells:
-            boot = pd.read_csv(files.compare(list(systems.values()))).set_index("system")
+            boot = pd.read_csv(files.compare(list(systems.values())))
             for system, model in systems.items():
-                mark, p_value = "", None
                 name = f"{model['heads']}.{files.ablation}"
-                if system != "Transformer" and name in boot.index:
-                    row = boot.loc[name]
-                    p_value = 1.0 - float(row["win_system"])
-                    if bool(row["significantly_higher"]):
-                        mark = "⇑" if p_value < 0.01 else "↑"
+                mark, p_value = ("", None) if system == "Transformer" else _better_than_transformer(boot, name)
                 for run in runs(files.study, model):
                     rows.append(dict(row=f"{pair_label(corpus, pair)} {BLEU}", column=system, seed=run["seed"],
                                      value=_bleu(files, run), mark=mark, p_value=p_value, model=model_path(run)))
@@ -116,11 +112,26 @@ def t1(files: Files):
                          f"(compare-mt, seed {first_seed(files.study)} alone, test-set sampling only: the paper's test, not "
                          "the verdict), p < 0.01 / p < 0.05; the verdicts are effects.csv's seed-aware tests and may "
                          "disagree.")
+        if (ours["mark"] == UNTESTED).any():
+            table.caption += (f" {UNTESTED}: compare-mt's bootstrap has no result for the system, not judged (not "
+                              "'not significant').")
         table, gpu = published.extend(table, published.read(files.published), "paper_C", "T1",
                                       label=lambda run: run["row"], column=lambda run: run["heads"])
         ours = published.tidy(ours, gpu, "value")
         return table, ours
     return inputs, build
+
+
+def _better_than_transformer(boot: pd.DataFrame, name: str) -> tuple[str, float | None]:
+    """(mark, p-value) of system ``name`` in compare-mt's bootstrap against the Transformer:
+    ⇑ / ↑ / nothing, or n/a where the CSV has no result for it (not judged)."""
+    row = bootstrap_row(boot, name, "win_system", "significantly_higher")
+    if row is None:
+        return UNTESTED, None
+    p_value = 1.0 - float(row["win_system"])
+    if not bool(row["significantly_higher"]):
+        return "", p_value
+    return ("⇑" if p_value < 0.01 else "↑"), p_value
 
 
 def _delta_table(ours: pd.DataFrame, paper_table: str, caption: str, order):
