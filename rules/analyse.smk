@@ -23,6 +23,7 @@ rule suite_distil:
         suite=r"[a-z_]+",
     params:
         limit=_suite_limit,
+        code=module_code("headlab.eval.suite_split"),
     log:
         f"{LOGS}/suites/{{corpus}}/{{pair}}/{{size}}/distil_{{suite}}.log",
     conda:
@@ -42,6 +43,7 @@ rule suite_mucow:
     params:
         domains=_mucow_domains(),
         limit=_suite_limit,
+        code=module_code("headlab.eval.suite_split"),
     log:
         f"{LOGS}/suites/{{corpus}}/{{pair}}/{{size}}/mucow.log",
     conda:
@@ -64,6 +66,7 @@ rule forced_score:
     params:
         ablation=_ablation_args,
         gpu="--gpu 0" if GPU else "",
+        code=model_code("headlab.eval.forced"),
     log:
         f"{LOGS}/forced/{MODEL}/{{split}}.{{ablation}}.log",
     benchmark:
@@ -91,7 +94,7 @@ rule distil_parses:
         limit=r"|\.first[0-9]+",
     params:
         # the parser of the suite's sources (headlab contrastive distil-parse runs these two)
-        code=headlab.workflow.code_digest.module_digest("headlab.eval.sva", "headlab.eval.suites"),
+        code=module_code("headlab.eval.sva", "headlab.eval.suites"),
         limit=lambda w: f"--limit {w.limit[len('.first'):]}" if w.limit else "",
     log:
         f"{LOGS}/suites/distil_{{suite}}.parses{{limit}}.log",
@@ -120,7 +123,7 @@ rule distil_accuracy:
     wildcard_constraints:
         suite=r"[a-z_]+",
     params:
-        code=headlab.workflow.code_digest.module_digest("headlab.eval.contrastive"),  # a changed scorer rescores
+        code=module_code("headlab.eval.contrastive"),  # a changed scorer rescores
         distance=lambda w: "" if w.suite == "subj_verb_agreement" else "--no-distance",
         limit=_suite_limit,
         parses=lambda w, input: f"--parse-cache {input.parses}" if input.parses else "",
@@ -143,7 +146,7 @@ rule mucow_accuracy:
         # hit / miss / other per sentence: the paired tests of effects.csv resample them
         details=pattern("mucow_details"),
     params:
-        code=headlab.workflow.code_digest.module_digest("headlab.eval.contrastive"),  # a changed scorer rescores
+        code=module_code("headlab.eval.contrastive"),  # a changed scorer rescores
     log:
         f"{LOGS}/contrastive/{MODEL}/mucow.{{ablation}}.log",
     conda:
@@ -179,7 +182,7 @@ rule compare:
     wildcard_constraints:
         systems=r"[^/]+",
     params:
-        code=headlab.workflow.code_digest.module_digest("headlab.eval.compare"),  # a changed scorer rescores
+        code=module_code("headlab.eval.compare"),  # a changed scorer rescores
         systems=lambda w, input: " ".join(f"--sys {s}::{input[s]}" for s in w.systems.split("--")),
         baseline=lambda w: w.systems.split("--")[0],
         samples=config.get("evaluation", {}).get("bootstrap_samples", 1000),
@@ -199,6 +202,8 @@ rule params:
         pattern("checkpoint"),
     output:
         pattern("params"),
+    params:
+        code=model_code("headlab.engine.params"),
     log:
         f"{LOGS}/params/{MODEL}.log",
     conda:
@@ -222,6 +227,7 @@ rule export_attention:
         site="enc|dec|cross",
     params:
         sents=config.get("evaluation", {}).get("attention_sentences", 100),
+        code=model_code("headlab.engine.export"),
     log:
         f"{LOGS}/export_attention/{MODEL}/{{split}}.{{site}}.log",
     conda:
@@ -252,6 +258,7 @@ rule treebank_text:
         prefix=r"[a-z]+_[a-z]+",
     params:
         gold=lambda w: _ud_gold(w.prefix),
+        code=module_code("headlab.syntax.run"),
     log:
         f"{LOGS}/treebank/{{corpus}}/{{pair}}/{{size}}/ud_{{prefix}}.log",
     conda:
@@ -268,6 +275,8 @@ rule treebank_parse:
         pattern("raw", side="src"),
     output:
         pattern("gold_parse"),
+    params:
+        code=module_code("headlab.syntax.run"),
     log:
         f"{LOGS}/treebank/{{corpus}}/{{pair}}/{{size}}/{{split}}.spacy.log",
     conda:
@@ -307,6 +316,7 @@ rule profile_heads:
                          if config.get("evaluation", {}).get("profile_sentences") else ""),
         figure=config.get("evaluation", {}).get("profile_figure_sentences", 10),
         gpu="--gpu 0" if GPU else "",
+        code=model_code("headlab.syntax.run"),
     log:
         f"{LOGS}/profile/{MODEL}/{{treebank}}.log",
     benchmark:

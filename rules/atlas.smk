@@ -71,6 +71,7 @@ rule atlas_model:
         bleu=lambda w, input: " ".join(f"--bleu {k[len('bleu_'):]}={input[k]}" for k in input.keys()
                                        if k.startswith("bleu_")),
         gpu="--gpu 0" if GPU else "",
+        code=model_code("headlab.atlas.model"),
     log:
         f"{LOGS}/atlas/{MODEL}.log",
     benchmark:
@@ -113,6 +114,7 @@ rule atlas_index:
         # the whole config: the explorer lists every model of every study
         config=lambda w: json.dumps(config, sort_keys=True, separators=(",", ":")),
         published=headlab.atlas.published.ROOT,
+        code=module_code("headlab.report.atlas"),
     log:
         f"{LOGS}/atlas/index.log",
     conda:

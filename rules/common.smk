@@ -6,6 +6,7 @@ import headlab.engine.malloc
 import headlab.engine.trained_code
 import headlab.studies
 import headlab.naming
+import headlab.workflow.code_digest
 import headlab.workflow.runlock
 from headlab.studies import STUDIES
 import os
@@ -190,6 +191,19 @@ def _trained_index() -> dict:
                 m = headlab.naming.with_variant(m, extra)
                 index.setdefault(tuple(str(m.get(k, "")) for k in MODEL_KEYS), {})[name] = extra
     return _TRAINED_BY[state]
+
+
+def model_code(module):
+    """The ``code`` param of a rule running headlab command ``module`` on a model: the digest
+    of the code it runs for the model's heads (headlab.workflow.code_digest.model_digest), so
+    a changed engine or head kind reruns it. Of the wildcards only: Snakemake leaves a params
+    function taking ``input`` out of its params check."""
+    return lambda w: headlab.workflow.code_digest.model_digest(module, w.heads)
+
+
+def module_code(*modules):
+    """The ``code`` param of a rule running headlab ``modules`` on no model (their digest)."""
+    return headlab.workflow.code_digest.module_digest(*modules)
 
 
 def trained_by(w) -> dict:

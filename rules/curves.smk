@@ -11,6 +11,7 @@ rule learning_curve:
         pattern("learning_curve"),
     params:
         train_log=lambda w: model_file("train_log", w),
+        code=module_code("headlab.engine.logs"),
     log:
         f"{LOGS}/learning_curve/{MODEL}.log",
     conda:

@@ -66,6 +66,7 @@ rule translate:
         batch=config["translation"].get("batch_size", 3000),
         batch_type=config["translation"].get("batch_type", "tokens"),
         max_length=config["translation"].get("max_length", 250),
+        code=model_code("headlab.engine.run"),     # a changed engine or kind retranslates
     log:
         f"{LOGS}/translate/{MODEL}/{{split}}.{{ablation}}.log",
     benchmark:
@@ -90,6 +91,7 @@ rule postprocess:
     params:
         lang=lambda w: lang(w.pair, "tgt"),
         tokenizer=lambda w: tokenizer_arg(w.corpus, w.pair, "tgt"),
+        code=module_code("headlab.data.preprocess"),   # a changed detokeniser rescores
     log:
         f"{LOGS}/postprocess/{MODEL}/{{split}}.{{ablation}}.log",
     conda:
@@ -105,7 +107,7 @@ rule bleu:
     output:
         pattern("score"),
     params:
-        code=headlab.workflow.code_digest.module_digest("headlab.eval.bleu"),  # a changed scorer rescores
+        code=module_code("headlab.eval.bleu"),  # a changed scorer rescores
         pair=lambda w: w.pair,
         confidence=config.get("evaluation", {}).get("bootstrap_samples", 1000),
     log:

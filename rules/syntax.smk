@@ -104,6 +104,8 @@ rule parser_f1:
         pattern("parser_f1", outdir=STUDIES["paper_C"].outdir),
     wildcard_constraints:
         parser=SYNTAX_PARSERS,
+    params:
+        code=module_code("headlab.syntax.evalb"),
     log:
         f"{LOGS}/parser_f1/{{parser}}.log",
     conda:

@@ -91,6 +91,7 @@ checkpoint study_stage:
     params:
         study=lambda w: OUTDIRS[w.outdir],
         **STAGE_SLICES,
+        code=lambda w: RENDER_CODE[w.outdir],    # a changed study chooses again
     log:
         f"{LOGS}/study/{{outdir}}/stages/{{corpus}}/{{pair}}/{{stage}}.log",
     priority: PRIORITY["stage"]
@@ -228,6 +229,7 @@ rule publish:
     params:
         study=lambda w: OUTDIRS[w.outdir],
         **SLICES,
+        code=module_code("headlab.workflow.publish"),
     log:
         f"{LOGS}/publish/{{outdir}}{{tag}}.log",
     conda:

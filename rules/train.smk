@@ -139,6 +139,8 @@ rule gates:
         pattern("checkpoint"),
     output:
         pattern("gates"),
+    params:
+        code=module_code("headlab.heads.gates"),    # reads the checkpoint's gate values, runs no kind
     log:
         f"{LOGS}/gates/{MODEL}.log",
     priority: PRIORITY["stage"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from headlab.cli import COMMANDS
+from headlab.errors import HeadlabError
 from headlab.studies import STUDIES
 from headlab.workflow import code_digest
 
@@ -122,25 +123,102 @@ def test_the_closure_follows_imports_inside_functions_and_from_imports_of_module
         root / "eval/__init__.py", root / "eval/top.py"]
 
 
-#: the rules that run a scorer, and the modules their digest covers
-SCORING_RULES = {"bleu": ("headlab.eval.bleu",), "compare": ("headlab.eval.compare",),
-                 "distil_accuracy": ("headlab.eval.contrastive",), "mucow_accuracy": ("headlab.eval.contrastive",),
-                 "distil_parses": ("headlab.eval.sva", "headlab.eval.suites")}    # distil-parse runs these
+#: every rule running a headlab command, by what reruns it when its code changes:
+#: ``model_code(M)``, the code M runs for the model's heads (code_digest.model_digest) ...
+MODEL_RULES = {"translate": "headlab.engine.run", "forced_score": "headlab.eval.forced",
+               "export_attention": "headlab.engine.export", "atlas_model": "headlab.atlas.model",
+               "profile_heads": "headlab.syntax.run", "params": "headlab.engine.params"}
+#: ... ``module_code(M...)``, M's closure (code_digest.module_digest) ...
+MODULE_RULES = {"bleu": ("headlab.eval.bleu",), "compare": ("headlab.eval.compare",),
+                "distil_accuracy": ("headlab.eval.contrastive",), "mucow_accuracy": ("headlab.eval.contrastive",),
+                "distil_parses": ("headlab.eval.sva", "headlab.eval.suites"),    # distil-parse runs these
+                "suite_distil": ("headlab.eval.suite_split",), "suite_mucow": ("headlab.eval.suite_split",),
+                "treebank_text": ("headlab.syntax.run",), "treebank_parse": ("headlab.syntax.run",),
+                "postprocess": ("headlab.data.preprocess",), "learning_curve": ("headlab.engine.logs",),
+                "atlas_index": ("headlab.report.atlas",), "parser_f1": ("headlab.syntax.evalb",),
+                "publish": ("headlab.workflow.publish",), "gates": ("headlab.heads.gates",)}
+#: ... the study's rendering code (code_digest.study_digest) ...
+STUDY_RULES = {"study_stage", "study_table", "study_figure", "study_effects", "study_readme", "effects_summary"}
+#: ... or nothing: what prepares a model's training data or trains it (a change there would
+#: retrain every model below it; a model records its trainer: engine.trained_code)
+UNDIGESTED = {"fetch", "prepare", "prepare_local", "tokenize", "truecase_train", "truecase", "bpe_learn",
+              "bpe_learn_side", "bpe_apply", "vocab", "vocab_separate", "parse", "featurize",
+              "feature_vocab", "finetune_config", "train", "average_checkpoints"}
 
 
-def test_every_rule_running_a_scorer_takes_its_digest():
+def _rule_blocks() -> dict[str, str]:
     import re
 
     from test_workflow import ROOT
-    rules = "".join((ROOT / "rules" / name).read_text() for name in ("evaluate.smk", "analyse.smk"))
-    blocks = {block.split(":")[0][len("rule "):]: block for block in re.split(r"\n(?=rule )", rules)
-              if block.startswith("rule ")}
-    scoring = {name for name, block in blocks.items()
-               if any(re.search(rf'"headlab {command}\b', block) for command in SCORERS)}
-    assert scoring == set(SCORING_RULES)
-    for name, modules in SCORING_RULES.items():
-        assert "module_digest(" + ", ".join(f'"{module}"' for module in modules) + ")" in blocks[name], name
-    assert rules.count("module_digest(") == len(SCORING_RULES)
+    rules = "".join(path.read_text() for path in sorted((ROOT / "rules").glob("*.smk")))
+    return {re.split(r"[:\s]", block, maxsplit=2)[1]: block for block in re.split(r"\n(?=(?:rule|checkpoint) )", rules)
+            if block.startswith(("rule ", "checkpoint "))}
+
+
+def test_every_rule_running_a_headlab_command_reruns_when_the_code_it_runs_changes():
+    import re
+
+    blocks = _rule_blocks()
+    commands = {name: re.search(r'"(?:OMP_NUM_THREADS=\S+ )?headlab ([a-z-]+)', block)
+                for name, block in blocks.items()}
+    running = {name for name, found in commands.items() if found}
+    assert running == set(MODEL_RULES) | set(MODULE_RULES) | STUDY_RULES | UNDIGESTED
+    for name, module in MODEL_RULES.items():
+        assert COMMANDS[commands[name][1]][0] == module, name              # the command's own module
+        assert f'code=model_code("{module}")' in blocks[name], name
+    for name, modules in MODULE_RULES.items():
+        if name != "distil_parses":
+            assert (COMMANDS[commands[name][1]][0],) == modules, name
+        assert "code=module_code(" + ", ".join(f'"{module}"' for module in modules) + ")" in blocks[name], name
+    for name in STUDY_RULES:
+        assert re.search(r"RENDERED|RENDER_CODE|study_digest\(", blocks[name]), name
+    for name in UNDIGESTED:
+        assert "code=" not in blocks[name], name
+
+
+#: (command module, a model's heads) pairs whose digests the cases below change
+RUNS = [(module, heads) for module in ("headlab.engine.run", "headlab.engine.export", "headlab.syntax.run",
+                                       "headlab.atlas.model")
+        for heads in ("8L", "7Ftoken+1L", "8DEA", "8RHEdea", "2LPEA+6L@dec=7L+1L")]
+EVERY = set(RUNS)
+
+
+def _runs(*modules, heads=("8L", "7Ftoken+1L", "8DEA", "8RHEdea", "2LPEA+6L@dec=7L+1L")):
+    return {(module, name) for module in modules for name in heads}
+
+
+@pytest.mark.parametrize("changed, rerun", [
+    ("heads/kinds.py", EVERY),                                       # learned heads: every model
+    ("heads/patterns.py", EVERY),                                    # the fixed kinds, imported by every layer
+    ("heads/sea.py", _runs("headlab.engine.run", "headlab.engine.export", "headlab.syntax.run",
+                           "headlab.atlas.model", heads=("8DEA", "8RHEdea", "2LPEA+6L@dec=7L+1L"))),
+    ("heads/rhe.py", _runs("headlab.engine.run", "headlab.engine.export", "headlab.syntax.run",
+                           "headlab.atlas.model", heads=("8RHEdea",))),
+    ("engine/export.py", _runs("headlab.engine.export", "headlab.syntax.run", "headlab.atlas.model")),  # what they read
+    ("syntax/profile.py", _runs("headlab.syntax.run", "headlab.atlas.model")),
+    ("atlas/probe.py", _runs("headlab.atlas.model")),
+    ("engine/compat.py", EVERY),                                     # OpenNMT-py as patched: all of it
+    ("naming.py", set()),                                            # paths: no number
+    ("engine/trained_code.py", set()),                               # the trainer's bookkeeping
+    ("studies/effects.py", set()),
+])
+def test_a_changed_file_changes_the_model_digests_of_exactly_the_commands_and_heads_that_run_it(source, changed,
+                                                                                                rerun):
+    before = {run: code_digest.model_digest(*run, root=source) for run in RUNS}
+    _append(source / changed)
+    code_digest.model_digest.cache_clear()        # one process (a DAG build) reads the code once
+    after = {run: code_digest.model_digest(*run, root=source) for run in RUNS}
+    assert {run for run in RUNS if before[run] != after[run]} == rerun
+
+
+def test_the_model_digest_reads_the_heads_of_the_path_and_errs_on_bad_ones():
+    assert code_digest.model_digest("headlab.engine.run", "8L") == code_digest.model_digest("headlab.engine.run",
+                                                                                            "8L@dec=8L@cross=8L")
+    assert code_digest.model_digest("headlab.engine.run", "8L") != code_digest.model_digest("headlab.engine.run", "8DEA")
+    with pytest.raises(ValueError, match="no headlab module 'headlab.engine.rum'"):
+        code_digest.model_digest("headlab.engine.rum", "8L")
+    with pytest.raises(HeadlabError, match="unknown head kind 'Q'"):
+        code_digest.model_digest("headlab.engine.run", "8Q")
 
 
 def test_an_unknown_module_is_an_error_naming_it():

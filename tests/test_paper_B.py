@@ -164,6 +164,24 @@ def test_importance_table_has_every_dhicm_site_and_a_bad_export_is_an_error_nami
     assert list(table.values.loc["multi30k de-en full cross", ["head 1", "head 4"]]) == pytest.approx([0.1, 0.4])
 
 
+def test_export_with_a_sentence_lacking_importance_is_an_error_naming_it(tmp_path):
+    """A partial export (some sentences without imp_*) would shrink the importance table's
+    token count without a word: an error naming the file and the first sentence lacking it."""
+    import re
+
+    import numpy as np
+
+    from headlab.engine.export import load_importance
+    from headlab.errors import DataError
+
+    path = tmp_path / "att.npz"
+    importance = np.tile([0.25, 0.75], (1, 2, 1))             # (layers, tokens, heads)
+    np.savez(path, tokens=np.array(["a b", "c d", "e f"]), imp_000000=importance,
+             imp_000002=importance)
+    with pytest.raises(DataError, match=re.escape(f"{path}: ") + r".*sentence 1\b"):
+        load_importance(str(path))
+
+
 def test_dry_run_stage_two_waits_for_stage_one(tmp_path, mirror):
     config = _paper_b_config(tmp_path, mirror)
     result = snakemake("-n", "--configfile", str(config))

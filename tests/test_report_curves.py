@@ -100,6 +100,36 @@ def test_a_diverged_curve_ends_in_a_mark_and_says_where(tmp_path):
     assert [(list(line.get_xdata()), list(line.get_ydata())) for line in crosses] == [([10], [5.0])]
 
 
+def test_a_recovering_curve_is_marked_where_it_diverged_and_says_it_recovered(tmp_path):
+    """A loss that turns NaN / inf and later finite again: the × sits on each of the run's
+    lines at its last point up to the divergence, not at the curve's end, as for a run
+    that stays NaN; the label says from which step the loss is finite again."""
+    from matplotlib.lines import Line2D
+
+    from headlab.report.figures import plot
+    config = {"corpora": {"c": {"tests": ["t"]}},
+              "studies": {"baseline": {"data": {"c": ["de-en"]}, "layers": ["1+1"], "heads": ["8L", "1L"],
+                                       "preset": "tiny"}}}
+    inputs, build = figure(config, "baseline", str(tmp_path))
+    nan, inf = float("nan"), float("inf")
+    steps = [5, 10, 15, 20, 25, 10, 20]
+    split = ["train"] * 5 + ["valid"] * 2
+    losses = {"8L": [6.0, 5.0, nan, nan, nan, 5.2, nan],           # stays NaN
+              "1L": [6.0, 5.5, inf, 4.5, 4.0, 5.8, 4.9]}           # recovers at step 20
+    for path in inputs:
+        heads = next(h for h in losses if f"/{h}/" in path)
+        pd.DataFrame({"step": steps, "split": split, "xent": losses[heads], "ppl": 1, "acc": 1,
+                      "lr": 0.1}).to_csv(_mk(path), index=False)
+    tidy, style = build()
+    assert set(tidy["model"]) == {"8L seed 1: diverged at step 15",
+                                  "1L seed 1: diverged at step 15, finite again from step 20"}
+    figure_ = plot(tidy, **style)
+    crosses = [(float(line.get_xdata()[0]), float(line.get_ydata()[0])) for ax in figure_.axes
+               for line in ax.get_lines() if isinstance(line, Line2D) and line.get_marker() == "x"]
+    # 8L: train and valid end at step 10; 1L: at step 10 too, though its lines go on to 25 and 20
+    assert sorted(crosses) == [(10.0, 5.0), (10.0, 5.2), (10.0, 5.5), (10.0, 5.8)]
+
+
 def test_study_figure_without_logged_steps_names_the_option(tmp_path):
     from headlab.errors import DataError
     config = {"corpora": {"c": {"tests": ["t"]}},

@@ -31,7 +31,7 @@ from __future__ import annotations
 # study tables and figures, which would otherwise pay 1 CPU-s a job for an unused import
 import numpy as np
 
-from headlab.errors import ConfigError
+from headlab.errors import ConfigError, DataError
 from headlab.io import atomic_write, read_lines
 
 
@@ -247,7 +247,17 @@ def load_importance(path: str) -> list[tuple[list[str], np.ndarray]]:
     """[(tokens, (layers, n, heads) DHICM importance), ...] from an export (empty: no DHICM)."""
     with np.load(path) as data:
         tokens = [str(t).split() for t in data["tokens"]]
-        return [(toks, data[f"imp_{i:06d}"]) for i, toks in enumerate(tokens) if f"imp_{i:06d}" in data]
+        keys = [f"imp_{i:06d}" for i in range(len(tokens))]
+        lacking = [i for i, key in enumerate(keys) if key not in data]
+        if not lacking:
+            return [(toks, data[key]) for toks, key in zip(tokens, keys)]
+        if len(lacking) < len(tokens):
+            # the DHICM layers are the same for every sentence, so a partial export is a
+            # broken file; skipping its gaps would shrink the token counts without a word
+            raise DataError(f"sentence {lacking[0]} ({keys[lacking[0]]}) has no DHICM importance though "
+                            f"{len(tokens) - len(lacking)} of the {len(tokens)} sentences have it: "
+                            "a partial export; delete it to export again", path=path)
+        return []
 
 
 def load_labels(path: str) -> list[tuple[list[str], np.ndarray]]:

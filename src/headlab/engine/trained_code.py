@@ -66,13 +66,15 @@ def head_modules(heads: dict[str, str]) -> set[str]:
     return modules
 
 
-def training_files(heads: dict[str, str], root: Path = SOURCE) -> dict[str, str]:
-    """Relative path -> digest of the files of :data:`RECORDED` a training of ``heads`` runs.
+def run_files(entry: str, heads: dict[str, str], root: Path = SOURCE) -> list[Path]:
+    """The headlab files a command (module ``entry``) runs for a model of ``heads`` (site ->
+    spec): the command's import closure and the modules of the head kinds and mixers the
+    specs name.
 
     The registry imports a built-in kind's or mixer's module when a spec names it, and the
     executor imports paper C's RHE module inside the functions that only RHE kinds call: the
     declared modules that neither the specs nor the modules they name import are left out,
-    so an edited DEA records no change for an ``8L`` model."""
+    so an edited DEA changes nothing of an ``8L`` model's."""
     from headlab.heads import builtin
 
     declared = {entry.module for entry in [*builtin.KINDS.values(), *builtin.MIXERS.values()]}
@@ -85,7 +87,13 @@ def training_files(heads: dict[str, str], root: Path = SOURCE) -> dict[str, str]
             if imported in declared and imported not in used:
                 used.add(imported)
                 todo.append(imported)
-    files = (path.relative_to(root) for path in module_files([TRAINER, *sorted(named)], root, skip=declared - used))
+    return module_files([entry, *sorted(named)], root, skip=declared - used)
+
+
+def training_files(heads: dict[str, str], root: Path = SOURCE) -> dict[str, str]:
+    """Relative path -> digest of the files of :data:`RECORDED` a training of ``heads`` runs
+    (:func:`run_files` of the trainer), but for :data:`BOOKKEEPING`."""
+    files = (path.relative_to(root) for path in run_files(TRAINER, heads, root))
     return {name.as_posix(): file_digest(root / name) for name in files
             if name.parts[0] in RECORDED and name.as_posix() not in BOOKKEEPING}
 

@@ -13,8 +13,9 @@ high: the point need not lie inside it (sacreBLEU's bootstrap interval is centre
 resamples' mean, not on the score), so the caller's title says which interval it is. Over
 a numeric x (learning curves), several runs of one line (seeds) are drawn as their mean
 with a band (``errorbar="sd"``: ± one standard deviation); ``ends`` names a column of the
-step a line's run diverged at (empty: it did not): such a line ends in an × at its last
-point, so that it does not read as a run that was merely shorter.
+step a line's run diverged at (empty: it did not): such a line has an × at its last point
+up to that step (its end, unless the loss turned finite again), so that it does not read
+as a run that was merely shorter.
 Paper A Figure 2 = ``headlab compare --length-out`` (x bucket, y bleu, hue system);
 Figure 3 = ``headlab contrastive distil`` rows with ``by == 'distance'`` (x bucket,
 y accuracy, hue system).
@@ -101,13 +102,15 @@ def _palette(sns, hues) -> dict:
 
 
 def _mark_ends(grid, tidy, x, y, hue, style, col, ends: str, palette) -> None:
-    """An × at the last point of each line whose run diverged (``ends`` filled), in the
-    line's colour: a diverged curve stops there, like a short one would without it."""
+    """An × at the last point up to the divergence (``ends`` filled) of each line whose run
+    diverged, in the line's colour: a diverged curve stops there, like a short one would
+    without it, and one whose loss turns finite again goes on past it."""
     panels = grid.axes_dict.items() if col else [(None, grid.ax)]
     keys = [key for key in (hue, style) if key]
     for panel, ax in panels:
         part = tidy if panel is None else tidy[tidy[col] == panel]
-        part = part[part[ends].notna()]
+        # the points after the divergence (a loss finite again) are not where it stopped
+        part = part[part[ends].notna() & (part[x] <= part[ends])]
         for _, line in (part.groupby(keys, sort=False) if keys else [(None, part)]):
             last = line.loc[line[x].idxmax()]
             colour = palette[last[hue]] if palette else "black"

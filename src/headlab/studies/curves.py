@@ -8,8 +8,10 @@ A diverged run logs a loss that is not finite (OpenNMT-py prints ``xent: nan``, 
 perplexity ``inf``) from some step on: its curve ends at its last finite point, marked with
 an ×, and it is a line of its own labelled ``<model> seed S: diverged at step N`` (the first
 step whose loss is not finite; ``diverged_at`` in the CSV), not one of its system's seeds,
-so that it reads neither as a run cut short nor as a jump in the mean. A run with no finite
-loss at all is named in the title."""
+so that it reads neither as a run cut short nor as a jump in the mean. A run whose loss
+turns finite again keeps its × at the divergence (its last point up to step N), its later
+points drawn on, and says so: ``diverged at step N, finite again from step M``. A run with
+no finite loss at all is named in the title."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -71,8 +73,9 @@ def figure(config: Mapping[str, Any], study: str, root: str):
 
 def _diverged(tidy):
     """``tidy`` with each run's ``diverged_at`` (the first step whose loss is not finite;
-    NaN: none), its non-finite losses NaN, and a diverged run labelled as a line of its own:
-    averaged with its system's other seeds, its end would read as a step in their mean."""
+    NaN: none), its non-finite losses NaN, and a diverged run labelled as a line of its own
+    (saying from which step its loss is finite again, if it is): averaged with its system's
+    other seeds, its end would read as a step in their mean."""
     import numpy as np
     import pandas as pd
 
@@ -81,6 +84,17 @@ def _diverged(tidy):
     first = tidy[broken].groupby("path")["step"].min()
     tidy = tidy.assign(xent=xent.where(~broken), diverged_at=tidy["path"].map(first).astype("Int64"))
     diverged = tidy["diverged_at"].notna()
-    tidy.loc[diverged, "model"] = [f"{model} seed {seed}: diverged at step {step}" for model, seed, step in
-                                   tidy.loc[diverged, ["model", "seed", "diverged_at"]].itertuples(index=False)]
+    recovered = _recovered_at(tidy[diverged & ~broken])
+    tidy.loc[diverged, "model"] = [
+        f"{model} seed {seed}: diverged at step {step}"
+        + (f", finite again from step {recovered[path]}" if path in recovered else "")
+        for model, seed, step, path in tidy.loc[diverged, ["model", "seed", "diverged_at", "path"]].itertuples(index=False)]
     return tidy
+
+
+def _recovered_at(finite) -> dict:
+    """path -> the first step after its divergence with a finite loss, for the diverged
+    runs (rows of finite loss) that have one: the curve goes on past its ×, and the label
+    says why, lest the later points read as a run that never diverged."""
+    after = finite[finite["step"] > finite["diverged_at"]]
+    return {path: int(step) for path, step in after.groupby("path")["step"].min().items()}

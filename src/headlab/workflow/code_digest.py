@@ -18,18 +18,30 @@ module a module imports, in function bodies too, transitively):
   unless the study's own package imports them. The closure reaches what the renderers read
   with (the statistics, the syntax profile, the training-log reader, the export loaders), so a
   change there rerenders every study: a minute or two of rendering, never a training.
-* :func:`module_digest`: a ``headlab`` command's module (the scorers').
+* :func:`module_digest`: a ``headlab`` command's module (the scorers', the atlas index's, the
+  learning curves', detokenisation's).
+* :func:`model_digest`: a command that runs a model (translate, score, export-attention,
+  atlas-model, profile-heads, params, gates): its module and the head kinds and mixers the
+  model's specs name (:func:`headlab.engine.trained_code.run_files`), so an edited DEA
+  retranslates, rescores and re-exports the DEA models and not an ``8L`` one. The paths,
+  errors and the trainer's bookkeeping (:data:`NUMBERLESS`) compute no number and are left out.
 
 Not covered, on purpose: a change to a model's code (the engine, a head kind) retrains
 nothing (a model's path names its options, not its code: docs/configuration.md; each model
 records the code that trained it, and the workflow names the models trained by other code:
-:mod:`headlab.engine.trained_code`), and the commands that run a model (translate, score,
-export-attention, the atlas, profile-heads) are not rerun for it either. Content only (sorted relative paths and their bytes): a fresh
-clone, another machine or a touched file gives the same digest."""
+:mod:`headlab.engine.trained_code`); nor does a change to the code that prepares training
+data (tokenise, truecase, BPE, vocabularies, parses and features), which would retrain every
+model downstream of it. The commands that run a model are rerun: what they compute is the
+code's as it is now, while the warning names the weights it runs on as other code's.
+Content only (sorted relative paths and their bytes): a fresh clone, another machine or a
+touched file gives the same digest."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
+from headlab.engine import trained_code
+from headlab.naming import parse_heads_name
 from headlab.sourcecode import SOURCE, digest, imported_modules, module_file, module_files
 
 #: where every study's rendering starts: the ``study-table`` command's module
@@ -83,3 +95,24 @@ def module_digest(*modules: str, root: Path = SOURCE) -> str:
         if module_file(module, root) is None:
             raise ValueError(f"no headlab module {module!r} under {root}")
     return digest(module_files(modules, root), root)
+
+
+#: files a command that runs a model computes no number with: the paths and errors every
+#: layer shares, the digests' own code, and the trainer's bookkeeping
+NUMBERLESS = frozenset({"naming.py", "errors.py", "sourcecode.py"}) | trained_code.BOOKKEEPING
+
+
+def model_files(module: str, heads: str, root: Path = SOURCE) -> list[Path]:
+    """The files :func:`model_digest` reads, sorted."""
+    if module_file(module, root) is None:
+        raise ValueError(f"no headlab module {module!r} under {root}")
+    return [path for path in trained_code.run_files(module, parse_heads_name(heads), root)
+            if path.relative_to(root).as_posix() not in NUMBERLESS]
+
+
+@functools.lru_cache(maxsize=None)
+def model_digest(module: str, heads: str, root: Path = SOURCE) -> str:
+    """The digest of the code headlab command ``module`` runs for a model whose path's head
+    segment is ``heads`` (``8Ftoken+1L``, ``8DEA@dec=8L``): the DAG asks once per job, the
+    answer is the same for every model of those heads."""
+    return digest(model_files(module, heads, root), root)
