@@ -297,3 +297,4 @@ def test_table3_marks_dhicm_only_where_the_bootstrap_judged_it(tmp_path, bootstr
     untested = " n/a: compare-mt's bootstrap has no result for DHICM, not judged (not 'not significant')."
     assert (untested in table.caption) == (mark == "n/a")
     assert ("| 25.00 (n/a) |" in to_markdown(table)) == (mark == "n/a")
+    assert "). ⇑ / ↑: p < 0.01 / p < 0.05: DHICM better than T-optimal by paired bootstrap" in table.caption

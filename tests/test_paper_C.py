@@ -140,6 +140,9 @@ def test_table1_marks_a_system_the_bootstrap_has_no_result_for_as_not_judged(tmp
     assert "| 25.00 (n/a) |" in to_markdown(table)
     assert " n/a: compare-mt's bootstrap has no result for the system, not judged (not 'not significant')." in \
         table.caption
+    assert "). ⇑ / ↑: p < 0.01 / p < 0.05: better than the Transformer by paired bootstrap" in table.caption
+    files.config["evaluation"] = {"significance": 0.01}        # the marks' level (the compare rule's --p)
+    assert "). ⇑: p < 0.01: better than the Transformer by paired bootstrap" in build()[0].caption
 
 
 def _paper_c_config(tmp_path, mirror):

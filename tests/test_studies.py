@@ -113,6 +113,30 @@ def test_table1_marks_a_system_the_bootstrap_has_no_result_for_as_not_judged(tmp
         in table.caption
 
 
+@pytest.mark.parametrize("evaluation, level", [({}, "0.05"), ({"significance": 0.01}, "0.01")])
+def test_table1_caption_says_the_configured_level_of_its_marks(tmp_path, evaluation, level):
+    """The * marks are compare-mt's at ``evaluation.significance`` (the compare rule's --p):
+    the caption says that level, not a fixed 0.05, beside the paper's own."""
+    import json
+
+    (tmp_path / "published").mkdir()
+    files = outputs.Files({"corpora": {"multi30k": {"tests": ["t"]}}, "evaluation": evaluation}, STUDY,
+                          str(tmp_path / "results"), published=str(tmp_path / "published"))
+    inputs, build = outputs.t1(files)
+    for path in inputs:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("system,significantly_lower\n" if path.endswith(".csv") else json.dumps({"bleu": 25.0}))
+    table, _ = build()
+    assert f"(paired bootstrap, compare-mt, p < {level}; the paper's: p < 0.05; ours: seed 1 alone" in table.caption
+
+
+@pytest.mark.parametrize("level, meaning", [(0.05, "⇑ / ↑: p < 0.01 / p < 0.05"), (0.1, "⇑ / ↑: p < 0.01 / p < 0.1"),
+                                            (0.01, "⇑: p < 0.01"), (0.001, "⇑: p < 0.001")])
+def test_the_arrows_of_papers_b_and_c_mean_the_configured_level(level, meaning):
+    from headlab.studies.common import arrows
+    assert arrows(level) == meaning
+
+
 def test_table5_lowres_pair_must_be_a_lowres_pair():
     study = {**STUDY, "eight_fixed_lowres": ["en-vi"]}
     with pytest.raises(ConfigError, match=r"\[paper_A.eight_fixed_lowres\] pair\(s\) en-vi are not in "

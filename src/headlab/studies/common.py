@@ -142,11 +142,25 @@ class StudyFiles:
         """Bootstrap resamples of the test set (``evaluation.bootstrap_samples``)."""
         return int(self.config.get("evaluation", {}).get("bootstrap_samples", 1000))
 
+    def significance(self) -> float:
+        """The level of compare-mt's marks in the tables (``evaluation.significance``, the
+        ``compare`` rule's ``--p``): what a caption says its marks mean."""
+        return float(self.config.get("evaluation", {}).get("significance", 0.05))
+
     def options(self) -> dict:
         """The study preset's options with the config's training overrides (what its models
         were trained with, for READMEs and speeds)."""
         from headlab.engine.config import resolve_preset
         return {**resolve_preset(self.study["preset"]), **self.config.get("training", {}).get("overrides", {})}
+
+
+def arrows(level: float) -> str:
+    """What paper B's and C's marks of a system better than its baseline mean, at the marks'
+    configured ``level``: ⇑ where the bootstrap's p < 0.01, ↑ below the level above that (at
+    a level of 0.01 or less, every mark is a ⇑)."""
+    if level <= 0.01:
+        return f"⇑: p < {level:g}"
+    return f"⇑ / ↑: p < 0.01 / p < {level:g}"
 
 
 def readme_tail(provenance: Mapping[str, Any], effects_csv: str, outputs: list[str]) -> list[str]:

@@ -84,7 +84,8 @@ def t1(files: Files):
                              over="seed"),
                        pivot(paper, index="row", columns="layers", values="value", mark="significantly_lower", best=None))
         table.caption = ("Paper A Table 1: BLEU by encoder+decoder layers; several seeds: mean ± sd (n). * significantly "
-                         f"lower than 8L (paired bootstrap, compare-mt, p < 0.05; ours: seed {common.first_seed(study)} "
+                         f"lower than 8L (paired bootstrap, compare-mt, p < {files.significance():g}; the paper's: p < 0.05; ours: "
+                         f"seed {common.first_seed(study)} "
                          "alone, test-set sampling only, the paper's test: not the verdict, which is effects.csv's "
                          "seed-aware test and may disagree).")
         if (ours["mark"] == common.UNTESTED).any():

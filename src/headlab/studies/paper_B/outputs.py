@@ -10,7 +10,7 @@ import pandas as pd
 
 from headlab.errors import DataError
 from headlab.studies import common, published
-from headlab.studies.common import UNTESTED, bootstrap_row, corpus_pairs, first_seed, load_json, pair_label, seeds as study_seeds
+from headlab.studies.common import UNTESTED, arrows, bootstrap_row, corpus_pairs, first_seed, load_json, pair_label, seeds as study_seeds
 from headlab.studies.paper_B.grid import (OUTDIR, STAGES, SYSTEMS, chosen, final_models, plain, preset, size_seeds,
                                           sweep_sizes)
 from headlab.studies.tables import beside, pivot
@@ -138,9 +138,8 @@ def t3(files: Files):
                              col_order=list(SYSTEMS), over="seed"),
                        pivot(paper, index="row", columns="column", values="value", best=None, col_order=list(SYSTEMS)))
         table.caption = ("Paper B Table 3: BLEU (sacreBLEU) of T-base, T-optimal and DHICM; several seeds: mean ± sd (n). "
-                         "⇑ / ↑: DHICM better than T-optimal by paired bootstrap (compare-mt, seed "
-                         f"{first} alone, test-set sampling only: the paper's test, not the verdict), p < 0.01 / p < the configured "
-                         "level; the verdict is effects.csv's seed-aware test and may disagree.")
+                         f"{arrows(files.significance())}: DHICM better than T-optimal by paired bootstrap (compare-mt, "
+                         f"seed {first} alone, test-set sampling only: the paper's test, not the verdict); the verdict is effects.csv's seed-aware test and may disagree.")
         if (ours["mark"] == UNTESTED).any():
             table.caption += (f" {UNTESTED}: compare-mt's bootstrap has no result for DHICM, not judged (not "
                               "'not significant').")

@@ -17,7 +17,7 @@ training speed for it, which here is the LPEA+RHE model's own.
 
 Every T1 system has the default variant, so the Transformer is the very model paper A
 trains (shared, not retrained) and compare-mt's paired bootstrap compares the seven as
-one group (⇑ / ↑: better than the Transformer at p < 0.01 / p < 0.05).
+one group (⇑ / ↑: better than the Transformer at p < 0.01 / p < `evaluation.significance`, 0.05 by default).
 
 Analyses on one pair (``analysis_pair``, the paper's En→De WMT16): Table 2, Table 3 (the
 clipping ``k`` of LPEA+RHE), Table A2 (the enhanced layers of LPEA+RHE: the caption says

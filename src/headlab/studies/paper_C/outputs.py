@@ -11,7 +11,7 @@ import pandas as pd
 from headlab.errors import DataError
 from headlab.naming import model_path, path
 from headlab.studies import common, published
-from headlab.studies.common import (UNTESTED, at_seeds, bootstrap_row, corpus_pairs, first_seed, load_json, pair_label,
+from headlab.studies.common import (UNTESTED, arrows, at_seeds, bootstrap_row, corpus_pairs, first_seed, load_json, pair_label,
                                     seeds as study_seeds)
 from headlab.studies.paper_C.grid import (
     F5_SPLIT, OUTDIR, T1_SYSTEMS, T2_SYSTEMS, a2_models, a3_models, analysis_pair, enhanced, f4_models, runs, system_model,
@@ -77,7 +77,8 @@ def _bleu(files: Files, model) -> float:
 
 def t1(files: Files):
     """BLEU and #params of the seven systems per pair (Table 1), BLEU the mean over seeds;
-    ⇑/↑ better than the Transformer by paired bootstrap on the first seed (p < 0.01 / p < 0.05)."""
+    ⇑/↑ better than the Transformer by paired bootstrap on the first seed (p < 0.01 / p < the
+    configured level: :func:`headlab.studies.common.arrows`)."""
     cells = [(corpus, pair, t1_models(files.study, corpus, pair)) for corpus, pair in corpus_pairs(files.study)]
     inputs = [files.bleu(run) for _, _, systems in cells for model in systems.values() for run in runs(files.study, model)]
     inputs += [files.params(model) for _, _, systems in cells for model in systems.values()]
@@ -108,9 +109,9 @@ def t1(files: Files):
         table.caption = ("Paper C Table 1: BLEU (sacreBLEU; several seeds: mean ± sd (n)) and trainable parameters "
                          "(ours in thousands, the paper in millions) of the Transformer, "
                          "Rel_Pos, Localness, DEA, DEA+RHE, LPEA and LPEA+RHE (enhanced encoder layers: "
-                         f"{files.study.get('enhanced', '1-1')}). ⇑ / ↑: better than the Transformer by paired bootstrap "
-                         f"(compare-mt, seed {first_seed(files.study)} alone, test-set sampling only: the paper's test, not "
-                         "the verdict), p < 0.01 / p < 0.05; the verdicts are effects.csv's seed-aware tests and may "
+                         f"{files.study.get('enhanced', '1-1')}). {arrows(files.significance())}: better than the Transformer by "
+                         f"paired bootstrap (compare-mt, seed {first_seed(files.study)} alone, test-set sampling only: the "
+                         "paper's test, not the verdict); the verdicts are effects.csv's seed-aware tests and may "
                          "disagree.")
         if (ours["mark"] == UNTESTED).any():
             table.caption += (f" {UNTESTED}: compare-mt's bootstrap has no result for the system, not judged (not "
