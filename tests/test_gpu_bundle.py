@@ -366,6 +366,29 @@ def test_a_chain_s_stages_count_against_the_first_call_s_window(budget, refused,
         "phases" in status["calls"][0]
 
 
+def test_the_bundle_refuses_to_replace_a_folder_that_is_not_a_bundle(tmp_path):
+    """``--out .`` or ``--out results`` was wiped whole once the bundle was built; now it is
+    refused before any work (a plan that is not there is never read), its files kept."""
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(ConfigError) as caught:
+        bundle.build(out, plan_path=tmp_path / "no-plan.yaml")
+    assert str(caught.value) == (f"--out {out}: a folder that is not a bundle (it has no manifest.json) and not "
+                                 "empty; the bundle would replace it whole")
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_a_previous_bundle_an_empty_folder_or_none_may_be_the_bundles_folder(tmp_path):
+    previous = tmp_path / "gpu-bundle"
+    previous.mkdir()
+    (previous / "manifest.json").write_text("{}\n")
+    (previous / "run.py").write_text("")
+    (tmp_path / "empty").mkdir()
+    for out in (previous, tmp_path / "empty", tmp_path / "new"):
+        bundle.check_out_folder(out)
+
+
 def test_a_sitting_never_overwrites_a_published_folder(tmp_path):
     first = gpu_runner.sitting_folder(tmp_path, "A-T1-deep", "h100", "65e2124", "2026-11-27")
     assert first == "results/published/A-T1-deep/2026-11-27-h100-65e2124"

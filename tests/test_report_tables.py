@@ -213,3 +213,51 @@ def test_a_text_column_is_left_aligned_and_never_bold():
     table.marks.insert(0, "scale", "")
     assert to_markdown(table).splitlines()[1:3] == ["|:--|:--|--:|--:|", "| 8L | toy | **29.31** | 30.99 |"]
     assert "scale" in to_csv(table).splitlines()[0] and "\\textbf{toy}" not in to_latex(table)
+
+
+def test_an_order_that_leaves_out_a_row_or_column_of_the_results_is_refused():
+    """An order was the table's rows exactly: a row it did not list vanished from the table."""
+    with pytest.raises(DataError) as caught:
+        _table(row_order=["8L"])
+    assert str(caught.value) == "--row-order lacks ['7F'], which the results have"
+    with pytest.raises(DataError) as caught:
+        _table(col_order=["6+6"])
+    assert str(caught.value) == "--col-order lacks ['6+1'], which the results have"
+
+
+def test_an_order_naming_a_row_the_results_lack_keeps_it_empty_for_the_studies():
+    """Paper D's Table 3 lists a row the paper has not ('Baseline (fine-tuned, no pruning)'):
+    its side of the table keeps the row, empty."""
+    table = _table(row_order=["8L", "7F", "1L"])
+    assert list(table.values.index) == ["8L", "7F", "1L"] and table.values.loc["1L"].isna().all()
+
+
+def test_cli_refuses_an_order_naming_what_neither_the_results_nor_the_paper_have(tmp_path):
+    """A misspelt label in --row-order / --col-order was an empty row or column; a label the
+    paper alone has is the paper's row, empty on our side."""
+    TIDY.to_csv(tmp_path / "r.csv", index=False)
+    pd.concat([TIDY, TIDY.iloc[:2].assign(system="1L")]).to_csv(tmp_path / "p.csv", index=False)
+    named = ["--in", str(tmp_path / "r.csv"), "--index", "system", "--columns", "config", "--values", "bleu",
+             "--out-prefix", str(tmp_path / "t")]
+    with pytest.raises(DataError) as caught:
+        main(named + ["--row-order", "8L,7F,8l"])
+    assert str(caught.value) == f"--row-order names ['8l'], which {tmp_path / 'r.csv'} lacks"
+    with pytest.raises(DataError) as caught:
+        main(named + ["--col-order", "6+1,6+6,6+2", "--paper", str(tmp_path / "p.csv")])
+    assert str(caught.value) == f"--col-order names ['6+2'], which {tmp_path / 'r.csv'} and {tmp_path / 'p.csv'} lack"
+    with pytest.raises(DataError) as caught:
+        main(named + ["--row-order", "8L,7F", "--paper", str(tmp_path / "p.csv")])
+    assert str(caught.value) == f"--row-order lacks ['1L'], which {tmp_path / 'p.csv'} has"
+    assert not list(tmp_path.glob("t.*"))
+    assert main(named + ["--row-order", "8L,7F,1L", "--paper", str(tmp_path / "p.csv"), "--best", "none"]) == 0
+    assert "| 1L |  | 29.31 |  | 30.99 |" in (tmp_path / "t.md").read_text()
+
+
+def test_cli_scale_multiplies_our_results_not_the_papers_numbers(tmp_path):
+    """--scale 100: our 0.781 is 78.10; the paper's 79.5 is as the paper prints it, not 7950."""
+    TIDY.assign(bleu=[0.781, 0.8, 0.7, 0.75]).to_csv(tmp_path / "r.csv", index=False)
+    TIDY.assign(bleu=[79.5, 80.0, 70.0, 75.0]).to_csv(tmp_path / "p.csv", index=False)
+    assert main(["--in", str(tmp_path / "r.csv"), "--paper", str(tmp_path / "p.csv"), "--index", "system",
+                 "--columns", "config", "--values", "bleu", "--scale", "100", "--best", "none",
+                 "--out-prefix", str(tmp_path / "t")]) == 0
+    assert "| 8L | 78.10 | 79.50 | 80.00 | 80.00 |" in (tmp_path / "t.md").read_text()

@@ -18,6 +18,10 @@ column of the tidy CSV; true cells get ``--mark-symbol`` (default ``*``). ``--pa
 a tidy CSV with the same index/columns/values columns, and the mark column where it has
 one (a paper's numbers seldom come with our significance test). A column these options
 name that the results lack is an error naming it and the columns there are.
+``--row-order`` / ``--col-order`` list every row / column of the results (one left out is
+an error, not a row dropped); a label that neither the results nor ``--paper`` have is an
+error too, and one the paper alone has is its row, empty on our side. ``--scale``
+multiplies our values alone: the paper's numbers are as the paper prints them.
 """
 from __future__ import annotations
 
@@ -219,6 +223,24 @@ def _order(text: str | None):
     return [x for x in text.split(",")] if text else None
 
 
+def _check_order_names(option: str, text: str | None, names: list[str], labels: list) -> None:
+    """Refuse an order that leaves out a label of an input (pivot would refuse it too, but
+    without the file's name), and a label that no input has (a misspelt one would be an
+    empty row or column); a label the paper alone has is its row, empty on our side."""
+    order = _order(text)
+    if not order:
+        return
+    listed = set(order)
+    for name, of_one_input in zip(names, labels):
+        left_out = [label for label in dict.fromkeys(of_one_input) if label not in listed]
+        if left_out:
+            raise DataError(f"{option} lacks {left_out}, which {name} has")
+    known = {label for of_one_input in labels for label in of_one_input}
+    unknown = [label for label in order if label not in known]
+    if unknown:
+        raise DataError(f"{option} names {unknown}, which {' and '.join(names)} {'lack' if len(names) > 1 else 'lacks'}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--in", dest="inputs", action="append", required=True, help="tidy CSV (repeatable)")
@@ -230,7 +252,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mark-symbol", default="*", help="mark of a significant difference")
     parser.add_argument("--best", default="max", choices=["max", "min", "none"], help="bold the max or min of each column, or none")
     parser.add_argument("--decimals", type=bounded(int, 0), default=2, help="decimals shown (0 or more)")
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply values (e.g. 100 for %%)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply our values (e.g. 100 for %%); the --paper numbers are left as they are")
     parser.add_argument("--paper", default=None, help="tidy CSV of the paper's numbers, same columns")
     parser.add_argument("--row-order", default=None, help="comma-separated row labels")
     parser.add_argument("--col-order", default=None, help="comma-separated column labels")
@@ -239,7 +261,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.csv, PREFIX.md, PREFIX.tex")
     args = parser.parse_args(argv)
 
-    def build(paths, where, mark, mark_if_there=False):
+    def read(paths, where, mark, scale=1.0, mark_if_there=False):
+        """(tidy rows with numeric values, the mark column they have or None)."""
         import pandas as pd
 
         tidy = read_tidy(paths, where)
@@ -256,11 +279,12 @@ def main(argv: list[str]) -> int:
             first = words.iloc[0]
             raise DataError(f"--values {args.values!r}: {first[args.values]!r} (row {first[args.index]!r}, column "
                             f"{first[args.columns]!r}) in {', '.join(map(str, paths))} is no number")
-        tidy[args.values] = numbers
+        tidy[args.values] = numbers * scale
         tidy[args.columns] = tidy[args.columns].astype(str)
         tidy[args.index] = tidy[args.index].astype(str)
-        if args.scale != 1.0:
-            tidy[args.values] = tidy[args.values] * args.scale
+        return tidy, mark
+
+    def build(tidy, mark):
         return pivot(tidy, index=args.index, columns=args.columns, values=args.values,
                      mark=mark,
                      mark_symbol=args.mark_symbol, row_order=_order(args.row_order),
@@ -268,9 +292,15 @@ def main(argv: list[str]) -> int:
                      best=None if args.best == "none" else args.best,
                      caption=args.caption, label=args.label)
 
-    table = build(args.inputs, args.where, args.mark)
+    # --scale is for our results alone: the paper's numbers are as the paper prints them
+    inputs = [(", ".join(args.inputs), *read(args.inputs, args.where, args.mark, args.scale))]
     if args.paper:  # the paper's numbers seldom carry a significance column: its mark only if there
-        table = beside(table, build([args.paper], None, args.mark, mark_if_there=True))
+        inputs.append((args.paper, *read([args.paper], None, args.mark, mark_if_there=True)))
+    names = [name for name, _, _ in inputs]
+    _check_order_names("--row-order", args.row_order, names, [tidy[args.index] for _, tidy, _ in inputs])
+    _check_order_names("--col-order", args.col_order, names, [tidy[args.columns] for _, tidy, _ in inputs])
+    tables = [build(tidy, mark) for _, tidy, mark in inputs]
+    table = beside(*tables) if args.paper else tables[0]
     for path in write_table(table, args.out_prefix):
         print(path)
     return 0

@@ -96,8 +96,8 @@ def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = Non
     if dup.any():
         first = tidy[dup].iloc[0]
         raise DataError(f"two values for ({first[index]!r}, {first[columns]!r}): filter the rows first")
-    rows = list(row_order) if row_order else list(dict.fromkeys(tidy[index]))
-    cols = list(col_order) if col_order else list(dict.fromkeys(tidy[columns]))
+    rows = _ordered(tidy[index], row_order, "--row-order")
+    cols = _ordered(tidy[columns], col_order, "--col-order")
     numbers = tidy.assign(**{values: pd.to_numeric(tidy[values], errors="coerce")})
     groups = numbers.groupby([index, columns], sort=False)
     shape = dict(index=rows, columns=cols)
@@ -120,6 +120,21 @@ def pivot(tidy, *, index: str, columns: str, values: str, mark: str | None = Non
         flags = tidy.assign(_m=tidy[mark].map(lambda value: _symbol(value, mark_symbol)))
         marks = grid_of(flags.groupby([index, columns], sort=False)["_m"].first()).fillna("")
     return Table(grid, marks, index_name=index, sd=sd, count=count, **kwargs)
+
+
+def _ordered(labels, order, option: str) -> list:
+    """The table's rows (or columns): ``order`` where given, else the labels as they come.
+    An order that leaves out a label of the results is refused: the table would drop it
+    silently. A label of the order the results lack stays, an empty row (paper D's Table 3
+    lists a row the paper has not, so that the paper's side lines up with ours)."""
+    present = list(dict.fromkeys(labels))
+    if not order:
+        return present
+    listed = set(order)
+    left_out = [label for label in present if label not in listed]
+    if left_out:
+        raise DataError(f"{option} lacks {left_out}, which the results have")
+    return list(order)
 
 
 def _symbol(value, default: str) -> str:

@@ -502,13 +502,31 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+#: the file that makes a folder a bundle: the one folder ``--out`` may replace
+MANIFEST = "manifest.json"
+
+
+def check_out_folder(out: Path) -> None:
+    """Refuse an ``out`` that holds anything but a previous bundle: the bundle replaces its
+    folder whole, and ``--out .`` or ``--out results`` would wipe the checkout's files."""
+    out = Path(out)
+    if not out.exists():
+        return
+    if out.is_dir() and ((out / MANIFEST).is_file() or not any(out.iterdir())):
+        return
+    raise ConfigError(f"--out {out}: a folder that is not a bundle (it has no {MANIFEST}) and not empty; "
+                      "the bundle would replace it whole")
+
+
 def build(out: Path, *, slice_name: str | None = None, published: Path | str = gpu_plan.PUBLISHED,
           plan_path: Path | str = gpu_plan.PLAN, configfiles=CONFIGS, targets=TARGETS, python_version: str = "3.12",
           cores: int = 2, max_mib: float = 55.0) -> dict:
-    """Write the bundle folder ``out`` (replaced as a whole once complete) for the plan's
+    """Write the bundle folder ``out`` (a previous bundle there is replaced as a whole once
+    complete; any other folder that is not empty is refused) for the plan's
     next slice (or ``slice_name``); its manifest."""
     import yaml
 
+    check_out_folder(out)               # refused before minutes of preparation, not wiped after them
     started = time.time()
     plan = gpu_plan.load(plan_path)
     choice = gpu_plan.choose(plan, published, slice_name)
@@ -567,7 +585,7 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
                                f"(wheels {_size(work / 'wheels') / 2**20:.1f} MiB, data "
                                f"{(work / 'data.tar.gz').stat().st_size / 2**20:.1f} MiB, source "
                                f"{(work / 'source.tar.gz').stat().st_size / 2**20:.1f} MiB)")
-        (work / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (work / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if out.exists():
             shutil.rmtree(out)
         os.replace(work, out)
@@ -632,7 +650,8 @@ OUT/status.json is rewritten every 30 s; OUT/headlab-sitting.tar.gz holds what i
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="headlab gpu-bundle", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="gpu-bundle", help="the bundle folder (replaced)")
+    parser.add_argument("--out", default="gpu-bundle", help="the bundle folder: replaced where it is a previous bundle; "
+                        "any other folder that is not empty is refused")
     parser.add_argument("--slice", default=None,
                         help="the GPU plan's slice to bundle (default: the first not done that fits a sitting)")
     parser.add_argument("--published", default=str(gpu_plan.PUBLISHED),
