@@ -80,6 +80,21 @@ def test_the_shipped_configs_pass():
     ({"studies.paper_A.data": {"multi30k": ["en-de"]}, "studies.paper_A.wsd_pair": "de-en"},
      "[studies.paper_A.wsd_pair] wsd_pair 'de-en' is not one of the pairs of studies.paper_A.data (en-de): Table 6 "
      "and Figure 2 would show the paper's numbers only; name one MuCoW scores: en-de"),
+    # Table 6 reads MuCoW's TED+Tatoeba average: without either it failed after training
+    ({"evaluation": {"mucow_domains": ["ted", "opensubs"]}},
+     "[evaluation.mucow_domains] paper A Table 6 reports MuCoW's TED+Tatoeba average: mucow_domains must include "
+     "ted and tatoeba (it has: ted, opensubs)"),
+    ({"studies.paper_A.data": {"multi30k": ["en-cs"]}, "studies.paper_A.wsd_pair": "en-cs"},
+     "[studies.paper_A.wsd_pair] MuCoW's en-cs items come from no ted corpus: Table 6 reports their TED+Tatoeba "
+     "average; name a pair with both: de-en, en-de, en-ru, ru-en (studies.paper_A.data trains none: Table 6 "
+     "then shows the paper's numbers only)"),
+    ({"studies.paper_A.data": {"multi30k": ["en-cs", "en-de"]}, "studies.paper_A.wsd_pair": "en-cs"},
+     "[studies.paper_A.wsd_pair] MuCoW's en-cs items come from no ted corpus: Table 6 reports their TED+Tatoeba "
+     "average; name a pair with both: en-de"),
+    # an atlas pattern that matches no model (model paths start with the corpus)
+    ({"atlas": {"models": ["multi30k/de-en/*", "en-de/*"]}},
+     "[atlas.models[1]] pattern 'en-de/*' matches no model this config trains: patterns are matched against whole "
+     "model paths (corpus/pair/size/preset/variant/layers/heads/seedN), e.g. 'multi30k/en-de/300/tiny/default/"),
     # a syntax head kind on a source that is not English (the parses are English)
     ({"studies.baseline.data": {"multi30k": ["de-en"]}, "studies.baseline.heads": ["8L", "8DEA,*(8L)"]},
      "[studies.baseline.heads[1]] head spec '8DEA,*(8L)' has syntax heads, which read parses of the English "
@@ -245,3 +260,52 @@ def test_a_grid_head_count_that_does_not_divide_the_width_names_the_grid():
     with pytest.raises(ConfigError, match=r"^\[studies.paper_B.grid.stage1.heads\] heads 6 does not divide the "
                                           r"model width \(hidden_size 64\)"):
         check({**config, "studies": {"paper_B": config["studies"]["paper_B"]}})
+
+
+def test_an_untrained_wsd_pair_leaves_table_6_the_papers_numbers():
+    """paper A trains only en-cs, whose MuCoW items have no TED: no trained pair could stand
+    in Table 6, so a wsd_pair it does not train is no error (Table 6 shows the paper's numbers)."""
+    check(_config(**{"studies.paper_A.data": {"multi30k": ["en-cs"]}, "studies.paper_A.wsd_pair": "de-en"}))
+
+
+def test_the_wsd_pairs_corpora_are_read_from_its_key_file_when_fetched(tmp_path):
+    """A key file on disk (the mirror, or the fetched raw data) says which corpora the pair
+    has, over the table in the code."""
+    folder = tmp_path / "mucow" / "translation"
+    folder.mkdir(parents=True)
+    (folder / "de-en.key.txt").write_text("1\tted\tbank\tbank\tbench\n2\topensubs\tbank\tbank\tbench\n")
+    assert "[studies.paper_A.wsd_pair] MuCoW's de-en items come from no tatoeba corpus" in _error_with(
+        _config(), mirror=str(tmp_path))
+    check(_config())      # the table: de-en has both
+
+
+def _error_with(config, **kwargs) -> str:
+    with pytest.raises(ConfigError) as err:
+        check(config, **kwargs)
+    return str(err.value)
+
+
+def test_the_mucow_domain_enum_holds_the_corpora_of_the_key_files():
+    """No MuCoW key file has europarl, jrc or news items: naming one scored nothing."""
+    from headlab.eval.mucow import CORPORA
+
+    schema = yaml.safe_load((ROOT / "config/schema.yaml").read_text())
+    enum = schema["properties"]["evaluation"]["properties"]["mucow_domains"]["items"]["enum"]
+    assert sorted(enum) == sorted(set().union(*CORPORA.values()))
+    assert _schema_errors({**SMOKE, "evaluation": {"mucow_domains": ["ted", "tatoeba", "news"]}})
+
+
+def test_atlas_patterns_of_models_a_search_names_later_are_not_judged_yet():
+    """paper B's T-optimal and DHICM finals and paper D's pruned fine-tunes are models only
+    once their search stages ran: a pattern that can match only them matches nothing when the
+    DAG is first built, and is no error; one for another corpus/pair is."""
+    from headlab.atlas.select import run_models
+    from fnmatch import fnmatch
+
+    shipped = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    later = ["multi30k/de-en/full/mini_paper_B/dropout=*", "multi30k/en-de/*/ft_*enc_head_mask=*"]
+    known = list(run_models(shipped, None))
+    assert not [path for path in known for pattern in later if fnmatch(path, pattern)]
+    check({**shipped, "atlas": {"models": later}})
+    message = _error({**shipped, "atlas": {"models": ["multi30k/fr-de/*"]}})
+    assert message.startswith("[atlas.models[0]] pattern 'multi30k/fr-de/*' matches no model this config trains")

@@ -176,6 +176,33 @@ def test_mucow_split_keeps_requested_domains(mirror):
     assert len(mucow(mirror, "de-en", ["ted"], limit=5)[0]) == 5
 
 
+def test_mucow_split_of_no_items_is_an_error_and_writes_nothing(mirror, tmp_path):
+    """Corpora the pair has no items from wrote three empty files, and the translation and
+    scoring jobs ran on them."""
+    from headlab.eval.suite_split import main
+
+    prefix = str(tmp_path / "mucow")
+    with pytest.raises(ConfigError) as caught:
+        main(["--suite", "mucow", "--pair", "de-en", "--root", str(mirror), "--domains", "news,europarl",
+              "--out-prefix", prefix])
+    assert str(caught.value) == ("[domains] MuCoW's de-en suite has no items from news, europarl "
+                                 "(its corpora: books, eubooks, opensubs, tatoeba, ted)")
+    with pytest.raises(ConfigError, match=r"MuCoW's en-cs suite has no items from ted \(its corpora: "):
+        main(["--suite", "mucow", "--pair", "en-cs", "--root", str(mirror), "--domains", "ted",
+              "--out-prefix", prefix])
+    assert not list(tmp_path.glob("mucow*"))
+
+
+def test_the_mucow_corpora_table_is_that_of_the_key_files(mirror):
+    """The config check falls back on this table before the suite is fetched."""
+    from headlab.eval.mucow import CORPORA, load_keys
+
+    folder = mirror / "mucow" / "translation"
+    on_disk = {path.name.split(".")[0]: tuple(sorted({key.corpus for key in load_keys(path)}))
+               for path in folder.glob("*.key.txt")}
+    assert on_disk == {pair: tuple(sorted(corpora)) for pair, corpora in CORPORA.items()}
+
+
 def test_suite_split_by_hand_names_what_is_missing(mirror, tmp_path, capsys):
     """Run by hand before the suite is fetched, mucow was a FileNotFoundError traceback, and a
     misspelt DistilLingEval suite said "missing src.en[.gz]"; --limit -1 kept all but the last item."""

@@ -3,7 +3,8 @@
 Config key ``atlas`` (config/schema.yaml; absent: no atlas):
 
 * ``models``: ``headline`` (default), ``all``, or a list of model-path patterns
-  (``fnmatch``, e.g. ``multi30k/en-de/*``). ``headline`` = the models of each study's
+  (``fnmatch`` on the whole path, e.g. ``multi30k/en-de/*``; one that matches no model is a
+  config error when the DAG is built, :func:`check_patterns`). ``headline`` = the models of each study's
   headline comparison (:meth:`headlab.studies.base.Study.is_headline`) and every model with head gates, DHICM, RHE heads
   or a head mask, in any study, each at its study's first seed: the other seeds of a
   headline comparison repeat the same kinds at the same sizes, so their heads add rows but
@@ -20,9 +21,12 @@ as not characterised.
 """
 from __future__ import annotations
 
+import difflib
+import re
 from fnmatch import fnmatch
 from typing import Any, Mapping
 
+from headlab.errors import ConfigError
 from headlab.naming import model_path, parse_heads_name, parse_tune, path
 
 DEFAULTS = {"models": "headline", "valid_sentences": 100, "treebank": "ud-en_ewt", "treebank_sentences": 100,
@@ -87,6 +91,47 @@ def selected(config, root: str) -> dict[str, dict]:
         if first and (special(m) or any(headline[name](m) for name in first)):
             keep[folder] = entry
     return keep
+
+
+def check_patterns(config) -> None:
+    """Each ``atlas.models`` pattern matches a model the config trains, or could match one
+    that a search names later: else the atlas would leave it out silently (fnmatch on the
+    whole path, so ``en-de/*`` matches nothing: paths start with the corpus)."""
+    atlas = settings(config)
+    if atlas is None or not isinstance(atlas["models"], list):
+        return
+    known = list(run_models(config, None))     # no results folder: what the config alone names
+    searched = _searched_prefixes(config)
+    for index, pattern in enumerate(atlas["models"]):
+        if any(fnmatch(known_path, pattern) for known_path in known) or _may_match_later(pattern, searched):
+            continue
+        example = f", e.g. {_example(pattern, known)!r}" if known else ""
+        raise ConfigError(f"pattern {pattern!r} matches no model this config trains: patterns are matched against "
+                          f"whole model paths (corpus/pair/size/preset/variant/layers/heads/seedN){example}",
+                          key=f"atlas.models[{index}]")
+
+
+def _searched_prefixes(config) -> set[str]:
+    """``corpus/pair/`` of every search (paper B's stages, paper D's gates): the models it
+    names (paper B's T-optimal and DHICM finals, paper D's pruned fine-tunes) are known only
+    once its stage files exist, and their other path parts (options, fine-tune) only then."""
+    from headlab.studies import stage_keys
+
+    return {f"{key['corpus']}/{key['pair']}/" for name in config["studies"] for key in stage_keys(config, name)}
+
+
+def _may_match_later(pattern: str, searched: set[str]) -> bool:
+    """Could ``pattern`` match a model a search names later? Judged on the text before its
+    first wildcard only (the rest of such a path is not known when the DAG is built)."""
+    literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    return any(prefix.startswith(literal) or literal.startswith(prefix) for prefix in searched)
+
+
+def _example(pattern: str, paths: list[str]) -> str:
+    """The model path most like ``pattern``, among those holding all its literal parts if any do."""
+    parts = [part.strip("/") for part in re.split(r"[*?\[\]]", pattern) if part.strip("/")]
+    holding = [p for p in paths if all(part in p for part in parts)] or paths
+    return (difflib.get_close_matches(pattern, holding, n=1, cutoff=0) or holding)[0]
 
 
 def bleu_scores(config, root: str, m: Mapping[str, str]) -> dict[str, str]:

@@ -8,9 +8,10 @@ translation/forced scoring treat it like any test set. Suites:
 - ``distil_<name>`` (EN->DE, DistilLingEval ``<name>.mt``): source twice, then the correct
   targets followed by the incorrect ones (the single-score-file layout that
   ``headlab contrastive distil --scores`` reads).
-- ``mucow`` (de-en, en-de; the MuCoW WMT19 translation suite): sources and references of
-  the sentences whose corpus (key column 2) is in ``--domains`` (default: ted, tatoeba, the
-  two paper A Table 6 reports), plus ``PREFIX.key`` with their key lines.
+- ``mucow`` (the MuCoW WMT19 translation suite): sources and references of the sentences
+  whose corpus (key column 2) is in ``--domains`` (default: ted, tatoeba, the two paper A
+  Table 6 reports), plus ``PREFIX.key`` with their key lines; an error, writing nothing, when
+  the pair has no items from those corpora.
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ import argparse
 from pathlib import Path
 
 from headlab.errors import ConfigError, DataError
+from headlab.eval.mucow import CORPORA
 from headlab.io import atomic_write, read_lines
 from headlab.options import bounded
 
 DISTIL_PAIRS = {"en-de"}
-MUCOW_PAIRS = {"de-en", "en-de", "en-cs", "en-fi", "en-lt", "en-ru", "fi-en", "lt-en", "ru-en"}
+MUCOW_PAIRS = set(CORPORA)
 
 
 def _write(path: str, lines: list[str]) -> None:
@@ -56,7 +58,11 @@ def mucow(root: Path, pair: str, domains: list[str], limit: int | None = None) -
             raise DataError(f"missing; get it with: headlab fetch --dataset mucow --dest {root / 'mucow'}",
                             path=str(path))
     src, ref, keys = (read_lines(path) for path in paths)
-    keep = [i for i, key in enumerate(keys) if key.split("\t")[1] in domains][:limit]
+    corpora = [key.split("\t")[1] for key in keys]
+    keep = [i for i, corpus in enumerate(corpora) if corpus in domains][:limit]
+    if not keep:        # empty files would be translated and scored as if they were a suite
+        raise ConfigError(f"MuCoW's {pair} suite has no items from {', '.join(domains)} "
+                          f"(its corpora: {', '.join(sorted(set(corpora)))})", key="domains")
     return [src[i] for i in keep], [ref[i] for i in keep], [keys[i] for i in keep]
 
 

@@ -23,8 +23,11 @@ preparation, with one error naming the config key:
   a study reading more checkpoints than a training keeps and saves (paper C's
   ``average_last``) or more exported attention sentences than ``evaluation.attention_sentences``
   (paper B's ``figure_sentence``), the profile's gold trees (paper D's and the atlas's
-  ``treebank``), and what each study checks itself (:meth:`headlab.studies.base.Study.check`:
-  paper A's suite pairs, paper B's grids, paper D's fine-tune options).
+  ``treebank``), paper A's Table 6 (``evaluation.mucow_domains`` and a ``wsd_pair`` with
+  MuCoW items from TED and Tatoeba, whose average it reports), the atlas's model patterns
+  (``atlas.models``: each matches a model), and what each study checks itself
+  (:meth:`headlab.studies.base.Study.check`: paper A's suite pairs, paper B's grids, paper
+  D's fine-tune options).
 
 Seeds (``seeds``, ``headline_seeds``: positive, no repeats) are checked by the schema (seed
 0 would leave OpenNMT-py unseeded: its ``set_random_seed`` seeds only values > 0); a seed
@@ -457,6 +460,8 @@ def _check_reported(options: Mapping, global_overrides: Mapping, overrides: Mapp
 def check(config: Mapping, mirror: str | None = None) -> None:
     """Raise one :class:`ConfigError` naming the config key of the first problem.
     ``mirror``: the data mirror, where registered corpora may already be countable."""
+    from headlab.atlas.select import check_patterns
+
     check_overrides(config)
     check_corpora(config)
     check_head_names(config)
@@ -465,3 +470,17 @@ def check(config: Mapping, mirror: str | None = None) -> None:
     roots = (f"{config.get('results', 'results')}/data/raw",) + ((str(mirror),) if mirror else ())
     for name in config["studies"]:
         check_study(config, name, roots)
+    check_wsd(config, roots)
+    check_patterns(config)      # the atlas's model patterns
+
+
+def check_wsd(config: Mapping, roots: tuple[str, ...]) -> None:
+    """Paper A's Table 6: the MuCoW corpora it averages scored, and held by its pair."""
+    from headlab.eval.mucow import AVERAGE_OF
+    from headlab.studies.paper_A.grid import check_wsd as check_table
+
+    study = config["studies"].get("paper_A")
+    if study:
+        domains = (config.get("evaluation") or {}).get("mucow_domains", list(AVERAGE_OF))  # the schema's default
+        check_table(study, domains, roots)
+

@@ -162,8 +162,40 @@ def check(study) -> None:
         if pair not in scored:
             raise ConfigError(f"{suite} has no items for {pair!r} ({readers}); it scores {', '.join(sorted(scored))}",
                               key=f"studies.paper_A.{key}")
-        usable = [known for known in pairs if known in scored]
+        usable = [known for known in pairs if known in scored and (key != "wsd_pair" or averaged(known))]
         if pair not in pairs and usable:
             raise ConfigError(f"{key} {pair!r} is not one of the pairs of studies.paper_A.data ({', '.join(pairs)}): "
                               f"{readers} would show the paper's numbers only; name one {suite} scores: "
                               f"{', '.join(usable)}", key=f"studies.paper_A.{key}")
+
+
+def averaged(pair: str, roots: tuple[str, ...] = ()) -> bool:
+    """Has MuCoW ``pair`` items from both corpora whose average Table 6 reports (TED, Tatoeba)?"""
+    from headlab.eval.mucow import AVERAGE_OF, pair_corpora
+
+    return set(AVERAGE_OF) <= set(pair_corpora(pair, roots))
+
+
+def check_wsd(study, domains: list[str], roots: tuple[str, ...] = ()) -> None:
+    """Table 6 (and the §5.3 claim) read the TED+Tatoeba average of MuCoW's scores of the
+    ``wsd_pair`` models: scoring no TED or no Tatoeba items (``domains``: the config's
+    ``evaluation.mucow_domains``), or a pair without them, leaves no average, and the table
+    failed after training. ``roots``: data folders whose fetched key file, where there is
+    one, says which corpora the pair has (else :data:`headlab.eval.mucow.CORPORA`)."""
+    from headlab.eval.mucow import AVERAGE_OF, CORPORA, pair_corpora
+
+    pair = study.get("wsd_pair", "de-en")      # the schema's default, as the table reads it
+    if pair not in CORPORA or find_pair(study, pair) is None:
+        return      # check() names a pair MuCoW lacks; an untrained one leaves Table 6 the paper's numbers
+    if not set(AVERAGE_OF) <= set(domains):
+        raise ConfigError(f"paper A Table 6 reports MuCoW's TED+Tatoeba average: mucow_domains must include "
+                          f"{' and '.join(AVERAGE_OF)} (it has: {', '.join(domains)})", key="evaluation.mucow_domains")
+    missing = [corpus for corpus in AVERAGE_OF if corpus not in pair_corpora(pair, roots)]
+    if not missing:
+        return
+    trained = [known for _, known in corpus_pairs(study) if known in CORPORA and averaged(known, roots)]
+    others = ", ".join(trained) if trained else (
+        f"{', '.join(known for known in CORPORA if averaged(known, roots))} (studies.paper_A.data trains none: "
+        "Table 6 then shows the paper's numbers only)")
+    raise ConfigError(f"MuCoW's {pair} items come from no {' and no '.join(missing)} corpus: Table 6 reports their "
+                      f"TED+Tatoeba average; name a pair with both: {others}", key="studies.paper_A.wsd_pair")
