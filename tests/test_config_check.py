@@ -309,3 +309,32 @@ def test_atlas_patterns_of_models_a_search_names_later_are_not_judged_yet():
     check({**shipped, "atlas": {"models": later}})
     message = _error({**shipped, "atlas": {"models": ["multi30k/fr-de/*"]}})
     assert message.startswith("[atlas.models[0]] pattern 'multi30k/fr-de/*' matches no model this config trains")
+
+
+def test_each_study_checks_what_it_needs_of_the_rest_of_the_config(monkeypatch, tmp_path):
+    """A study's ``check_in`` hook sees the whole config and the data roots (paper A's Table 6
+    reads evaluation.mucow_domains and the fetched MuCoW key files): the generic check calls
+    it for every configured study, and names no study's module itself."""
+    from headlab.studies import STUDIES
+
+    seen = {}
+
+    def spy(name):
+        def check_in(study, config, roots):
+            seen[name] = (study is config["studies"][name], config is whole, roots)
+        return check_in
+
+    for name in SMOKE["studies"]:
+        monkeypatch.setattr(STUDIES[name], "check_in", spy(name))
+    whole = _config()
+    check(whole, mirror=str(tmp_path))
+    assert seen == {name: (True, True, (f"{SMOKE.get('results', 'results')}/data/raw", str(tmp_path)))
+                    for name in SMOKE["studies"]}
+    source = (ROOT / "src/headlab/workflow/config_check.py").read_text()
+    assert "headlab.studies.paper_" not in source
+
+
+def test_a_study_without_its_own_check_in_checks_nothing_more():
+    from headlab.studies.base import Study
+
+    assert Study.check_in(object(), {}, {"evaluation": {}}, ()) is None

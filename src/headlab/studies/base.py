@@ -90,6 +90,11 @@ class Study(ABC):
     def check(self, study: Mapping[str, Any]) -> None:
         """Raise :class:`headlab.errors.ConfigError` for a config the study cannot run."""
 
+    def check_in(self, study: Mapping[str, Any], config: Mapping[str, Any], roots: tuple[str, ...]) -> None:
+        """Like :meth:`check`, for what the study block alone cannot tell: how the rest of
+        ``config`` serves it (paper A's Table 6 needs MuCoW domains that ``evaluation``
+        scores) and what the data under ``roots`` (folders of fetched corpora) holds."""
+
     def varied_options(self, study: Mapping[str, Any]) -> set[str]:
         """OpenNMT-py options its grid varies itself (a config override of one is an error)."""
         return set()

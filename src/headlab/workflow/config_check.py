@@ -192,6 +192,7 @@ def check_study(config: Mapping, name: str, roots: tuple[str, ...] = ()) -> None
 
     study, prefix = config["studies"][name], f"studies.{name}"
     STUDIES[name].check(study)      # what the study itself checks (paper B's grids)
+    STUDIES[name].check_in(study, config, roots)    # and what it needs of the rest (paper A's MuCoW)
     read, read_key = STUDIES[name].attention_sentences_read(study)
     exported = int(config.get("evaluation", {}).get("attention_sentences", 100))
     if read > exported:
@@ -470,17 +471,5 @@ def check(config: Mapping, mirror: str | None = None) -> None:
     roots = (f"{config.get('results', 'results')}/data/raw",) + ((str(mirror),) if mirror else ())
     for name in config["studies"]:
         check_study(config, name, roots)
-    check_wsd(config, roots)
     check_patterns(config)      # the atlas's model patterns
-
-
-def check_wsd(config: Mapping, roots: tuple[str, ...]) -> None:
-    """Paper A's Table 6: the MuCoW corpora it averages scored, and held by its pair."""
-    from headlab.eval.mucow import AVERAGE_OF
-    from headlab.studies.paper_A.grid import check_wsd as check_table
-
-    study = config["studies"].get("paper_A")
-    if study:
-        domains = (config.get("evaluation") or {}).get("mucow_domains", list(AVERAGE_OF))  # the schema's default
-        check_table(study, domains, roots)
 

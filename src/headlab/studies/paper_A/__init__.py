@@ -63,6 +63,13 @@ class PaperA(Study):
     def check(self, study):
         grid.check(study)
 
+    def check_in(self, study, config, roots):
+        from headlab.eval.mucow import AVERAGE_OF
+
+        # the schema's default when evaluation.mucow_domains is absent
+        domains = (config.get("evaluation") or {}).get("mucow_domains", list(AVERAGE_OF))
+        grid.check_wsd(study, domains, roots)
+
     def tests(self, corpus):
         return grid.tests(corpus)
 
