@@ -338,3 +338,47 @@ def test_a_study_without_its_own_check_in_checks_nothing_more():
     from headlab.studies.base import Study
 
     assert Study.check_in(object(), {}, {"evaluation": {}}, ()) is None
+
+
+@pytest.mark.parametrize("pattern, later", [
+    ("*/seed1/ft_enc_head_mask=1*", True),          # paper D's pruned fine-tunes, mask unknown
+    ("*enc_head_mask=*0.0*", True),
+    ("*mini_paper_B/dropout=0.0+*label_smoothing=0.0*/seed2", True),   # paper B's finals at a choice
+                                                    # its grids allow (0.1 is the preset's: not named)
+    ("*/en-fr/*", False),                           # a leading wildcard judged too: no such pair
+    ("*enc_head_mask=2*", False),                   # a mask holds 0, 1 and dots only
+    ("*mini_paper_B/*dropout=0.3*", False),         # not a value of the grid
+    ("*/seed9/*", False),
+])
+def test_a_pattern_for_a_later_model_is_judged_against_what_the_search_may_name(pattern, later):
+    """The models a search names later, with what the search decides: paper B's finals at
+    each choice its grids allow, paper D's pruned fine-tunes with any 0/1 head mask. A
+    pattern that starts with a wildcard once passed whenever a search was configured."""
+    from headlab.atlas.select import run_models
+    from fnmatch import fnmatch
+
+    shipped = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    assert not [path for path in run_models(shipped, None) if fnmatch(path, pattern)]
+    config = {**shipped, "atlas": {"models": ["multi30k/*", pattern]}}
+    if later:
+        check(config)
+    else:
+        assert _error(config).startswith(f"[atlas.models[1]] pattern {pattern!r} matches no model this config trains")
+
+
+@pytest.mark.parametrize("first, second, both", [
+    ("a*", "*b", True), ("abc", "a?c", True), ("abc", "abd", False), ("*x*", "ab", False), ("*", "", True),
+    ("a[bc]d", "a[!b]d", True), ("a[b]d", "a[!b]d", False), ("[a-c]", "b", True), ("[a-c]", "d", False),
+    ("[", "[", True), ("*x", "y*", True), ("a*b*c", "a*c", True), ("ab*", "ba*", False),
+])
+def test_two_patterns_overlap_when_one_string_matches_both(first, second, both):
+    from fnmatch import fnmatch
+
+    from headlab.globs import HEAD_MASK, overlap
+
+    assert overlap(first, second) == overlap(second, first) == both
+    witness = {("a*", "*b"): "ab", ("a*b*c", "a*c"): "abc", ("*x", "y*"): "yx", ("a[bc]d", "a[!b]d"): "acd"}
+    if (first, second) in witness:
+        assert fnmatch(witness[first, second], first) and fnmatch(witness[first, second], second)
+    # the head-mask placeholder reads 0, 1 and dots only
+    assert overlap(f"m=x{HEAD_MASK}+s", "m=x1?0.*+s") and not overlap(f"m=x{HEAD_MASK}+s", "m=x*8*")

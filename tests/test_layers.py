@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "headlab"
 
 #: top-level module or package -> layer; a higher number may import a lower one
 LAYERS = {
-    "__init__": 0, "checkpoints": 0, "errors": 0, "io": 0, "naming": 0, "options": 0, "sourcecode": 0,
+    "__init__": 0, "checkpoints": 0, "errors": 0, "io": 0, "globs": 0, "naming": 0, "options": 0, "sourcecode": 0,
     "data": 1,
     "heads": 2,
     "engine": 3,

@@ -27,6 +27,7 @@ from fnmatch import fnmatch
 from typing import Any, Mapping
 
 from headlab.errors import ConfigError
+from headlab.globs import overlap
 from headlab.naming import model_path, parse_heads_name, parse_tune, path
 
 DEFAULTS = {"models": "headline", "valid_sentences": 100, "treebank": "ud-en_ewt", "treebank_sentences": 100,
@@ -101,9 +102,9 @@ def check_patterns(config) -> None:
     if atlas is None or not isinstance(atlas["models"], list):
         return
     known = list(run_models(config, None))     # no results folder: what the config alone names
-    searched = _searched_prefixes(config)
+    later = later_paths(config)
     for index, pattern in enumerate(atlas["models"]):
-        if any(fnmatch(known_path, pattern) for known_path in known) or _may_match_later(pattern, searched):
+        if any(fnmatch(known_path, pattern) for known_path in known) or any(overlap(pattern, path) for path in later):
             continue
         example = f", e.g. {_example(pattern, known)!r}" if known else ""
         raise ConfigError(f"pattern {pattern!r} matches no model this config trains: patterns are matched against "
@@ -111,20 +112,15 @@ def check_patterns(config) -> None:
                           key=f"atlas.models[{index}]")
 
 
-def _searched_prefixes(config) -> set[str]:
-    """``corpus/pair/`` of every search (paper B's stages, paper D's gates): the models it
-    names (paper B's T-optimal and DHICM finals, paper D's pruned fine-tunes) are known only
-    once its stage files exist, and their other path parts (options, fine-tune) only then."""
-    from headlab.studies import stage_keys
+def later_paths(config) -> list[str]:
+    """The paths of the models the studies' searches may name once their stages have run
+    (paper B's T-optimal and DHICM finals at each choice its grids allow, paper D's pruned
+    fine-tunes, their head mask a placeholder), as patterns: a ``*``, ``?`` or ``[`` in a
+    path (a mixer's heads name, ``*4L.4L~dhicm``) is escaped, a character like any other."""
+    from headlab.studies import STUDIES
 
-    return {f"{key['corpus']}/{key['pair']}/" for name in config["studies"] for key in stage_keys(config, name)}
-
-
-def _may_match_later(pattern: str, searched: set[str]) -> bool:
-    """Could ``pattern`` match a model a search names later? Judged on the text before its
-    first wildcard only (the rest of such a path is not known when the DAG is built)."""
-    literal = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
-    return any(prefix.startswith(literal) or literal.startswith(prefix) for prefix in searched)
+    return [re.sub(r"([*?\[])", r"[\1]", model_path(model)) for name, study in config["studies"].items()
+            for model in STUDIES[name].later_models(study)]
 
 
 def _example(pattern: str, paths: list[str]) -> str:

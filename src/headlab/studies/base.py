@@ -129,6 +129,13 @@ class Study(ABC):
         translations: the atlas reads their BLEU where they exist). Default: no."""
         return False
 
+    def later_models(self, study: Mapping[str, Any]) -> list[dict[str, str]]:
+        """Every model its search stages may name once they have run (model dicts): paper B's
+        finals at each choice its grids allow, paper D's pruned fine-tunes with the head mask
+        a placeholder (:data:`headlab.globs.HEAD_MASK`). The DAG check judges an
+        ``atlas.models`` pattern against them before the search has run. Default: none."""
+        return []
+
     def stage_keys(self, study: Mapping[str, Any]) -> list[dict[str, str]]:
         """(corpus, pair, stage) of each search stage, in order."""
         return []

@@ -93,6 +93,9 @@ class PaperB(Study):
     def is_headline(self, study, root):
         return grid.is_headline(study, root)
 
+    def later_models(self, study):
+        return grid.later_models(study)
+
     def stage_keys(self, study):
         return grid.stage_keys(study)
 

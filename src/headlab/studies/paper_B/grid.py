@@ -107,6 +107,22 @@ def final_models(study, root: str | None, corpus: str, pair: str, size="full",
             "DHICM": (_model(study, corpus, pair, best, dhicm=True, size=size, seed=seed), best)}
 
 
+def later_models(study) -> list[dict[str, str]]:
+    """The models the search may name: stage 2's candidates at each choice stage 1 can make,
+    and the T-optimal and DHICM finals at each choice stage 2 can make (its candidates'
+    overrides), at every size and seed."""
+    out = {}
+    for corpus, pair in corpus_pairs(study):
+        for first in candidates(study, STAGES[0]):
+            for second in candidates(study, STAGES[1], first):
+                later = [_model(study, corpus, pair, second, dhicm=True)] + [
+                    _model(study, corpus, pair, second, dhicm=dhicm, size=size, seed=seed)
+                    for size in ["full", *sweep_sizes(study, corpus, pair)] for seed in size_seeds(study, size)
+                    for dhicm in (False, True)]
+                out.update((model_path(model), model) for model in later)
+    return list(out.values())
+
+
 def sweep_sizes(study, corpus: str, pair: str) -> list[str]:
     """Table 4's size wildcards (``N.sK``) for a corpus pair (all of ``data`` unless ``sweep_data``)."""
     if pair not in study.get("sweep_data", study["data"]).get(corpus, []):

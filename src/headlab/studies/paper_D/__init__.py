@@ -91,6 +91,9 @@ class PaperD(Study):
         # its tables read the first test set only (StudyFiles.test): score no other
         return list(corpus["tests"][:1])
 
+    def later_models(self, study):
+        return grid.later_models(study)
+
     def stage_keys(self, study):
         return grid.stage_keys(study)
 

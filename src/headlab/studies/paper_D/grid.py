@@ -78,6 +78,18 @@ def pruned(study, root, corpus, pair, seed=None) -> dict[str, dict] | None:
             "Inverted": finetune(base, prune_options(study, stage["inverse"]))}
 
 
+def later_models(study) -> list[dict[str, str]]:
+    """The pruned and inverted fine-tunes of each seed's gates stage, their mask unknown
+    until the stage has run (:data:`headlab.globs.HEAD_MASK`)."""
+    from headlab.globs import HEAD_MASK
+
+    stand_in = "MASK"       # a value a path may name; the placeholder is not one
+    models = [finetune(baseline(study, corpus, pair, seed=seed), prune_options(study, stand_in))
+              for corpus, pair in corpus_pairs(study) for seed in headline_seeds(study)]
+    return [{**model, "tune": model["tune"].replace(f"enc_head_mask={stand_in}", f"enc_head_mask={HEAD_MASK}")}
+            for model in models]
+
+
 def curve_steps(study, config: Mapping[str, Any] | None = None) -> list[int]:
     """Checkpoint steps of the pruned fine-tunes on the BLEU curve: 0 and every save (the
     options as the child's config has them: preset, training overrides, the study's)."""
