@@ -814,3 +814,50 @@ def test_a_chain_sittings_start_up_is_its_slowest_models_whatever_its_stage(tmp_
     with pytest.raises(DataError, match=r"throughput.csv:5: \[models_side_by_side\] models_side_by_side '2.5' is not "
                                         r"a whole number"):
         gpu_measures.measured_speed(tmp_path)
+
+
+def test_a_slices_model_listed_twice_is_one_line_naming_its_line(tmp_path):
+    """Two rows of one model (8L in T1 and in T5): it would train once while the cost counts
+    two, and the bundle would keep one of their table rows."""
+    path = _bad_plan(tmp_path, "      - {heads: 8Ftoken, row: T5 deep}\n", "      - {heads: 8L, row: T5 deep}\n")
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    line = path.read_text().splitlines().index("      - {heads: 8L, row: T5 deep}") + 1
+    assert str(caught.value) == f"{path}:{line}: [heads] slice A-T1-deep: heads '8L' names the same model as '8L': list it once"
+
+
+def test_a_named_slice_that_cannot_reach_its_min_steps_is_refused_before_the_bundle(tmp_path):
+    """The sitting would refuse it on the GPU machine (its window check), after the bundle's
+    minutes and the machine's start-up; the queue's own choice skips it with the same figures."""
+    plan = gpu_plan.load(_bad_plan(tmp_path, "    min_steps: 1000\n", "    min_steps: 3500\n"))
+    found = plan.slice("A-T1-deep")
+    assert not found.fits and found.steps_in_window == 3111
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.choose(plan, tmp_path, "A-T1-deep")
+    assert str(caught.value).endswith("[min_steps] slice A-T1-deep: 3111 steps in a sitting at the plan's throughput, "
+                                      "under its min_steps 3500: lower min_steps or the models side by side")
+    assert gpu_plan.choose(plan, tmp_path).slice.name != "A-T1-deep"
+
+
+def test_an_empty_throughput_table_is_one_line_naming_its_line(tmp_path):
+    path = _bad_plan(tmp_path, "  seconds_per_step: {1: 0.10, 2: 0.12, 3: 0.135, 4: 0.16}\n",
+                     "  seconds_per_step: {}\n")
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    line = path.read_text().splitlines().index("  seconds_per_step: {}") + 1
+    assert "\n" not in str(caught.value) and f"gpu-plan.yaml:{line}:" in str(caught.value) \
+        and "seconds_per_step" in str(caught.value)
+
+
+def test_a_slice_for_a_table_that_shows_no_gpu_rows_is_one_line_naming_its_line(tmp_path):
+    """Its rows would be published into no table, and the table it meant would say "not yet
+    run" for ever; each study's GPU tables are those its builders extend (they check it)."""
+    from headlab.studies import STUDIES
+
+    path = _bad_plan(tmp_path, "    table: T1\n", "    table: T9\n")
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    line = path.read_text().splitlines().index("    table: T9") + 1
+    assert str(caught.value) == f"{path}:{line}: [table] slice A-T1-deep: paper_A shows published GPU rows in T1 and T2, not 'T9'"
+    for study in STUDIES.values():
+        assert set(study.gpu_tables) <= set(study.tables), study.name

@@ -48,6 +48,9 @@ class Study(ABC):
     #: its tables and figures, by output name (``<outdir>/<name>.csv`` …)
     tables: ClassVar[tuple[str, ...]]
     figures: ClassVar[tuple[str, ...]] = ()
+    #: those of its tables that show the GPU sittings' published rows (``published.extend``):
+    #: a slice of ``config/gpu-plan.yaml`` fills one of them
+    gpu_tables: ClassVar[tuple[str, ...]] = ()
     #: whether ``builder(CLAIMS)`` judges the paper's claims (``effects.csv``)
     judges_claims: ClassVar[bool] = False
     #: keys of its config block that hold head specs as the user writes them (``4L|gate``):

@@ -263,6 +263,7 @@ def load(path: Path | str = PLAN, schema_path: Path | str = SCHEMA) -> Plan:
         where = {"path": str(path), "line": _line_of(root_node, ["slices", index, "cost_gpu_s"])}
         if names.count(found.name) > 1:
             raise ConfigError(f"slice {found.name!r} is named twice", key="name", **where)
+        _check_models(found, path, root_node, index)
         _check_chain(found, path, root_node, index)
         check_trainings(found.name, found.entry, found.chain,
                         lambda location, at=index: {"path": str(path),
@@ -276,6 +277,29 @@ def load(path: Path | str = PLAN, schema_path: Path | str = SCHEMA) -> Plan:
                               + " + evaluation)",
                               key="cost_gpu_s", **where)
     return plan
+
+
+def _check_models(found: Slice, path: Path, root_node, index: int) -> None:
+    """The slice's table one that shows published GPU rows (else its rows would be
+    published into no table, and the table it meant would say "not yet run"), and each
+    model once: two specs of one path name (``8L`` for two rows) would train once while the
+    cost counts two, and the bundle would keep one of their rows."""
+    from headlab.naming import heads_name
+    from headlab.studies import STUDIES
+
+    study, table = found.entry["study"], found.entry["table"]
+    if table not in STUDIES[study].gpu_tables:
+        raise ConfigError(f"slice {found.name}: {study} shows published GPU rows in "
+                          f"{' and '.join(STUDIES[study].gpu_tables)}, not {table!r}", key="table", path=str(path),
+                          line=_line_of(root_node, ["slices", index, "table"]))
+    seen: dict[str, str] = {}
+    for number, model in enumerate(found.entry["models"]):
+        name = heads_name(model["heads"])
+        if name in seen:
+            raise ConfigError(f"slice {found.name}: heads {model['heads']!r} names the same model as "
+                              f"{seen[name]!r}: list it once", key="heads", path=str(path),
+                              line=_line_of(root_node, ["slices", index, "models", number]))
+        seen[name] = model["heads"]
 
 
 def _check_chain(found: Slice, path: Path, root_node, index: int) -> None:
@@ -524,6 +548,10 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
         if not found.entry["ready"]:
             raise ConfigError(f"slice {name} is not ready for a sitting: {found.entry.get('pending', '')}".strip(),
                               path=str(plan.path), key="ready")
+        if not found.fits:      # the sitting would refuse it on the GPU machine, after the bundle's minutes
+            raise ConfigError(f"slice {name}: {found.steps_in_window} steps in a sitting at the plan's throughput, "
+                              f"under its min_steps {found.entry['min_steps']}: lower min_steps or the models side "
+                              f"by side", path=str(plan.path), key="min_steps")
         return Choice(found, states.pending[:found.entry["seeds_per_sitting"]], [])
     # Two passes: seeds never published or undertrained, slice by slice in the plan's order,
     # then the reruns of seeds published short of convergence. Such a rerun only turns a

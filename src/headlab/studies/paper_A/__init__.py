@@ -38,6 +38,7 @@ class PaperA(Study):
     name = "paper_A"
     outdir = grid.OUTDIR
     tables = ("T1", "T2", "T3", "T4", "T5", "T6")
+    gpu_tables = ("T1", "T2")
     figures = ("F2", "F3")
     judges_claims = True
     head_spec_keys = ("heads", "eight_fixed")

@@ -59,6 +59,7 @@ class PaperB(Study):
     name = "paper_B"
     outdir = grid.OUTDIR
     tables = ("T2", "T2grid", "T3", "T4", "importance")
+    gpu_tables = ("T3",)
     figures = ("F1", "F2", "F3")
     judges_claims = True
     stages = grid.STAGES

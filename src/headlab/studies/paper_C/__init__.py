@@ -49,6 +49,7 @@ class PaperC(Study):
     name = "paper_C"
     outdir = grid.OUTDIR
     tables = ("T1", "T2", "T3", "A2", "A3", "redundant")
+    gpu_tables = ("T1",)
     figures = ("F4", "F5")
     judges_claims = True
 

@@ -61,6 +61,7 @@ class PaperD(Study):
     name = "paper_D"
     outdir = grid.OUTDIR
     tables = ("T1", "T2", "T2values", "T3", "lambda_sweep", "join", "fixed")
+    gpu_tables = ("T3",)
     figures = ("F1", "F2", "F_gates", "curve")
     judges_claims = True
     head_spec_keys = ("heads", "fixed_heads")
