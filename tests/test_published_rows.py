@@ -144,9 +144,10 @@ def test_a_deadline_run_no_validation_chose_is_at_the_clocks_step_though_it_has_
     from headlab.studies import published
 
     root = tmp_path / "published"
-    runs = [dict(heads="8L", seed=1, status="deadline", best_step=200, selected_by=published.BY_NEWEST),
-            dict(heads="8L", seed=2, status="deadline", best_step=2200, selected_by=published.BY_VALIDATION),
-            dict(heads="8L", seed=3, status="converged", best_step=400, selected_by=published.BY_NEWEST)]
+    scored = dict(bleu=30, bleu_ci_low=29, bleu_ci_high=31)
+    runs = [dict(heads="8L", seed=1, status="deadline", best_step=200, selected_by=published.BY_NEWEST, **scored),
+            dict(heads="8L", seed=2, status="deadline", best_step=2200, selected_by=published.BY_VALIDATION, **scored),
+            dict(heads="8L", seed=3, status="converged", best_step=400, selected_by=published.BY_NEWEST, **scored)]
     _sitting(root, "2026-11-28-h100-bbbbbbb", runs, columns=[*COLUMNS, "selected_by"])
     _sitting(root, "2026-11-29-h100-ccccccc", [dict(heads="8L", seed=4, status="deadline", best_step=2400,
                                                     bleu=30, bleu_ci_low=29, bleu_ci_high=31)])
@@ -318,6 +319,41 @@ def test_a_rows_csv_without_a_column_is_one_clear_error_naming_the_file(tmp_path
                                                          if index != drop) for line in rows) + "\n")
     with pytest.raises(DataError, match=rf"{folder / 'rows.csv'}.*status"):
         published.read(str(tmp_path))
+
+
+@pytest.mark.parametrize("changed, message", [
+    (dict(slice="C-core-base"), "2: [slice] slice 'C-core-base', where the folder's slice is 'A-T1-deep' "
+                                "(<slice>/<sitting>/rows.csv holds that slice's and sitting's rows only)"),
+    (dict(sitting="2026-12-09-h100-abcdef0"), "2: [sitting] sitting '2026-12-09-h100-abcdef0', where the folder's "
+                                              "sitting is '2026-12-01-h100-abc1234' (<slice>/<sitting>/rows.csv holds "
+                                              "that slice's and sitting's rows only)"),
+    (dict(bleu="n/a"), "2: [bleu] bleu 'n/a' is not a number (a score is empty or a finite number, written with a "
+                       "decimal point)"),
+    (dict(bleu_ci_high="36,8"), "2: [bleu_ci_high] bleu_ci_high '36,8' is not a number (a score is empty or a "
+                                "finite number, written with a decimal point)"),
+    (dict(chrf="nan"), "2: [chrf] chrf 'nan' is not a number (a score is empty or a finite number, written with a "
+                       "decimal point)"),
+    (dict(bleu="", status="converged"), "2: [bleu] bleu is empty in a row of status converged, a seed of its model: "
+                                        "a row not scored on the whole test set is partial"),
+])
+def test_a_row_of_another_folder_or_a_score_that_is_no_number_is_one_error_naming_the_line_and_column(
+        tmp_path, changed, message):
+    """Read as the tables read it (make run), not minutes later in the rendering: a row is of
+    its folder's slice and sitting (the plan counts it by the folder, the tables by the
+    column), a score is empty or a number, and a seed of its model has its BLEU."""
+    from headlab.studies import published
+
+    run = dict(heads="8L", seed=1, status="deadline", bleu=34, bleu_ci_low=33, bleu_ci_high=35)
+    folder = _sitting(tmp_path, "2026-12-01-h100-abc1234", [dict(run, heads="8L", **changed)])
+    with pytest.raises(DataError) as caught:
+        published.read(str(tmp_path))
+    assert str(caught.value) == f"{folder / 'rows.csv'}:{message}"
+    # a row of status partial or diverged without BLEU is no seed: it is read
+    (folder / "rows.csv").unlink()
+    folder.rmdir()
+    _sitting(tmp_path, "2026-12-01-h100-abc1234", [dict(run, bleu="", status="partial"),
+                                                   dict(run, heads="8Ftoken", bleu="", status="diverged")])
+    assert published.read(str(tmp_path))["bleu"].isna().all()
 
 
 def _converged_tree(root, lines):

@@ -19,16 +19,21 @@ SITTING = "results/published/A-T1-deep/2026-12-01-h100-aaaaaaa"
 HEADS = ("8L", "7Ftoken+1L", "8Ftoken")
 
 
-def _rows(seed: int = 3, bleu: str = "36.1", status: str = "deadline", step: str = "2800") -> str:
+def _rows(seed: int = 3, bleu: str = "36.1", status: str = "deadline", step: str = "2800",
+          changed: dict[int, dict] | None = None) -> str:
+    """8L's and 7Ftoken+1L's rows scored, 8Ftoken's not (partial, as a sitting writes a row
+    it has not scored: no seed of its model); ``changed``: line -> cells written instead."""
     handle = io.StringIO()
     writer = csv.DictWriter(handle, gpu_plan.ROW_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    for heads in HEADS:
+    for line, heads in enumerate(HEADS, start=2):
+        scored = heads != "8Ftoken" and bleu
         writer.writerow({"slice": "A-T1-deep", "sitting": SITTING.rsplit("/", 1)[1], "study": "paper_A", "table": "T1",
                          "row": "T1 deep", "heads": heads, "layers": "6+6", "pair": "de-en", "seed": seed,
-                         "test": "test_2016_flickr", "step": step, "best_step": "2600", "status": status,
-                         "bleu": bleu if heads != "8Ftoken" else "", "gpu": "h100", "commit": "aaaaaaa",
-                         "date": "2026-12-01"})
+                         "test": "test_2016_flickr", "step": step, "best_step": "2600",
+                         "status": status if scored or status not in ("converged", "deadline") else "partial",
+                         "bleu": bleu if scored else "", "gpu": "h100", "commit": "aaaaaaa", "date": "2026-12-01",
+                         **(changed or {}).get(line, {})})
     return handle.getvalue()
 
 
@@ -99,8 +104,8 @@ def test_a_sittings_publication_joins_the_published_tree_and_nothing_else(tmp_pa
 
 def test_the_publication_is_the_one_its_status_names(tmp_path):
     other = "results/published/A-T1-deep/2026-12-01-h100-bbbbbbb"
-    files = {**_files(), **{name.replace(SITTING, other): text for name, text in _files().items()
-                            if name.startswith(SITTING)}}
+    files = {**_files(), **{name.replace(SITTING, other): text.replace("-aaaaaaa,", "-bbbbbbb,")   # its rows' sitting
+                            for name, text in _files().items() if name.startswith(SITTING)}}
     with pytest.raises(DataError, match=r"2 publications in it \(.*aaaaaaa, .*bbbbbbb\) and no status.json"):
         receive.receive(_tarball(tmp_path / "out", files), tmp_path / "published")
     tarball = _tarball(tmp_path / "named", files, {"publication": other})
@@ -128,6 +133,53 @@ def test_a_bad_publication_is_one_line_naming_the_tarball_and_member_and_leaves_
     text = str(caught.value)
     assert text.startswith(f"{tarball}: ") and message in text and "\n" not in text and ".receive." not in text
     assert list((tmp_path / "published").rglob("*")) == []
+
+
+ROWS = f"{SITTING}/rows.csv"
+
+
+@pytest.mark.parametrize("changed, message", [
+    # rows of another slice or sitting in this folder: the tables would group them by the
+    # column, the plan counts them by the folder
+    ({2: {"slice": "C-core-base"}}, f"{ROWS}:2: [slice] slice 'C-core-base', where the folder's slice is "
+                                    f"'A-T1-deep' (<slice>/<sitting>/rows.csv holds that slice's and sitting's rows "
+                                    f"only)"),
+    ({3: {"sitting": "2026-11-27-h100-993e600"}},
+     f"{ROWS}:3: [sitting] sitting '2026-11-27-h100-993e600', where the folder's sitting is "
+     f"'2026-12-01-h100-aaaaaaa' (<slice>/<sitting>/rows.csv holds that slice's and sitting's rows only)"),
+    # a score that is no number: the tables would fail on it in make run, naming no file
+    ({2: {"bleu": "n/a"}}, f"{ROWS}:2: [bleu] bleu 'n/a' is not a number (a score is empty or a finite number, "
+                           f"written with a decimal point)"),
+    ({3: {"bleu_ci_low": "36,8"}}, f"{ROWS}:3: [bleu_ci_low] bleu_ci_low '36,8' is not a number (a score is empty "
+                                   f"or a finite number, written with a decimal point)"),
+    ({2: {"chrf": "inf"}}, f"{ROWS}:2: [chrf] chrf 'inf' is not a number (a score is empty or a finite number, "
+                           f"written with a decimal point)"),
+    # a seed of its model without BLEU: the tables would average NaN in silently
+    ({4: {"status": "deadline"}}, f"{ROWS}:4: [bleu] bleu is empty in a row of status deadline, a seed of its "
+                                  f"model: a row not scored on the whole test set is partial"),
+])
+def test_a_row_of_another_folder_or_a_score_that_is_no_number_is_one_line_naming_the_line_and_column(
+        tmp_path, changed, message):
+    tarball = _tarball(tmp_path / "out", _files(**{ROWS: _rows(changed=changed)}))
+    with pytest.raises(DataError) as caught:
+        receive.receive(tarball, tmp_path / "published")
+    assert str(caught.value) == f"{tarball}: {message}"
+    assert list((tmp_path / "published").rglob("*")) == []
+
+
+def test_a_sitting_folder_packed_from_elsewhere_is_named_as_such(tmp_path):
+    """``tar -C results/published/A-T1-deep -czf x.tar.gz <sitting>``: the sitting folder is
+    there, not where receive looks; saying the sitting published nothing would mislead."""
+    sitting = SITTING.rsplit("/", 1)[1]
+    for prefix, where in (("", sitting), ("./", sitting), ("results/", f"results/{sitting}")):
+        files = {f"{prefix}{name.replace(SITTING, sitting)}": text for name, text in _files().items()
+                 if name.startswith(SITTING)}
+        tarball = _tarball(tmp_path / f"out{len(where)}{prefix[:1]}", files)
+        with pytest.raises(DataError) as caught:
+            receive.receive(tarball, tmp_path / "published")
+        assert str(caught.value) == (f"{tarball}: it holds a sitting folder at {where}, not under "
+                                     f"results/published/<slice>/<sitting>/: pack it from the checkout's root")
+    assert not (tmp_path / "published").exists() or list((tmp_path / "published").rglob("*")) == []
 
 
 @pytest.mark.parametrize("name, kind, target", [

@@ -17,8 +17,9 @@ seeds. A sitting folder holds:
   (``<heads>.<test>.txt`` in a sitting of seed 1 alone, as the first two sittings wrote).
 
 This module reads every ``rows.csv`` once (:func:`read`: one clear error naming a file that
-lacks a column), groups the rows by slice, model and seed, and adds them to a study's
-table (:func:`extend`) beside the toy rows, with a ``scale`` column: ``toy`` for the CPU
+lacks a column, or the line and column of a row in another slice's or sitting's folder, a
+score that is no number, a seed with no BLEU), groups the rows by slice, model and seed,
+and adds them to a study's table (:func:`extend`) beside the toy rows, with a ``scale`` column: ``toy`` for the CPU
 rows, ``GPU base: <slice>, seeds …, <status> (<sittings>); 95% interval`` for a published
 model (the mean ± sd over its seeds of status converged or deadline, one seed kept per
 seed number: a converged run before a deadline one, then the newest), one labelled row per
@@ -67,6 +68,8 @@ STATUSES = ("converged", "deadline", "partial", "diverged")
 #: the statuses whose runs are a model's seeds (partial and diverged runs are shown apart,
 #: and so is a deadline run no validation chose a checkpoint of: :func:`at_the_clocks_step`)
 AVERAGED = ("converged", "deadline")
+#: the scores of a row: each empty or a finite number (:func:`read`)
+SCORES = ("bleu", "bleu_ci_low", "bleu_ci_high", "chrf")
 TEXT = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair", "seed", "test", "best_step",
         "stop_reason", "status", "gpu", "commit", "date", *LATER_COLUMNS)
 SCALE, TOY, GPU, NOT_YET_RUN = "scale", "toy", "GPU base", "not yet run"
@@ -110,11 +113,45 @@ def read(root: str = ROOT):
         unknown = sorted(set(frame["status"]) - set(STATUSES))
         if unknown:
             raise DataError(f"status {', '.join(map(repr, unknown))} is none of {', '.join(STATUSES)}", path=file)
+        _check_rows(file)
         # a seed is its number, as the plan counts them ("seed2" as model paths write it: 2)
         frames.append(frame.assign(folder=os.path.dirname(file), seed=frame["seed"].str.removeprefix("seed")))
     if not frames:
         return pd.DataFrame(columns=[*COLUMNS, *LATER_COLUMNS, "folder"])
     return pd.concat(frames, ignore_index=True)
+
+
+def _check_rows(file: str) -> None:
+    """Each row of ``rows.csv`` (its line named, as a reader counts them): its ``slice`` and
+    ``sitting`` its folder's (``<root>/<slice>/<sitting>/rows.csv``: the tables group rows by
+    the column, the GPU plan counts them by the folder), each of :data:`SCORES` empty or a
+    finite number, and ``bleu`` written in a row of an :data:`AVERAGED` status (a seed of its
+    model; a sitting writes a row it has not scored on the whole test set as partial)."""
+    import csv
+
+    folder = os.path.dirname(file)
+    expected = {"slice": os.path.basename(os.path.dirname(folder)), "sitting": os.path.basename(folder)}
+    with open(file, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        for row in reader:
+            line = reader.line_num
+            for column, name in expected.items():
+                if (row[column] or "") != name:
+                    raise DataError(f"{column} {row[column]!r}, where the folder's {column} is {name!r} "
+                                    f"(<slice>/<sitting>/rows.csv holds that slice's and sitting's rows only)",
+                                    path=file, line=line, key=column)
+            for column in SCORES:
+                text = (row[column] or "").strip()
+                try:
+                    finite = not text or math.isfinite(float(text))
+                except ValueError:
+                    finite = False
+                if not finite:
+                    raise DataError(f"{column} {text!r} is not a number (a score is empty or a finite number, "
+                                    f"written with a decimal point)", path=file, line=line, key=column)
+            if row["status"] in AVERAGED and not (row["bleu"] or "").strip():
+                raise DataError(f"bleu is empty in a row of status {row['status']}, a seed of its model: a row not "
+                                f"scored on the whole test set is partial", path=file, line=line, key="bleu")
 
 
 def hypothesis(row) -> str:
@@ -227,7 +264,11 @@ def extend(table, frame, study: str, name: str, *, label: Callable, column: Call
     GPU rows of (study, table) below the toy rows; returns (table, the GPU rows' tidy frame)."""
     import pandas as pd
 
+    from headlab.studies import STUDIES
     from headlab.studies.tables import Table, pivot
+
+    # the plan's check reads the same list: a slice fills only a table that shows its rows
+    assert name in STUDIES[study].gpu_tables, f"{study}.gpu_tables lacks {name}, which shows published GPU rows"
 
     tidy = gpu_tidy(frame, study, name, label, column)
     planned = not_run(frame, study, name, plan)

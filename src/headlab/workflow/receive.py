@@ -12,8 +12,11 @@ tarball and the member:
 - a tarball that tarfile can read whole (one cut short in its copy, damaged, empty or no
   tarball at all is one line saying which: :func:`headlab.io.archive_problem`);
 
-- one publication in the tarball (``status.json`` beside it names which, where there);
-- ``rows.csv`` with the publication contract's columns, statuses and steps
+- one publication in the tarball (``status.json`` beside it names which, where there); a
+  sitting folder packed from elsewhere, not under ``results/published/<slice>/<sitting>/``,
+  is named as such;
+- ``rows.csv`` with the publication contract's columns, statuses, scores and steps, each
+  row's ``slice`` and ``sitting`` its folder's, and BLEU in each row of a seed
   (:func:`headlab.studies.published.read`, :func:`headlab.workflow.gpu_plan.seed_states`);
 - ``provenance.json`` naming the folder's slice and a status;
 - ``throughput.csv``, if there, as the plan's throughput check reads it;
@@ -90,6 +93,13 @@ def _which(tarball: Path, names: list[str], status: dict) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
+        # a sitting folder packed from elsewhere (tar -C its slice's folder): say where it is
+        elsewhere = list(dict.fromkeys(str(Path(_normal(name)).parent) for name in names
+                                       if Path(_normal(name)).name in ("rows.csv", "provenance.json")))
+        if elsewhere:
+            raise DataError(f"it holds a sitting folder at {', '.join(elsewhere)}, not under "
+                            f"results/published/<slice>/<sitting>/: pack it from the checkout's root",
+                            path=str(tarball))
         raise DataError("no publication in it (results/published/<slice>/<sitting>/): the sitting published "
                         "nothing; its status.json says why", path=str(tarball))
     raise DataError(f"{len(found)} publications in it ({', '.join(found)}) and no status.json beside it naming "
