@@ -220,6 +220,24 @@ def test_a_diverged_sitting_is_shown_but_not_averaged(tmp_path):
     assert "not averaged" in values.loc[diverged, "scale"]
 
 
+def test_a_run_without_an_interval_says_so_rather_than_nan(tmp_path):
+    """A seed scored with BLEU but no bootstrap interval (the first sittings' rows may lack
+    it), and a partial run with no BLEU at all: the scale names what is missing."""
+    from headlab.studies.paper_A import outputs
+
+    root = tmp_path / "published"
+    _sitting(root, "2026-12-01-h100-abc1234", [dict(heads="8L", seed=1, status="converged", bleu=34.0),
+                                               dict(heads="7Ftoken+1L", seed=1, status="partial")])
+    files = _files(tmp_path, root)
+    inputs, build = outputs.t1(files)
+    _fake_toy_inputs(inputs, root)
+    values = build()[0].values
+    seed = values.loc["DE-EN 8L (GPU A-T1-deep)", "scale"]
+    partial = values.loc["DE-EN 7Ftoken+1L (GPU A-T1-deep, partial, 2026-12-01-h100-abc1234)", "scale"]
+    assert "nan" not in seed and seed.endswith("; no 95% interval (one seed, no bootstrap interval published)")
+    assert "nan" not in partial and partial.endswith("; no 95% interval (no BLEU published)")
+
+
 def test_a_slice_with_no_run_to_average_keeps_its_claims_not_judged_with_the_reason(tmp_path):
     """The sittings of 11-26 (diverged) and 11-27 (the clock's step) alone: the T1 rows show
     them, and the claims on the slice are rows 'not judged' saying why, not missing."""

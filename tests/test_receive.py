@@ -29,7 +29,7 @@ def _rows(seed: int = 3, bleu: str = "36.1", status: str = "deadline", step: str
     for line, heads in enumerate(HEADS, start=2):
         scored = heads != "8Ftoken" and bleu
         writer.writerow({"slice": "A-T1-deep", "sitting": SITTING.rsplit("/", 1)[1], "study": "paper_A", "table": "T1",
-                         "row": "T1 deep", "heads": heads, "layers": "6+6", "pair": "de-en", "seed": seed,
+                         "row": "T5 deep" if heads == "8Ftoken" else "T1 deep", "heads": heads, "layers": "6+6", "pair": "de-en", "seed": seed,
                          "test": "test_2016_flickr", "step": step, "best_step": "2600",
                          "status": status if scored or status not in ("converged", "deadline") else "partial",
                          "bleu": bleu if scored else "", "gpu": "h100", "commit": "aaaaaaa", "date": "2026-12-01",
@@ -157,6 +157,22 @@ ROWS = f"{SITTING}/rows.csv"
     # a seed of its model without BLEU: the tables would average NaN in silently
     ({4: {"status": "deadline"}}, f"{ROWS}:4: [bleu] bleu is empty in a row of status deadline, a seed of its "
                                   f"model: a row not scored on the whole test set is partial"),
+    # a row its slice's plan does not name: the queue would never count it (its seed trained
+    # again for ever) and the table would show it under a label no paper row has
+    ({2: {"row": "T1 shallow"}}, f"{ROWS}:2: [row] row 'T1 shallow' of heads '8L' is none of slice A-T1-deep's "
+                                 f"in config/gpu-plan.yaml (T1 deep: 7Ftoken+1L, 8L; T5 deep: 8Ftoken): the queue "
+                                 f"would not count it"),
+    ({3: {"heads": "8Fword"}}, f"{ROWS}:3: [heads] row 'T1 deep' of heads '8Fword' is none of slice A-T1-deep's "
+                               f"in config/gpu-plan.yaml (T1 deep: 7Ftoken+1L, 8L; T5 deep: 8Ftoken): the queue "
+                               f"would not count it"),
+    ({2: {"pair": "en-de"}}, f"{ROWS}:2: [pair] pair 'en-de', where slice A-T1-deep of config/gpu-plan.yaml "
+                             f"trains 'de-en'"),
+    ({4: {"layers": "2+2"}}, f"{ROWS}:4: [layers] layers '2+2', where slice A-T1-deep of config/gpu-plan.yaml "
+                             f"trains '6+6'"),
+    ({2: {"table": "T2"}}, f"{ROWS}:2: [table] table 'T2', where slice A-T1-deep of config/gpu-plan.yaml "
+                           f"trains 'T1'"),
+    ({2: {"study": "paper_C"}}, f"{ROWS}:2: [study] study 'paper_C', where slice A-T1-deep of config/gpu-plan.yaml "
+                                f"trains 'paper_A'"),
 ])
 def test_a_row_of_another_folder_or_a_score_that_is_no_number_is_one_line_naming_the_line_and_column(
         tmp_path, changed, message):

@@ -206,12 +206,22 @@ def _scale_text(runs) -> str:
     statuses = ", ".join(f"{status} ×{count}" if count > 1 else status
                          for status, count in runs["status"].value_counts(sort=False).items())
     what = "95% interval" if len(runs) == 1 else "95% t interval of the mean"
+    why = "one seed, no bootstrap interval published"
     # the step each seed was evaluated at (its best validation, else its last checkpoint):
     # seeds stopped at different points are averaged only where the reader can see it
     steps = [_step(best, last) for best, last in zip(runs["best_step"], runs["step"])]
     at = f" at step{'s' if len(steps) > 1 else ''} {', '.join(steps)}" if all(steps) else ""
     return (f"{GPU}: {runs['slice'].iloc[0]}, seed{'s' if len(runs) > 1 else ''} {seeds}, {statuses}{at} "
-            f"({', '.join(dict.fromkeys(runs['sitting']))}); {what} [{low:.2f}, {high:.2f}]")
+            f"({', '.join(dict.fromkeys(runs['sitting']))}); {_interval_text(what, low, high, why)}")
+
+
+def _interval_text(what: str, low, high, why: str) -> str:
+    """``95% interval [low, high]``, or what is missing where a bound is not a number (a
+    seed written before its sitting scored intervals, a partial run with no BLEU)."""
+    bounds = [float(bound) if str(bound).strip() not in ("", "None") else math.nan for bound in (low, high)]
+    if any(math.isnan(bound) for bound in bounds):
+        return f"no {what} ({why})"
+    return f"{what} [{bounds[0]:.2f}, {bounds[1]:.2f}]"
 
 
 def _step(best, last) -> str:
@@ -219,6 +229,10 @@ def _step(best, last) -> str:
         if value is not None and str(value).strip() not in ("", "nan"):
             return f"{int(float(value)):,}"
     return ""
+
+
+def _scored(value) -> bool:
+    return str(value).strip() not in ("", "nan", "None")
 
 
 def _short(reason: str) -> str:
@@ -247,8 +261,10 @@ def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
         out.append(dict(run, label=f"{label(run)} (GPU {run['slice']}, {status}, {run['sitting']})",
                         column=column(run),
                         scale=f"{GPU}: {run['slice']}, seed {run['seed']}, {status}, not averaged "
-                              f"({run['sitting']}: {why}); 95% interval "
-                              f"[{run['bleu_ci_low']:.2f}, {run['bleu_ci_high']:.2f}]"))
+                              f"({run['sitting']}: {why}); "
+                              + _interval_text("95% interval", run["bleu_ci_low"], run["bleu_ci_high"],
+                                               "no bootstrap interval published" if _scored(run["bleu"])
+                                               else "no BLEU published")))
     return pd.DataFrame(out, columns=[*COLUMNS, *LATER_COLUMNS, "folder", "label", "column", "scale"])
 
 

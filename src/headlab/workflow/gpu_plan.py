@@ -328,6 +328,43 @@ def _check_chain(found: Slice, path: Path, root_node, index: int) -> None:
         earlier[link["name"]] = link["stage"]
 
 
+def check_rows_in_plan(found: Slice, rows: Path) -> None:
+    """Each row of a sitting's ``rows.csv`` one the slice's plan publishes: its study, table,
+    pair and layers the slice's, its (row, heads) one of :attr:`Slice.rows`. A row the plan
+    does not name is never counted by the queue (its seed would be trained again for ever)
+    and shows in the table under a label no paper row has. Checked when a sitting is
+    received, not when the tables are read: a plan may drop a model whose rows were published."""
+    import csv
+
+    plan = _shown(found.plan.path)
+    where = f"slice {found.name} of {plan}"
+    expected = {key: found.entry[key] for key in ("study", "table", "pair", "layers")}
+    named = {}
+    for row_name, heads in sorted(found.rows):
+        named.setdefault(row_name, []).append(heads)
+    listing = "; ".join(f"{row_name}: {', '.join(sorted(heads))}" for row_name, heads in named.items())
+    with open(rows, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        for row in reader:
+            for key, value in expected.items():
+                if (row.get(key) or "") != str(value):
+                    raise DataError(f"{key} {row.get(key)!r}, where {where} trains {value!r}", path=str(rows),
+                                    line=reader.line_num, key=key)
+            if (row["row"], row["heads"]) not in found.rows:
+                key = "row" if row["heads"] in {heads for _, heads in found.rows} else "heads"
+                raise DataError(f"row {row['row']!r} of heads {row['heads']!r} is none of slice {found.name}'s in "
+                                f"{plan} ({listing}): the queue would not count it", path=str(rows),
+                                line=reader.line_num, key=key)
+
+
+def _shown(path: Path) -> str:
+    """A path as a message shows it: relative to the working folder where it is under it."""
+    import os
+
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
 def _seed(text: str) -> int:
     return int(str(text).removeprefix("seed"))
 

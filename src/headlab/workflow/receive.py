@@ -18,6 +18,8 @@ tarball and the member:
 - ``rows.csv`` with the publication contract's columns, statuses, scores and steps, each
   row's ``slice`` and ``sitting`` its folder's, and BLEU in each row of a seed
   (:func:`headlab.studies.published.read`, :func:`headlab.workflow.gpu_plan.seed_states`);
+  each row one its slice's plan publishes: the slice's study, table, pair and layers, and
+  a (row, heads) of its models (:func:`headlab.workflow.gpu_plan.check_rows_in_plan`);
 - ``provenance.json`` naming the folder's slice and a status;
 - ``throughput.csv``, if there, as the plan's throughput check reads it;
 - ``status.json`` beside the tarball, if it is this publication's, kept in the folder as
@@ -141,6 +143,7 @@ def _check(folder: Path, published_root: Path, tarball: Path, member: str, plan:
     try:
         published.read(str(published_root))
         if slice_name in {found.name for found in plan.slices}:
+            gpu_plan.check_rows_in_plan(plan.slice(slice_name), folder / "rows.csv")
             gpu_plan.seed_states(plan.slice(slice_name), published_root)
         gpu_measures.measured_speed(published_root)
         gpu_measures.measured_evaluation(published_root)
