@@ -440,17 +440,20 @@ def test_a_published_row_of_paper_Bs_table_3_lands_in_its_table_and_tidy_rows(tm
     from headlab.studies.tables import beside, pivot
 
     root = tmp_path / "published"
+    # the plan's rows: the system is the row, its head spec the heads (paper B's wiring:
+    # tests/test_published_slices.py renders the slice through the study's own Table 3)
     _sitting(root, "2026-12-03-h100-abc1234", [dict(heads=heads, seed=1, status="converged", bleu=bleu, bleu_ci_low=bleu - 1,
-                                                     bleu_ci_high=bleu + 1, study="paper_B", table="T3",
-                                                     row="multi30k de-en")
-                                                for heads, bleu in (("T-base", 35.0), ("DHICM", 36.0))],
+                                                     bleu_ci_high=bleu + 1, study="paper_B", table="T3", row=system)
+                                                for system, heads, bleu in (("T-base", "8L", 35.0),
+                                                                            ("DHICM", "*8L.8L~dhicm", 36.0))],
              slice_="B-base-dhicm")
     ours = pd.DataFrame({"row": ["multi30k de-en"] * 2, "column": ["T-base", "DHICM"], "seed": ["1", "1"],
                          "bleu": [30.0, 31.0]})
     toy = beside(pivot(ours, index="row", columns="column", values="bleu"), pivot(ours, index="row", columns="column",
                                                                                   values="bleu"))
-    table, gpu = published.extend(toy, published.read(str(root)), "paper_B", "T3", label=lambda run: run["row"],
-                                  column=lambda run: run["heads"])
+    table, gpu = published.extend(toy, published.read(str(root)), "paper_B", "T3",
+                                  label=lambda run: published.corpus_pair(run, CONFIG["corpora"]),
+                                  column=lambda run: run["row"])
     row = "multi30k de-en (GPU B-base-dhicm)"
     assert table.values.loc[row, "DHICM ours"] == 36.0 and table.values.loc[row, "T-base ours"] == 35.0
     assert "B-base-dhicm (GPU)" not in table.values.index          # published: no "not yet run" row

@@ -256,6 +256,10 @@ def test_the_publication_labels_the_initial_checkpoint_and_names_an_untrained_li
         ("100", published.BY_VALIDATION), ("0", published.BY_INITIAL)]
     frame = published.read(str(tmp_path / "published"))
     assert len(frame) == 2 and not published.at_the_clocks_step(frame).any()
+    # each row's translation is its own model's, though the two share their heads (8L)
+    assert [published.hypothesis(row) for _, row in frame.iterrows()] == [
+        str(out / "8L.test_2016_flickr.txt"), str(out / "pruned-initial.test_2016_flickr.txt")]
+    assert all(Path(published.hypothesis(row)).is_file() for _, row in frame.iterrows())
     lacks = json.loads((out / "provenance.json").read_text())["lacks"]
     assert lacks[0] == ("control: not trained (a fine-tune of the chain never started: sitting_chain: models/8L: "
                         "the parent 8L has no checkpoint that loads)")

@@ -13,8 +13,9 @@ seeds. A sitting folder holds:
   evaluated and ``selected_by`` how it was chosen (:data:`LATER_COLUMNS`: blank in the
   sittings before it);
 - ``provenance.json`` (with ``slice``, ``status`` and ``lacks``: what it could not do);
-- ``learning_curve.<heads>.csv`` and the hypotheses, ``<heads>.seed<seed>.<test>.txt``
-  (``<heads>.<test>.txt`` in a sitting of seed 1 alone, as the first two sittings wrote).
+- ``learning_curve.<model>.csv`` and the hypotheses, ``<model>.<test>.txt`` (``model``: the
+  row's column; the sittings before it: ``<heads>.seed<seed>.<test>.txt``, or
+  ``<heads>.<test>.txt`` in a sitting of seed 1 alone, as the first two sittings wrote).
 
 This module reads every ``rows.csv`` once (:func:`read`: one clear error naming a file that
 lacks a column, or the line and column of a row in another slice's or sitting's folder, a
@@ -60,8 +61,10 @@ COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair
 #: columns a sitting writes since 2026-12-01, which an earlier one's rows.csv lacks (read
 #: blank): ``selected_by``, how its evaluated checkpoint was chosen (:data:`BY_VALIDATION`,
 #: :data:`BY_NEWEST` where no validation had run, :data:`BY_INITIAL` for a fine-tune's
-#: initial checkpoint, evaluated untrained: paper D's "Non-inverted (initial)")
-LATER_COLUMNS = ("selected_by",)
+#: initial checkpoint, evaluated untrained: paper D's "Non-inverted (initial)"); ``model``,
+#: the sitting's name of the model, which names its files (``<model>.<test>.txt``): paper D's
+#: fine-tunes share their parent's heads, so the heads alone cannot name their translation
+LATER_COLUMNS = ("selected_by", "model")
 BY_VALIDATION, BY_NEWEST = "lowest validation cross-entropy", "newest checkpoint (no validation reached)"
 BY_INITIAL = "a fine-tune's initial checkpoint (its parent's, masked; not trained)"
 STATUSES = ("converged", "deadline", "partial", "diverged")
@@ -155,7 +158,10 @@ def _check_rows(file: str) -> None:
 
 
 def hypothesis(row) -> str:
-    """The published translation of one row's model and test set."""
+    """The published translation of one row's model and test set: ``<model>.<test>.txt``
+    where the row names its model, else (the sittings before the column) by its heads."""
+    if str(row.get("model") or "").strip():
+        return os.path.join(row["folder"], f"{row['model']}.{row['test']}.txt")
     seeded = os.path.join(row["folder"], f"{row['heads']}.seed{row['seed']}.{row['test']}.txt")
     return seeded if os.path.isfile(seeded) else os.path.join(row["folder"], f"{row['heads']}.{row['test']}.txt")
 
@@ -268,6 +274,19 @@ def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
     return pd.DataFrame(out, columns=[*COLUMNS, *LATER_COLUMNS, "folder", "label", "column", "scale"])
 
 
+def corpus_pair(run, corpora) -> str:
+    """A published run's corpus and pair as the study tables name a toy row's
+    (:func:`headlab.studies.common.pair_label`): the corpus of ``corpora`` (the config's)
+    that has the run's test set (a published row names its pair and test set, not its
+    corpus), else the test set in its place."""
+    from headlab.studies.common import pair_label
+
+    for corpus, entry in corpora.items():
+        if run["test"] in ((entry or {}).get("tests") or []):
+            return pair_label(corpus, run["pair"])
+    return pair_label(run["test"], run["pair"])
+
+
 def not_run(frame, study: str, table: str, plan: str = PLAN) -> list[str]:
     """The plan's slices of this table with nothing published."""
     done = set(frame.loc[(frame["study"] == study) & (frame["table"] == table), "slice"])
@@ -366,25 +385,31 @@ def _lines(file: str) -> int:
         return sum(1 for _ in handle)
 
 
-def _claim_groups(frame, study: str, table: str):
-    """(slice, layers, pair, test) -> heads -> the averaged runs, of one study table."""
+#: what names a system of a published contrast: its heads (paper A: one row, several head
+#: configurations) or its table row (papers B-D: paper D's fine-tunes share their parent's heads)
+SYSTEM_KEYS = ("heads", "row")
+
+
+def _claim_groups(frame, study: str, table: str, by: str = "heads"):
+    """(slice, layers, pair, test) -> system (its ``by``) -> the averaged runs, of one study table."""
     runs = seeds_of(frame[(frame["study"] == study) & (frame["table"] == table)])
-    return {key: {heads: rows for heads, rows in group.groupby("heads", sort=False)}
+    return {key: {system: rows for system, rows in group.groupby(by, sort=False)}
             for key, group in runs.groupby(["slice", "layers", "pair", "test"], sort=False)}
 
 
-def claim_inputs(frame, study: str, table: str) -> list[str]:
+def claim_inputs(frame, study: str, table: str, by: str = "heads") -> list[str]:
     """The hypotheses the claims on published runs read."""
-    return [hypothesis(run) for systems in _claim_groups(frame, study, table).values()
+    return [hypothesis(run) for systems in _claim_groups(frame, study, table, by).values()
             for rows in systems.values() for _, run in rows.iterrows()]
 
 
-def judge(judge, frame, study: str, table: str, contrasts, reference: Callable) -> dict[str, str]:
+def judge(judge, frame, study: str, table: str, contrasts, reference: Callable, by: str = "heads") -> dict[str, str]:
     """Add the claims on the published runs of (study, table) to ``judge`` (the study's
     :class:`headlab.studies.effects.Judge`: one family, Holm over the toy and GPU claims).
 
-    ``contrasts``: ``(claim_of, [(weight, heads), ...])``, ``claim_of(slice, layers, pair)``
-    the :class:`~headlab.studies.effects.Claim`; ``reference(pair, test)``: the reference
+    ``contrasts``: ``(claim_of, [(weight, system), ...])``, a system named by its ``by``
+    column (:data:`SYSTEM_KEYS`), ``claim_of(slice, layers, pair)`` the
+    :class:`~headlab.studies.effects.Claim`; ``reference(pair, test)``: the reference
     file this workflow has for that test set (None, or one of another length: no test). A
     one-seed system takes the seed variance of the published systems with several seeds on
     the same slice (the toy models' is another scale's), else no test is made. A contrast a
@@ -396,21 +421,22 @@ def judge(judge, frame, study: str, table: str, contrasts, reference: Callable) 
 
     from headlab.eval.significance import Term, scorer, seed_pool
 
+    assert by in SYSTEM_KEYS, f"a published system is named by one of {SYSTEM_KEYS}, not {by!r}"
     score, scales = scorer("bleu"), {}
-    averaged = _claim_groups(frame, study, table)
+    averaged = _claim_groups(frame, study, table, by)
     published = frame[(frame["study"] == study) & (frame["table"] == table)]
     for key, runs in published.groupby(["slice", "layers", "pair", "test"], sort=False):
         (slice_, layers, pair, test), systems = key, averaged.get(key, {})
         ref, stats, pool = reference(pair, test), None, None
         for claim_of, weights in contrasts:
-            names = [heads for _, heads in weights]
-            if not set(names) <= set(runs["heads"]):
+            names = [system for _, system in weights]
+            if not set(names) <= set(runs[by]):
                 continue                # the slice does not train these systems
             claim = claim_of(slice_, layers, pair)
-            why = _not_judged(systems, names, runs, ref, test)
-            averaged_all = all(heads in systems for heads in names)    # else: every published run, labelled
-            shown = (pd.concat([systems[heads] for heads in names]) if averaged_all
-                     else runs[runs["heads"].isin(names)])
+            why = _not_judged(systems, names, runs, ref, test, by)
+            averaged_all = all(system in systems for system in names)    # else: every published run, labelled
+            shown = (pd.concat([systems[system] for system in names]) if averaged_all
+                     else runs[runs[by].isin(names)])
             statuses = ", ".join(sorted(set(shown["status"])))
             seeds = ", ".join(sorted(set(shown["seed"]), key=lambda seed: (len(seed), seed)))
             scales[claim.compared] = f"{GPU}: {slice_}, seed{'s' if ',' in seeds else ''} {seeds}, {statuses}"
@@ -418,25 +444,35 @@ def judge(judge, frame, study: str, table: str, contrasts, reference: Callable) 
                 judge.unjudged(claim, why)
                 continue
             if stats is None:           # every whole-test system of the slice: the seed pool's too
-                stats = {heads: {run["seed"]: judge.stats(hypothesis(run), ref, pair.split("-")[1])
-                                 for _, run in rows.iterrows()} for heads, rows in systems.items()
-                         if _not_judged(systems, [heads], runs, ref, test) is None}
+                stats = {system: {run["seed"]: judge.stats(hypothesis(run), ref, pair.split("-")[1])
+                                  for _, run in rows.iterrows()} for system, rows in systems.items()
+                         if _not_judged(systems, [system], runs, ref, test, by) is None}
                 pool = seed_pool(list(stats.values()), score, samples=judge.samples)
-            judge.items(claim, [Term(weight, stats[heads]) for weight, heads in weights], score, pool)
+            judge.items(claim, [Term(weight, stats[system]) for weight, system in weights], score, pool)
     return scales
 
 
-def _not_judged(systems, names, runs, ref: str | None, test: str) -> str | None:
+def with_scale(frame, scales: dict[str, str]):
+    """``effects.csv``'s rows with a ``scale`` column after ``compared``: a published
+    contrast's (:func:`judge`'s ``scales``), else ``toy``."""
+    frame = frame.copy()
+    frame.insert(frame.columns.get_loc("compared") + 1, SCALE,
+                 [scales.get(compared, TOY) for compared in frame["compared"]])
+    return frame
+
+
+def _not_judged(systems, names, runs, ref: str | None, test: str, by: str = "heads") -> str | None:
     """Why a published contrast cannot be judged in this workflow, or None."""
-    lacking = [heads for heads in names if heads not in systems]
+    lacking = [system for system in names if system not in systems]
     if lacking:
-        left = runs[runs["heads"].isin(lacking)]
+        left = runs[runs[by].isin(lacking)]
         statuses = sorted(set(left["status"].where(~at_the_clocks_step(left), "deadline at the clock's step")))
         return (f"{' and '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no published run to average "
                 f"yet (published: {', '.join(statuses)})")
     if ref is None:
         return f"this workflow has no reference of {test} to score the published hypotheses on"
-    lengths, expected = {_lines(hypothesis(run)) for heads in names for _, run in systems[heads].iterrows()}, _lines(ref)
+    lengths = {_lines(hypothesis(run)) for system in names for _, run in systems[system].iterrows()}
+    expected = _lines(ref)
     if lengths != {expected}:
         shortened = " (test_limit shortens it)" if len(lengths) == 1 and expected < min(lengths) else ""
         return (f"the published hypotheses have {', '.join(map(str, sorted(lengths)))} lines, this workflow's "

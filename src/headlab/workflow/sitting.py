@@ -29,7 +29,8 @@ each model's learning curve, its stop, the speed rows. Then, within the deadline
 The folder (the contract with the table renderer, docs/gpu-cluster.md): ``rows.csv``
 (:data:`headlab.workflow.gpu_plan.ROW_COLUMNS`; ``step`` the last step trained,
 ``best_step`` the checkpoint evaluated, ``selected_by`` how: :func:`eval_checkpoint`'s
-criterion), ``provenance.json``, ``learning_curve.<model>.csv``,
+criterion, ``model`` the sitting's name of the model, which names its files),
+``provenance.json``, ``learning_curve.<model>.csv``,
 ``throughput.csv``, the hypotheses, ``scores.json`` and ``atlas/<model>/heads.csv`` (with
 ``timing.json`` and ``examples.json``: what the CPU side's atlas reads, checkpoints never
 coming back).
@@ -311,7 +312,8 @@ class Publication:
         plan = self.manifest["slice"]
         return self.rows.setdefault(model["name"], {
             "slice": plan["name"], "sitting": self.ident["sitting"], "study": plan["study"], "table": plan["table"],
-            "row": row_label(self.manifest, model), "heads": model["heads"], "layers": model["layers"],
+            "row": row_label(self.manifest, model), "heads": model["heads"], "model": model["name"],
+            "layers": model["layers"],
             "pair": model["pair"], "seed": int(str(model["seed"]).removeprefix("seed")),
             "test": self.manifest["test"]["split"], "gpu": self.ident["gpu"], "commit": self.manifest["commit"],
             "date": self.ident["date"]})

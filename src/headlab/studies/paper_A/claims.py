@@ -240,8 +240,5 @@ def effects(files: Files):
             else:
                 judge.items(claim, terms, mean_precision)
         scales = judge_published(judge, files, gpu)
-        frame = judge.frame()
-        frame.insert(frame.columns.get_loc("compared") + 1, published.SCALE,
-                     [scales.get(compared, published.TOY) for compared in frame["compared"]])
-        return frame
+        return published.with_scale(judge.frame(), scales)
     return inputs, build

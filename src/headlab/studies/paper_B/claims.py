@@ -2,9 +2,16 @@
 Table 4's larger gain at small sizes (the subsamples and seeds as runs)."""
 from __future__ import annotations
 
+from headlab.studies import published
+from headlab.studies.common import corpus_pairs
 from headlab.studies.effects import Claim, Judge
 from headlab.studies.paper_B.grid import SYSTEMS, sweep_sizes
 from headlab.studies.paper_B.outputs import Files, reference, sweep, t3_cells
+
+
+#: the abstract's headline claim (Table 3), on the toy runs and on the published GPU ones
+HEADLINE = ("§5 (T3), the abstract's headline: DHICM outperforms the Transformer with the default "
+            "hyper-parameters: DHICM > T-base")
 
 
 def _paper_pivot(table: str):
@@ -42,9 +49,7 @@ def effects(files: Files):
         claims.append((Claim("§5 (T3): the grid search's hyper-parameters beat the default: T-optimal > T-base",
                              f"T-optimal − T-base ({corpus} {pair})", ">", 0.0, _paper_gap("T-optimal", "T-base")),
                        [(1, by_system["T-optimal"]), (-1, by_system["T-base"])]))
-        claims.append((Claim("§5 (T3), the abstract's headline: DHICM outperforms the Transformer with the "
-                             "default hyper-parameters: DHICM > T-base",
-                             f"DHICM − T-base ({corpus} {pair})", ">", 0.0, _paper_gap("DHICM", "T-base")),
+        claims.append((Claim(HEADLINE, f"DHICM − T-base ({corpus} {pair})", ">", 0.0, _paper_gap("DHICM", "T-base")),
                        [(1, by_system["DHICM"]), (-1, by_system["T-base"])]))
         claims.append((Claim("§5 (T3): DHICM > T-optimal (DHICM >= T-optimal in every pair)",
                              f"DHICM − T-optimal ({corpus} {pair})", ">", 0.0, _paper_gap("DHICM", "T-optimal")),
@@ -61,6 +66,8 @@ def effects(files: Files):
                                  f"full set ({corpus} {pair})", ">", 0.0, _paper_t4_gain()), terms))
     inputs = [file for _, terms in claims for _, models in terms for model in models
               for file in files.scored(model)[:2]]
+    gpu = published.read(files.published)
+    inputs += published.inputs(files.published) + published.claim_inputs(gpu, "paper_B", "T3", by="row")
 
     def build():
         judge = Judge("paper_B", files.samples())
@@ -69,5 +76,37 @@ def effects(files: Files):
             judge.systems(claim, [(weight, {_run_id(model): files.scored(model) for model in models})
                                   for weight, models in terms],
                           pooled=all(model["size"] == "full" for _, models in terms for model in models))
-        return judge.frame()
+        scales = judge_published(judge, files, gpu)
+        return published.with_scale(judge.frame(), scales)
     return inputs, build
+
+
+def judge_published(judge: Judge, files: Files, frame, reference_of=None) -> dict[str, str]:
+    """The abstract's headline, DHICM > T-base with the default hyper-parameters, on the
+    published GPU runs of Table 3 (systems named by their table row: the paper's T-optimal
+    needs the grid search, which no sitting runs), in the toy claims' family;
+    ``reference_of(pair, test)``: the reference file (default: this workflow's, where the
+    study trains that pair and scores that test set). Returns compared -> scale."""
+    def claim_of(slice_, layers, pair):
+        return Claim(HEADLINE, f"DHICM − T-base (GPU base {slice_}, {pair}, {layers})", ">", 0.0,
+                     _paper_gap("DHICM", "T-base"))
+    return published.judge(judge, frame, "paper_B", "T3", [(claim_of, [(1, "DHICM"), (-1, "T-base")])],
+                           reference_of or _reference(files), by="row")
+
+
+def _reference(files: Files):
+    """(pair, test) -> this workflow's reference of ``test`` for a pair the study trains, or None."""
+    def find(pair: str, test: str) -> str | None:
+        for corpus, trained in corpus_pairs(files.study):
+            if trained == pair and files.test(corpus) == test:
+                return files.ref(_any_model(files, corpus, pair))
+        return None
+    return find
+
+
+def _any_model(files: Files, corpus: str, pair: str) -> dict:
+    """A model of the pair, whose reference is the pair's (the ``raw`` path names the data only)."""
+    for cell_corpus, cell_pair, runs in t3_cells(files):
+        if (cell_corpus, cell_pair) == (corpus, pair):
+            return next(iter(runs.values()))["T-base"][0]
+    raise KeyError((corpus, pair))

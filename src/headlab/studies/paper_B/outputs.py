@@ -143,8 +143,10 @@ def t3(files: Files):
         if (ours["mark"] == UNTESTED).any():
             table.caption += (f" {UNTESTED}: compare-mt's bootstrap has no result for DHICM, not judged (not "
                               "'not significant').")
+        # a published run: its pair's row, its system's column (the plan's row names the system)
         table, gpu = published.extend(table, published.read(files.published), "paper_B", "T3",
-                                      label=lambda run: run["row"], column=lambda run: run["heads"])
+                                      label=lambda run: published.corpus_pair(run, files.config["corpora"]),
+                                      column=lambda run: run["row"])
         ours = published.tidy(ours, gpu, "bleu")
         return table, ours
     return inputs, build

@@ -2,6 +2,7 @@
 paper's own difference where its tables give one."""
 from __future__ import annotations
 
+from headlab.studies import published
 from headlab.studies.common import at_seeds, corpus_pairs, pair_label, seeds as study_seeds
 from headlab.studies.effects import Claim, Judge
 from headlab.studies.paper_C.grid import (
@@ -10,6 +11,11 @@ from headlab.studies.paper_C.outputs import BLEU, Files, reference
 
 #: Table 1's syntax-enhanced systems
 SYNTAX_SYSTEMS = ["+DEA", "+DEA+RHE", "+LPEA", "+LPEA+RHE"]
+#: §5.2's pairwise claims on Table 1: (better, worse, text), judged on the toy runs of every
+#: pair and on the published GPU runs that train both systems (their rows named as here)
+T1_CONTRASTS = (("+LPEA+RHE", "Transformer", "§5.2: LPEA+RHE beats the Transformer"),
+                ("+DEA+RHE", "+DEA", "§5.2: RHE lifts DEA (DEA+RHE > DEA)"),
+                ("+LPEA+RHE", "+LPEA", "§5.2: RHE lifts LPEA (LPEA+RHE > LPEA)"))
 
 
 def _paper_value(table: str, row: str, column: str) -> float | None:
@@ -46,9 +52,7 @@ def effects(files: Files):
     for corpus, pair in corpus_pairs(study):
         systems = {name: runs(study, model) for name, model in t1_models(study, corpus, pair).items()}
         where = pair_label(corpus, pair)
-        for better, worse, text in (("+LPEA+RHE", "Transformer", "§5.2: LPEA+RHE beats the Transformer"),
-                                    ("+DEA+RHE", "+DEA", "§5.2: RHE lifts DEA (DEA+RHE > DEA)"),
-                                    ("+LPEA+RHE", "+LPEA", "§5.2: RHE lifts LPEA (LPEA+RHE > LPEA)")):
+        for better, worse, text in T1_CONTRASTS:
             claims.append((Claim(text, f"{better} − {worse} ({where})", ">", 0.0, _paper_t1(better, worse, pair)),
                            [(1, systems[better], "full"), (-1, systems[worse], "full")]))
         claims.append((Claim("§5.2: the syntax-enhanced systems beat Rel_Pos and Localness (their means)",
@@ -91,11 +95,38 @@ def effects(files: Files):
     ablation = {"full": files.ablation}
     inputs = [file for _, terms in claims for _, system_runs, name in terms for run in system_runs
               for file in files.scored(run, ablation.get(name, name))[:2]]
+    gpu = published.read(files.published)
+    inputs += published.inputs(files.published) + published.claim_inputs(gpu, "paper_C", "T1", by="row")
+    inputs += [files.ref(model) for corpus, pair in corpus_pairs(study)
+               for model in list(t1_models(study, corpus, pair).values())[:1]]
 
     def build():
         judge = Judge("paper_C", files.samples())
         for claim, terms in claims:
             judge.systems(claim, [(weight, {run["seed"]: files.scored(run, ablation.get(name, name)) for run in system_runs})
                                   for weight, system_runs, name in terms])
-        return judge.frame()
+        scales = judge_published(judge, files, gpu)
+        return published.with_scale(judge.frame(), scales)
     return inputs, build
+
+
+def judge_published(judge: Judge, files: Files, frame, reference_of=None) -> dict[str, str]:
+    """§5.2's pairwise claims (:data:`T1_CONTRASTS`) on the published GPU runs of Table 1
+    (systems named by their table row), in the toy claims' family; ``reference_of(pair,
+    test)``: the reference file (default: this workflow's, where the study trains that pair
+    and scores that test set). Returns compared -> scale."""
+    def claim_of(better, worse, text):
+        return lambda slice_, layers, pair: Claim(text, f"{better} − {worse} (GPU base {slice_}, {pair}, {layers})",
+                                                  ">", 0.0, _paper_t1(better, worse, pair))
+    contrasts = [(claim_of(better, worse, text), [(1, better), (-1, worse)]) for better, worse, text in T1_CONTRASTS]
+    return published.judge(judge, frame, "paper_C", "T1", contrasts, reference_of or _reference(files), by="row")
+
+
+def _reference(files: Files):
+    """(pair, test) -> this workflow's reference of ``test`` for a pair the study trains, or None."""
+    def find(pair: str, test: str) -> str | None:
+        for corpus, trained in corpus_pairs(files.study):
+            if trained == pair and files.test(corpus) == test:
+                return files.ref(next(iter(t1_models(files.study, corpus, pair).values())))
+        return None
+    return find

@@ -116,8 +116,10 @@ def t1(files: Files):
         if (ours["mark"] == UNTESTED).any():
             table.caption += (f" {UNTESTED}: compare-mt's bootstrap has no result for the system, not judged (not "
                               "'not significant').")
+        # a published run: its pair's BLEU row, its system's column (the plan's row names the system)
         table, gpu = published.extend(table, published.read(files.published), "paper_C", "T1",
-                                      label=lambda run: run["row"], column=lambda run: run["heads"])
+                                      label=lambda run: f"{published.corpus_pair(run, files.config['corpora'])} {BLEU}",
+                                      column=lambda run: run["row"])
         ours = published.tidy(ours, gpu, "value")
         return table, ours
     return inputs, build

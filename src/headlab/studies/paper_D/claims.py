@@ -6,6 +6,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from headlab.studies import published
 from headlab.studies.common import corpus_pairs, first_seed, headline_seeds, seeds as study_seeds
 from headlab.studies.effects import Claim, Judge
 from headlab.studies.paper_D.grid import baseline, gated, lambdas
@@ -94,6 +95,8 @@ def effects(files: Files):
     inputs += [files.gates(model) for runs in gated_runs.values() for model in runs]
     inputs += [files.gates(model) for by_seed in sweep.values() for runs in by_seed.values() for model in runs]
     inputs += joined_inputs
+    gpu = published.read(files.published)
+    inputs += published.inputs(files.published) + published.claim_inputs(gpu, "paper_D", "T3", by="row")
 
     def build():
         judge = Judge("paper_D", files.samples())
@@ -161,5 +164,30 @@ def effects(files: Files):
                 judge.per_seed(claim, {first_seed(study): float(syntactic["kept"].mean() - group["kept"].mean())})
             else:
                 judge.unjudged(claim, _no_syntactic_head(group))
-        return judge.frame()
+        scales = judge_published(judge, files, gpu)
+        return published.with_scale(judge.frame(), scales)
     return inputs, build
+
+
+def judge_published(judge: Judge, files: Files, frame, reference_of=None) -> dict[str, str]:
+    """Table 3's claims (:data:`T3_CLAIMS`) on the published GPU runs (systems named by their
+    table row: the fine-tunes share their parent's heads), in the toy claims' family; a claim
+    whose rows the slice does not train (the inverted fine-tunes) is not added.
+    ``reference_of(pair, test)``: the reference file (default: this workflow's, where the
+    study trains that pair and scores that test set). Returns compared -> scale."""
+    def claim_of(text, weights, note):
+        return lambda slice_, layers, pair: Claim(text, f"{_term_text(weights)} (GPU base {slice_}, {pair}, {layers})",
+                                                  ">", 0.0, _paper_t3(weights), paper_note=note)
+    contrasts = [(claim_of(text, weights, note), [(weight, row) for row, weight in weights.items()])
+                 for text, weights, note in T3_CLAIMS]
+    return published.judge(judge, frame, "paper_D", "T3", contrasts, reference_of or _reference(files), by="row")
+
+
+def _reference(files: Files):
+    """(pair, test) -> this workflow's reference of ``test`` for a pair the study trains, or None."""
+    def find(pair: str, test: str) -> str | None:
+        for corpus, trained in corpus_pairs(files.study):
+            if trained == pair and files.test(corpus) == test:
+                return files.ref(baseline(files.study, corpus, pair))
+        return None
+    return find
