@@ -459,7 +459,8 @@ def test_a_published_row_of_paper_Bs_table_3_lands_in_its_table_and_tidy_rows(tm
     assert "B-base-dhicm (GPU)" not in table.values.index          # published: no "not yet run" row
     tidy = published.tidy(ours, gpu)
     assert list(tidy["scale"].str[:3]) == ["toy", "toy", "GPU", "GPU"] and set(tidy["column"]) == {"T-base", "DHICM"}
-    assert "| multi30k de-en (GPU B-base-dhicm) | GPU base: B-base-dhicm, seed 1, converged" in to_markdown(table)
+    assert ("| multi30k de-en (GPU B-base-dhicm) | GPU base: B-base-dhicm; T-base: seed 1, converged at step 4,000 "
+            "(2026-12-03-h100-abc1234); 95% interval [34.00, 36.00] / DHICM: seed 1, converged") in to_markdown(table)
     assert "B-base-dhicm: 2026-12-03-h100-abc1234 (converged)" in published.summary(published.read(str(root)), "paper_B")
     # the slice's figure of every sitting, where there is one
     (root / "B-base-dhicm" / "learning_curves.png").write_bytes(b"png")

@@ -93,7 +93,11 @@ def test_paper_Cs_core_slice_lands_in_its_pairs_bleu_row_under_each_systems_colu
     for system, value in bleu.items():
         assert values.loc[gpu, f"{system} ours"] == pytest.approx(value + 0.2)      # the mean of seeds 1-3
     assert set(toy_columns) == {f"{system} {side}" for system in outputs.T1_SYSTEMS for side in ("ours", "paper")}
-    assert values.loc[gpu, "scale"].startswith("GPU base: C-core-base, seeds 1, 2, 3, converged ×3")
+    # one row, four systems: its scale names each system's seeds and interval
+    scale = values.loc[gpu, "scale"]
+    assert scale.startswith("GPU base: C-core-base; Transformer: seeds 1, 2, 3, converged ×3 at steps 2,200, ")
+    assert [part.split(":")[0] for part in scale.split("; ", 1)[1].split(" / ")] == list(bleu)
+    assert "+LPEA+RHE: seeds 1, 2, 3, converged ×3" in scale and scale.count("95% t interval of the mean [") == 4
     gpu_tidy = tidy[tidy["scale"] != "toy"]
     assert set(gpu_tidy["column"]) == set(bleu) and set(gpu_tidy["row"]) == {gpu}
 
@@ -142,6 +146,8 @@ def test_paper_Bs_slice_lands_in_its_pairs_row_and_its_headline_is_judged(tmp_pa
     gpu = "multi30k de-en (GPU B-base-dhicm)"
     assert table.values.loc[gpu, "T-base ours"] == pytest.approx(34.2)
     assert table.values.loc[gpu, "DHICM ours"] == pytest.approx(35.2)
+    assert table.values.loc[gpu, "scale"].startswith("GPU base: B-base-dhicm; T-base: seeds 1, 2, 3, converged ×3")
+    assert " / DHICM: seeds 1, 2, 3, converged ×3" in table.values.loc[gpu, "scale"]
     assert {column for column in table.values.columns if column != "scale"} == {
         f"{system} {side}" for system in grid.SYSTEMS for side in ("ours", "paper")}
 

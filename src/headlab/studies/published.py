@@ -324,7 +324,8 @@ def extend(table, frame, study: str, name: str, *, label: Callable, column: Call
         return base
 
     values = grid(table.values, gpu.values if gpu is not None else None)
-    texts = {**{row: TOY for row in table.values.index}, **dict(zip(tidy["label"], tidy["scale"])),
+    order = [col.removesuffix(f" {sub}") if sub else col for col in columns]
+    texts = {**{row: TOY for row in table.values.index}, **_row_scales(tidy, order),
              **{f"{slice_} (GPU)": f"{GPU}: {slice_}: {NOT_YET_RUN}" for slice_ in planned}}
     values.insert(0, SCALE, [texts[row] for row in rows])
     has_runs = table.count is not None or (gpu is not None and gpu.count is not None)
@@ -352,6 +353,23 @@ def extend(table, frame, study: str, name: str, *, label: Callable, column: Call
                              "the GPU plan with nothing published.")
     return extended, tidy
 
+
+
+def _row_scales(tidy, order: list[str]) -> dict[str, str]:
+    """A GPU row's ``scale`` cell: its run's scale, or where the row holds several systems (a
+    column each: papers B's and C's systems beside one pair's row), each system's seeds and
+    interval in the table's column ``order``, ``GPU base: <slice>; <system>: seeds … / <system>: …``."""
+    cells = {}
+    for label, group in tidy.groupby("label", sort=False):
+        scales = sorted(dict.fromkeys(zip(group["column"], group["scale"])),
+                        key=lambda cell: order.index(cell[0]) if cell[0] in order else len(order))
+        if len({column for column, _ in scales}) == 1:
+            cells[label] = scales[-1][1]
+            continue
+        prefix = f"{GPU}: {group['slice'].iloc[0]}, "
+        cells[label] = f"{prefix.removesuffix(', ')}; " + " / ".join(
+            f"{column}: {text.removeprefix(prefix)}" for column, text in scales)
+    return cells
 
 
 def tidy(ours, gpu, value: str = "bleu"):
