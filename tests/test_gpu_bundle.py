@@ -739,9 +739,11 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
     models = {"8L": {"checkpoints": [2, 4]}, "7Ftoken+1L": {"checkpoints": [2, 4]}}
     header = ",".join(gpu_plan.ROW_COLUMNS)
     row = {column: "" for column in gpu_plan.ROW_COLUMNS}
-    lines = [header] + [",".join(str({**row, "heads": h, "bleu": "1.0", "best_step": "4",
-                                      "selected_by": BY_NEWEST}[c]) for c in gpu_plan.ROW_COLUMNS)
-                        for h in models]
+    def rows_csv(selected_by: str) -> list[str]:
+        return [header] + [",".join(str({**row, "heads": h, "model": h, "bleu": "1.0", "best_step": "4",
+                                         "selected_by": selected_by}[c]) for c in gpu_plan.ROW_COLUMNS)
+                           for h in models]
+    lines = rows_csv(BY_NEWEST)
     provenance = {"status": status, "lacks": lacks, "lacks_by_cause": causes,
                   "machine": {"torch_file": "/venv/lib/torch/__init__.py"}}
     speed = "gpu,model,models_side_by_side,step_ms,start_first_batch_s\ncpu,8L,2,900.5,31\ncpu,7Ftoken+1L,2,870,30\n"
@@ -767,7 +769,7 @@ def test_the_rehearsal_checks_a_labelled_publication_not_a_deadline(tmp_path, st
     unsaid = _rehearsal_out(tmp_path / "unsaid", {"published": True, "publication": folder, "models": models,
                                                   "calls": [first_call]},
                             {f"{folder}/provenance.json": json.dumps(provenance), f"{folder}/throughput.csv": speed,
-                             f"{folder}/rows.csv": "\n".join(line.removesuffix(BY_NEWEST) for line in lines)})
+                             f"{folder}/rows.csv": "\n".join(rows_csv(""))})
     unsaid = dict(rehearsal.checks(unsaid, second, 300, (120, 20), [{"name": "8L"}, {"name": "7Ftoken+1L"}]))
     assert not unsaid["BLEU for 2 of 2 models, each at its own evaluated checkpoint, saying how it was chosen "
                       "(not said)"]
