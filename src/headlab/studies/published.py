@@ -470,6 +470,21 @@ def judge(judge, frame, study: str, table: str, contrasts, reference: Callable, 
     return scales
 
 
+def reference_of(files, model_of: Callable) -> Callable:
+    """``(pair, test)`` -> this workflow's reference of ``test`` for a corpus pair the study
+    trains and scores that test set of (``files``: the study's ``Files``; ``model_of(corpus,
+    pair)``: one of its models there, whose reference it is), or None: :func:`judge`'s
+    ``reference``."""
+    from headlab.studies.common import corpus_pairs
+
+    def find(pair: str, test: str) -> str | None:
+        for corpus, trained in corpus_pairs(files.study):
+            if trained == pair and files.test(corpus) == test:
+                return files.ref(model_of(corpus, pair))
+        return None
+    return find
+
+
 def with_scale(frame, scales: dict[str, str]):
     """``effects.csv``'s rows with a ``scale`` column after ``compared``: a published
     contrast's (:func:`judge`'s ``scales``), else ``toy``."""

@@ -116,16 +116,9 @@ def judge_published(judge: Judge, files: Files, frame, reference: str | None = N
                          FIXED, base), [(1, FIXED), (-1, base)]),
                  (within(f"§4.4: the learned head is dispensable: {eight} within 1 BLEU of {FIXED}", eight, FIXED),
                   [(1, eight), (-1, FIXED)])]
-    return published.judge(judge, frame, "paper_A", "T1", contrasts,
-                           lambda pair, test: reference or _reference(files, pair, test))
-
-
-def _reference(files: Files, pair: str, test: str) -> str | None:
-    """This workflow's reference of ``test`` of a corpus pair the study trains, if any."""
-    for corpus, trained in corpus_pairs(files.study):
-        if trained == pair and files.test(corpus) == test:
-            return files.ref(one_model(files.study, corpus, pair, files.study["deep"], files.study["heads"][0]))
-    return None
+    deep = published.reference_of(files, lambda corpus, pair: one_model(files.study, corpus, pair, files.study["deep"],
+                                                                       files.study["heads"][0]))
+    return published.judge(judge, frame, "paper_A", "T1", contrasts, lambda pair, test: reference or deep(pair, test))
 
 
 def effects(files: Files):

@@ -3,7 +3,6 @@ Table 4's larger gain at small sizes (the subsamples and seeds as runs)."""
 from __future__ import annotations
 
 from headlab.studies import published
-from headlab.studies.common import corpus_pairs
 from headlab.studies.effects import Claim, Judge
 from headlab.studies.paper_B.grid import SYSTEMS, sweep_sizes
 from headlab.studies.paper_B.outputs import Files, reference, sweep, t3_cells
@@ -91,17 +90,8 @@ def judge_published(judge: Judge, files: Files, frame, reference_of=None) -> dic
         return Claim(HEADLINE, f"DHICM − T-base (GPU base {slice_}, {pair}, {layers})", ">", 0.0,
                      _paper_gap("DHICM", "T-base"))
     return published.judge(judge, frame, "paper_B", "T3", [(claim_of, [(1, "DHICM"), (-1, "T-base")])],
-                           reference_of or _reference(files), by="row")
-
-
-def _reference(files: Files):
-    """(pair, test) -> this workflow's reference of ``test`` for a pair the study trains, or None."""
-    def find(pair: str, test: str) -> str | None:
-        for corpus, trained in corpus_pairs(files.study):
-            if trained == pair and files.test(corpus) == test:
-                return files.ref(_any_model(files, corpus, pair))
-        return None
-    return find
+                           reference_of or published.reference_of(files, lambda corpus, pair: _any_model(files, corpus, pair)),
+                           by="row")
 
 
 def _any_model(files: Files, corpus: str, pair: str) -> dict:

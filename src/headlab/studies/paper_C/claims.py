@@ -119,14 +119,6 @@ def judge_published(judge: Judge, files: Files, frame, reference_of=None) -> dic
         return lambda slice_, layers, pair: Claim(text, f"{better} − {worse} (GPU base {slice_}, {pair}, {layers})",
                                                   ">", 0.0, _paper_t1(better, worse, pair))
     contrasts = [(claim_of(better, worse, text), [(1, better), (-1, worse)]) for better, worse, text in T1_CONTRASTS]
-    return published.judge(judge, frame, "paper_C", "T1", contrasts, reference_of or _reference(files), by="row")
-
-
-def _reference(files: Files):
-    """(pair, test) -> this workflow's reference of ``test`` for a pair the study trains, or None."""
-    def find(pair: str, test: str) -> str | None:
-        for corpus, trained in corpus_pairs(files.study):
-            if trained == pair and files.test(corpus) == test:
-                return files.ref(next(iter(t1_models(files.study, corpus, pair).values())))
-        return None
-    return find
+    first_model = published.reference_of(files, lambda corpus, pair: next(iter(t1_models(files.study, corpus,
+                                                                                          pair).values())))
+    return published.judge(judge, frame, "paper_C", "T1", contrasts, reference_of or first_model, by="row")

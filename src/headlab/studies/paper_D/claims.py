@@ -180,14 +180,5 @@ def judge_published(judge: Judge, files: Files, frame, reference_of=None) -> dic
                                                   ">", 0.0, _paper_t3(weights), paper_note=note)
     contrasts = [(claim_of(text, weights, note), [(weight, row) for row, weight in weights.items()])
                  for text, weights, note in T3_CLAIMS]
-    return published.judge(judge, frame, "paper_D", "T3", contrasts, reference_of or _reference(files), by="row")
-
-
-def _reference(files: Files):
-    """(pair, test) -> this workflow's reference of ``test`` for a pair the study trains, or None."""
-    def find(pair: str, test: str) -> str | None:
-        for corpus, trained in corpus_pairs(files.study):
-            if trained == pair and files.test(corpus) == test:
-                return files.ref(baseline(files.study, corpus, pair))
-        return None
-    return find
+    parents = published.reference_of(files, lambda corpus, pair: baseline(files.study, corpus, pair))
+    return published.judge(judge, frame, "paper_D", "T3", contrasts, reference_of or parents, by="row")
