@@ -861,3 +861,41 @@ def test_a_slice_for_a_table_that_shows_no_gpu_rows_is_one_line_naming_its_line(
     assert str(caught.value) == f"{path}:{line}: [table] slice A-T1-deep: paper_A shows published GPU rows in T1 and T2, not 'T9'"
     for study in STUDIES.values():
         assert set(study.gpu_tables) <= set(study.tables), study.name
+
+
+@pytest.mark.parametrize("old, new, key", [
+    # paper C places a run in the column its row names: "+LPEA + RHE" would be a column of its own
+    ("      - {heads: \"8RHElpea,*(8L)\", row: +LPEA+RHE}\n", "      - {heads: \"8RHElpea,*(8L)\", row: +LPEA + RHE}\n",
+     "row"),
+    # paper D's chain: the pruned model's untrained start, a row of Table 3
+    ("        initial_row: Non-inverted (initial)", "        initial_row: Non-inverted (start)", "initial_row"),
+])
+def test_a_row_its_table_has_not_is_one_line_naming_its_line(tmp_path, old, new, key):
+    """Published, the run would show beside the table under a label no paper row has, and the
+    row it meant would say "not yet run"; refused when the plan is read, before any bundle."""
+    path = _bad_plan(tmp_path, old, new)
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    line = next(number for number, text in enumerate(path.read_text().splitlines(), 1) if text.startswith(new.rstrip("\n")))
+    row = new.split(f"{key}: ")[1].split("}")[0].split("  #")[0].strip()
+    assert str(caught.value).startswith(f"{path}:{line}: [{key}] slice ") and f"row {row!r} is none of" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_rows_that_place_a_gpu_run_are_the_papers_own():
+    """Every study's ``gpu_rows`` is of a table that shows GPU rows, and names the paper's
+    systems (B: Table 3's columns, C: Table 1's rows, D: Table 3's rows and our fine-tuned
+    baseline, the control the paper's text describes)."""
+    import pandas as pd
+
+    from headlab.studies import STUDIES
+
+    for study in STUDIES.values():
+        assert set(study.gpu_rows) <= set(study.gpu_tables), study.name
+    folder = Path(__file__).resolve().parents[1] / "src/headlab/studies"
+    reference = {name: pd.read_csv(folder / name / "reference.csv") for name in ("paper_B", "paper_C", "paper_D")}
+    table_of = {name: frame[frame["table"] == STUDIES[name].gpu_tables[0]] for name, frame in reference.items()}
+    assert set(STUDIES["paper_B"].gpu_rows["T3"]) == set(table_of["paper_B"]["column"])
+    assert set(STUDIES["paper_C"].gpu_rows["T1"]) == set(table_of["paper_C"]["row"])
+    assert set(STUDIES["paper_D"].gpu_rows["T3"]) - set(table_of["paper_D"]["row"]) == {"Baseline (fine-tuned, no pruning)"}
+    assert "paper_A" not in {name for name, study in STUDIES.items() if study.gpu_rows}

@@ -51,6 +51,11 @@ class Study(ABC):
     #: those of its tables that show the GPU sittings' published rows (``published.extend``):
     #: a slice of ``config/gpu-plan.yaml`` fills one of them
     gpu_tables: ClassVar[tuple[str, ...]] = ()
+    #: for a GPU table whose published runs are placed by the plan's ``row`` (a column or a
+    #: row of the paper's table), the names that place one: ``config/gpu-plan.yaml`` is
+    #: refused when it names another (its run would show under a label no paper row has). A
+    #: table not here places its runs by their own keys (paper A: pair and heads)
+    gpu_rows: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     #: whether ``builder(CLAIMS)`` judges the paper's claims (``effects.csv``)
     judges_claims: ClassVar[bool] = False
     #: keys of its config block that hold head specs as the user writes them (``4L|gate``):

@@ -265,6 +265,7 @@ def load(path: Path | str = PLAN, schema_path: Path | str = SCHEMA) -> Plan:
             raise ConfigError(f"slice {found.name!r} is named twice", key="name", **where)
         _check_models(found, path, root_node, index)
         _check_chain(found, path, root_node, index)
+        _check_rows(found, path, root_node, index)
         check_trainings(found.name, found.entry, found.chain,
                         lambda location, at=index: {"path": str(path),
                                                     "line": _line_of(root_node, ["slices", at, *location])})
@@ -300,6 +301,26 @@ def _check_models(found: Slice, path: Path, root_node, index: int) -> None:
                               f"{seen[name]!r}: list it once", key="heads", path=str(path),
                               line=_line_of(root_node, ["slices", index, "models", number]))
         seen[name] = model["heads"]
+
+
+def _check_rows(found: Slice, path: Path, root_node, index: int) -> None:
+    """Each ``row`` (and a chain link's ``initial_row``) one its table places a run by
+    (``Study.gpu_rows``): a misspelt one would publish, and show beside the table under a
+    label no paper row has, where the row it meant says "not yet run"."""
+    from headlab.studies import STUDIES
+
+    study, table = found.entry["study"], found.entry["table"]
+    names = STUDIES[study].gpu_rows.get(table)
+    if names is None:
+        return
+    places = [(["models", number, "row"], model["row"]) for number, model in enumerate(found.entry["models"])]
+    for number, link in enumerate(found.chain):
+        places += [(["chain", number, key], link[key]) for key in ("row", "initial_row") if link.get(key)]
+    for location, row in places:
+        if row not in names:
+            raise ConfigError(f"slice {found.name}: row {row!r} is none of {study} {table}'s rows "
+                              f"({', '.join(names)})", key=location[-1], path=str(path),
+                              line=_line_of(root_node, ["slices", index, *location]))
 
 
 def _check_chain(found: Slice, path: Path, root_node, index: int) -> None:

@@ -60,6 +60,7 @@ class PaperB(Study):
     outdir = grid.OUTDIR
     tables = ("T2", "T2grid", "T3", "T4", "importance")
     gpu_tables = ("T3",)
+    gpu_rows = {"T3": grid.SYSTEMS}
     figures = ("F1", "F2", "F3")
     judges_claims = True
     stages = grid.STAGES

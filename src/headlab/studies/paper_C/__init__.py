@@ -50,6 +50,7 @@ class PaperC(Study):
     outdir = grid.OUTDIR
     tables = ("T1", "T2", "T3", "A2", "A3", "redundant")
     gpu_tables = ("T1",)
+    gpu_rows = {"T1": tuple(grid.T1_SYSTEMS)}
     figures = ("F4", "F5")
     judges_claims = True
 

@@ -62,6 +62,7 @@ class PaperD(Study):
     outdir = grid.OUTDIR
     tables = ("T1", "T2", "T2values", "T3", "lambda_sweep", "join", "fixed")
     gpu_tables = ("T3",)
+    gpu_rows = {"T3": grid.T3_ROWS}
     figures = ("F1", "F2", "F_gates", "curve")
     judges_claims = True
     head_spec_keys = ("heads", "fixed_heads")

@@ -11,6 +11,9 @@ from headlab.studies import common
 from headlab.studies.common import corpus_pairs, first_seed, headline_seeds, seeds as study_seeds
 
 OUTDIR = "paper_D"
+#: Table 3's rows, in the paper's order
+T3_ROWS = ("Baseline (converged)", "Baseline (fine-tuned, no pruning)", "Pruned (converged)",
+           "Non-inverted (initial)", "Non-inverted (fine-tuned)", "Inverted (initial)", "Inverted (fine-tuned)")
 STAGES = ("gates",)
 
 

@@ -11,12 +11,10 @@ from headlab.errors import DataError
 from headlab.naming import model_path, snapshot
 from headlab.studies import common, published
 from headlab.studies.common import corpus_pairs, first_seed, headline_seeds, load_json, pair_label, seeds as study_seeds
-from headlab.studies.paper_D.grid import OUTDIR, baseline, control, curve_steps, gated, lambdas, pruned, stage_name
+from headlab.studies.paper_D.grid import (OUTDIR, T3_ROWS, baseline, control, curve_steps, gated, lambdas, pruned,
+                                         stage_name)
 from headlab.studies.tables import Table, beside, pivot
 
-#: Table 3's rows, in the paper's order
-T3_ROWS = ("Baseline (converged)", "Baseline (fine-tuned, no pruning)", "Pruned (converged)",
-           "Non-inverted (initial)", "Non-inverted (fine-tuned)", "Inverted (initial)", "Inverted (fine-tuned)")
 #: columns of the syntactic head profile (``headlab profile-heads``)
 PROFILE_COLUMNS = ("layer", "head", "head_kind", "relation", "direction", "accuracy", "count", "best_baseline")
 
