@@ -567,6 +567,15 @@ def test_the_shipped_bundle_runs_its_sitting_on_the_cpu(tmp_path):
         # a model without BLEU is named in what the publication lacks
         assert row["bleu"] or any(row["heads"] in lack or "BLEU" in lack for lack in provenance["lacks"])
     assert f"{published}/learning_curve.8L.csv" in names and f"{published}/throughput.csv" in names
+    # each model's recipe, recorded on the machine from the bundle's copy of its config and
+    # data, is what this checkout's prepared config and files make with the runner's options
+    from headlab.workflow import recipe
+    from headlab.workflow.gpu_runner import training_overrides
+    for row, model in zip(rows, manifest["models"]):
+        options = yaml.safe_load((bundle.REPO / model["config"]).read_text())
+        expected = recipe.of(recipe.with_overrides(options, training_overrides("cpu")), bundle.REPO)
+        assert provenance["models"][model["name"]]["recipe"] == json.loads(json.dumps(expected))
+        assert row["recipe"] == recipe.digest(expected) and expected["model_dtype"] == "fp32"
     # every training timed from inside; the first model's profile side by side, if it reached it
     with tarfile.open(out / "headlab-sitting.tar.gz") as tar:
         speed = {row["model"]: row for row in csv.DictReader(

@@ -333,13 +333,14 @@ def test_a_published_step_that_is_no_number_is_one_line_naming_its_file_and_line
 
 def test_the_queue_says_each_slices_seeds_and_the_sittings_to_go(tmp_path, capsys):
     """``python -m headlab.workflow.gpu_plan`` over the shipped plan and results/published/
-    (A-T1-deep seeds 1-2 short of convergence), then over a tree where A's seed 3 converged
-    and B (two seeds a sitting) published seed 1."""
+    (A-T1-deep seed 2 short of convergence; seed 1 published by the recipes of the two sittings
+    before, learning rate 2.0, then no stop rule: trained anew), then over a tree where A's
+    seed 3 converged and B (two seeds a sitting) published seed 1."""
     assert gpu_plan.main([]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == ("A-T1-deep      cost   540 GPU-s,  3111 steps a sitting (3 side by side): seeds short of "
-                        "convergence [2]; undertrained (under 1556 steps) [1]; never run [3]; sittings to go: "
-                        "2 first-pass + 1 rerun")
+                        "convergence [2]; never run [3]; published by an earlier recipe only (shown apart, trained "
+                        "anew) [1]; sittings to go: 2 first-pass + 1 rerun")
     assert lines[-4] == ("one seed more a sitting: A-T1-deep 2 seeds (6 side by side, scaled from the plan's 4 side "
                          "by side) ~1,750 steps a sitting, short of convergence (~3,000): deadline rows; C-core-base 2 "
                          "seeds (8 side by side, scaled from the plan's 4 side by side) ~1,218 steps a sitting, short "
@@ -899,3 +900,53 @@ def test_the_rows_that_place_a_gpu_run_are_the_papers_own():
     assert set(STUDIES["paper_C"].gpu_rows["T1"]) == set(table_of["paper_C"]["row"])
     assert set(STUDIES["paper_D"].gpu_rows["T3"]) - set(table_of["paper_D"]["row"]) == {"Baseline (fine-tuned, no pruning)"}
     assert "paper_A" not in {name for name, study in STUDIES.items() if study.gpu_rows}
+
+
+def test_a_seed_published_by_an_earlier_recipe_is_trained_anew_after_the_seeds_never_run(tmp_path):
+    """A session changed what trains the slice between two sittings: seeds 1-2 were published
+    by one recipe, seed 3 by the next. Only seed 3 counts; seeds 1-2 come again after the seeds
+    never run (none here), as the undertrained do; a rows.csv with no recipe counts as before."""
+    plan = gpu_plan.load()
+    found = plan.slice("A-T1-deep")
+    _publish(tmp_path, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "converged", 2: "converged"}, found.rows)
+    _publish(tmp_path, "A-T1-deep", "2026-11-30-h100-ccccccc", {3: "deadline"}, found.rows)
+    assert gpu_plan.seed_states(found, tmp_path).converged == [1, 2]           # no recipe recorded
+    for sitting, made_by in (("2026-11-28-h100-aaaaaaa", "1111aaaa2222"), ("2026-11-30-h100-ccccccc", "3333cccc4444")):
+        rows = tmp_path / "A-T1-deep" / sitting / "rows.csv"
+        lines = rows.read_text().splitlines()
+        rows.write_text("\n".join([lines[0]] + [line + made_by for line in lines[1:]]) + "\n")   # recipe: last
+    states = gpu_plan.seed_states(found, tmp_path)
+    assert (states.converged, states.never_run, states.earlier_recipe, states.first_pass) == ([], [], [1, 2], [1, 2])
+    assert gpu_plan.choose(plan, tmp_path).seeds == [1]
+    assert "published by an earlier recipe only (shown apart, trained anew) [1, 2]" in gpu_plan.queue_line(
+        found, tmp_path)
+    # the next sittings are forecast by the newest recipe: seed 1, then seed 2
+    assert [(ahead.choice.slice.name, ahead.choice.seeds) for ahead in gpu_plan.forecast(plan, tmp_path, 2)] == [
+        ("A-T1-deep", [1]), ("A-T1-deep", [2])]
+
+
+def test_a_bundle_says_when_it_trains_by_another_recipe_than_the_published_seeds(tmp_path, monkeypatch):
+    """``headlab gpu-bundle`` compares each model's recipe with its newest published run's: the
+    same, nothing; another, one warning line naming the sitting and what changed."""
+    import json
+
+    from headlab.workflow import bundle, recipe
+
+    plan = gpu_plan.load()
+    choice = gpu_plan.Choice(plan.slice("A-T1-deep"), [3], [])
+    published = tmp_path / "published"
+    _publish(published, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "converged"}, choice.slice.rows)
+    options = {"learning_rate": 1.0, "warmup_steps": 1000, "enc_heads": "8L"}
+    made = recipe.of(options)
+    rows = published / "A-T1-deep" / "2026-11-28-h100-aaaaaaa" / "rows.csv"
+    lines = rows.read_text().splitlines()
+    rows.write_text("\n".join([lines[0]] + [line + recipe.digest(made) for line in lines[1:]]) + "\n")
+    (rows.parent / "provenance.json").write_text(json.dumps({"models": {"8L": {"recipe": made}}}))
+    config = tmp_path / "onmt.yaml"
+    models = [{"name": "8L", "heads": "8L", "config": str(config)}]
+    config.write_text(json.dumps(options))
+    assert bundle.recipe_changes(choice, models, published) == []
+    config.write_text(json.dumps({**options, "learning_rate": 0.7}))
+    assert bundle.recipe_changes(choice, models, published) == [
+        "8L trains by another recipe than its newest published run's (2026-11-28-h100-aaaaaaa: learning_rate "
+        "1.0 -> 0.7); once this sitting publishes, that recipe's runs are shown apart and their seeds trained anew"]

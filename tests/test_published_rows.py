@@ -521,7 +521,12 @@ def test_the_h100_sittings_returned_tarballs_import_as_its_shipped_folder(tmp_pa
     """The importer, run again on what the 2026-11-27 sitting returned, writes the shipped
     folder byte for byte: the tables, scores, provenance with its slice and lacks, rows.csv,
     the learning curves read from the training logs, the CUDA suite's report. The shipped
-    folder only adds what was written later (the speed rows, the figure, a README paragraph)."""
+    folder only adds what was written later (the speed rows, the figure, a README paragraph,
+    each model's recipe: rows.csv's last column and the provenance's, rebuilt from its commit)."""
+    import csv
+    import io
+    import json
+
     shipped = SHIPPED / "A-T1-deep" / H100_SITTING
     _import_h100(tmp_path / H100_SITTING)
     imported = {file.name: file.read_bytes() for file in (tmp_path / H100_SITTING).iterdir()}
@@ -529,6 +534,13 @@ def test_the_h100_sittings_returned_tarballs_import_as_its_shipped_folder(tmp_pa
         "learning_curves.png", "throughput.csv"]
     readme = imported.pop("README.md")
     assert (shipped / "README.md").read_bytes().startswith(readme)
+    rows = list(csv.DictReader(io.StringIO((shipped / "rows.csv").read_text())))
+    assert [row.pop("recipe") for row in rows] == ["91d3958c474b", "00b6b0eae6ad", "aace73d80050"]
+    assert rows == list(csv.DictReader(io.StringIO(imported.pop("rows.csv").decode())))
+    provenance = json.loads((shipped / "provenance.json").read_text())
+    assert "rebuilt at 65e2124" in provenance.pop("recipe_rebuilt")
+    assert {model.pop("recipe")["learning_rate"] for model in provenance["models"].values()} == {1.0}
+    assert provenance == json.loads(imported.pop("provenance.json"))
     assert {name: (shipped / name).read_bytes() for name in imported} == imported
     assert b"8L,6+6,seed1,1000,34.2602,32.8235,35.6409" in imported["T1_deep.csv"]
 
@@ -568,3 +580,52 @@ def test_the_importer_says_in_one_line_which_first_sitting_it_cannot_find(tmp_pa
         f"python -m headlab.studies.published: sitting {sitting}: neither {root}/A-T1-deep/{sitting}/T1_deep.csv "
         f"nor {shared}/{sitting}/sitting.tar.gz\n")
     assert not root.exists()
+
+
+def test_a_seed_trained_by_an_earlier_recipe_is_shown_apart_and_never_averaged_or_judged(tmp_path):
+    """Seeds 1-2 of each model by one recipe, seed 3 by another (a session changed what
+    trains the slice between the sittings): the row averages seed 3 alone, seeds 1-2 have rows
+    of their own saying so, and the claims test seed 3 only. A rows.csv without the column
+    (a run with no recipe recorded) is never told apart."""
+    from headlab.studies import published
+    from headlab.studies.effects import Judge
+    from headlab.studies.paper_A import claims, outputs
+
+    root = tmp_path / "published"
+    ref = [f"a child number {index} throws a blue ball over the wooden fence" for index in range(120)]
+    reference = tmp_path / "ref.txt"
+    reference.write_text("\n".join(ref) + "\n")
+    for sitting, seeds, made_by in (("2026-11-27-h100-aaaaaaa", (1, 2), "1111aaaa2222"),
+                                    ("2026-11-29-h100-ccccccc", (3,), "3333cccc4444")):
+        rows = [dict(heads=heads, seed=seed, status="deadline", best_step=2200, step=2800, recipe=made_by,
+                     bleu=base + seed, bleu_ci_low=base + seed - 1.5, bleu_ci_high=base + seed + 1.5)
+                for seed in seeds for heads, base in (("8L", 30.0), ("7Ftoken+1L", 33.0), ("8Ftoken", 32.0))]
+        folder = _sitting(root, sitting, rows, columns=[*COLUMNS, "recipe"])
+        for seed in seeds:
+            for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
+                hyp = [" ".join(line.split()[:-1 - (index + seed) % 2]) if heads == "8L" else line
+                       for index, line in enumerate(ref)]
+                (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(hyp) + "\n")
+    frame = published.read(str(root))
+    assert list(published.earlier_recipe(frame)) == [True] * 6 + [False] * 3
+    assert sorted(set(published.seeds_of(frame)["seed"])) == ["3"]
+    unrecorded = frame.assign(recipe=[""] * 3 + list(frame["recipe"][3:]))        # seed 1's
+    assert list(published.earlier_recipe(unrecorded)) == [False] * 3 + [True] * 3 + [False] * 3
+    assert not published.earlier_recipe(frame.assign(recipe="")).any()
+
+    files = _files(tmp_path, root)
+    inputs, build = outputs.t1(files)
+    _fake_toy_inputs(inputs, root)
+    table, _ = build()
+    values = table.values
+    assert values.loc["DE-EN 8L (GPU A-T1-deep)", "6+6 ours"] == pytest.approx(33.0)
+    assert table.runs("DE-EN 8L (GPU A-T1-deep)", "6+6 ours")[1] == 1
+    for seed in (1, 2):
+        apart = f"DE-EN 8L (GPU A-T1-deep, deadline, an earlier recipe, seed {seed}, 2026-11-27-h100-aaaaaaa)"
+        assert values.loc[apart, "6+6 ours"] == pytest.approx(30.0 + seed)
+        assert values.loc[apart, "scale"].startswith(
+            f"GPU base: A-T1-deep, seed {seed}, deadline, an earlier recipe, not averaged "
+            f"(2026-11-27-h100-aaaaaaa: trained otherwise than the newest sitting's run); 95% interval")
+    judge = Judge("paper_A", 200)
+    claims.judge_published(judge, files, frame, reference=str(reference))
+    assert set(judge.frame()["seeds"]) == {1}

@@ -24,8 +24,9 @@ and adds them to a study's table (:func:`extend`) beside the toy rows, with a ``
 rows, ``GPU base: <slice>, seeds …, <status> (<sittings>); 95% interval`` for a published
 model (the mean ± sd over its seeds of status converged or deadline, one seed kept per
 seed number: a converged run before a deadline one, then the newest), one labelled row per
-diverged or partial run and per deadline run evaluated at the clock's step rather than at
-a validation's choice (:func:`at_the_clocks_step`; shown, never averaged in), and ``not yet
+diverged or partial run, per deadline run evaluated at the clock's step rather than at a
+validation's choice (:func:`at_the_clocks_step`) and per run trained by an earlier recipe than
+its model's newest (:func:`earlier_recipe`), each shown, never averaged in, and ``not yet
 run`` for a slice of the plan with nothing published. The study builders list
 :func:`inputs` among theirs, so a new sitting re-renders the tables and claims and nothing
 else. The claims on published runs are judged by each study's ``claims.py`` with the toy
@@ -63,8 +64,11 @@ COLUMNS = ("slice", "sitting", "study", "table", "row", "heads", "layers", "pair
 #: :data:`BY_NEWEST` where no validation had run, :data:`BY_INITIAL` for a fine-tune's
 #: initial checkpoint, evaluated untrained: paper D's "Non-inverted (initial)"); ``model``,
 #: the sitting's name of the model, which names its files (``<model>.<test>.txt``): paper D's
-#: fine-tunes share their parent's heads, so the heads alone cannot name their translation
-LATER_COLUMNS = ("selected_by", "model")
+#: fine-tunes share their parent's heads, so the heads alone cannot name their translation;
+#: ``recipe``, the digest of what trained it (:mod:`headlab.workflow.recipe`; the sittings
+#: before it have it written in since, from their rebuilt bundles): seeds of one model are
+#: pooled only under its newest recipe (:func:`earlier_recipe`)
+LATER_COLUMNS = ("selected_by", "model", "recipe")
 BY_VALIDATION, BY_NEWEST = "lowest validation cross-entropy", "newest checkpoint (no validation reached)"
 BY_INITIAL = "a fine-tune's initial checkpoint (its parent's, masked; not trained)"
 STATUSES = ("converged", "deadline", "partial", "diverged")
@@ -182,11 +186,48 @@ def at_the_clocks_step(frame):
     return (frame["status"] == "deadline") & (best.isin(["", "nan", "None"]) | newest)
 
 
+#: what names one model of a slice across its sittings (its runs are its seeds)
+MODEL_KEYS = ["slice", "table", "row", "heads", "layers", "pair", "test"]
+
+
+def published_at(folder: str) -> str:
+    """When a sitting published, as text that sorts in time: its provenance's ``created``
+    (two sittings of one day: a folder name orders them by commit), else its folder's date."""
+    try:
+        with open(os.path.join(folder, "provenance.json"), encoding="utf-8") as handle:
+            created = json.load(handle).get("created")
+    except (OSError, ValueError):
+        created = None
+    return str(created or os.path.basename(folder)[:10])
+
+
+def earlier_recipe(frame):
+    """The runs (a boolean mask) trained by another recipe than their model's newest run
+    (``recipe``: :mod:`headlab.workflow.recipe`; the newest by when its sitting published).
+    A session that changes what trains a slice (a learning rate, the stop rule, the BPE)
+    makes its next seeds another model under the same name: the older runs are shown apart,
+    never averaged with (or tested against) the newest recipe's seeds, and the GPU plan
+    counts their seeds as not yet run. A run with no recipe recorded (a row written without
+    one) can be told apart from none: it is never an earlier one, nor the newest."""
+    import pandas as pd
+
+    if frame.empty or "recipe" not in frame:
+        return pd.Series(False, index=frame.index, dtype=bool)
+    made_by = frame["recipe"].fillna("").astype(str).str.strip()
+    when = (frame["folder"].map({folder: published_at(folder) for folder in set(frame["folder"])})
+            if "folder" in frame else frame["date"])
+    ordered = frame.assign(_when=when, _made_by=made_by.where(made_by != "")).sort_values(["_when", "sitting"],
+                                                                                          kind="stable")
+    newest = ordered.groupby(MODEL_KEYS, sort=False, dropna=False)["_made_by"].transform("last")
+    newest = newest.reindex(frame.index)
+    return (made_by != "") & newest.notna() & (made_by != newest.fillna(""))
+
+
 def seeds_of(frame):
     """The runs a model's GPU row averages: status converged or deadline, one per seed
     (converged first, then the newest sitting); never one at the clock's step
-    (:func:`at_the_clocks_step`)."""
-    kept = frame[frame["status"].isin(AVERAGED) & ~at_the_clocks_step(frame)]
+    (:func:`at_the_clocks_step`) or by an earlier recipe (:func:`earlier_recipe`)."""
+    kept = frame[frame["status"].isin(AVERAGED) & ~at_the_clocks_step(frame) & ~earlier_recipe(frame)]
     rank = kept["status"].map({"converged": 0, "deadline": 1})
     kept = kept.assign(_rank=rank).sort_values(["_rank", "date"], ascending=[True, False], kind="stable")
     # row too: a slice's fine-tunes (paper D's chain) share their parent's heads
@@ -259,12 +300,18 @@ def gpu_tidy(frame, study: str, table: str, label: Callable, column: Callable):
         text = _scale_text(runs)
         out += [dict(run, label=f"{label(run)} (GPU {run['slice']})", column=column(run), scale=text)
                 for _, run in runs.iterrows()]
-    for _, run in mine[~mine["status"].isin(AVERAGED) | at_the_clocks_step(mine)].iterrows():
-        clocked = run["status"] == "deadline"
+    earlier, clocked_runs = earlier_recipe(mine), at_the_clocks_step(mine)
+    for index, run in mine[~mine["status"].isin(AVERAGED) | clocked_runs | earlier].iterrows():
+        clocked = run["status"] == "deadline" and clocked_runs[index]
         # (the step it was evaluated at: its newest checkpoint's where it has one)
         status = f"deadline at the clock's step {_step(run['best_step'], run['step'])}" if clocked else run["status"]
         why = "no validation chose it" if clocked else _short(run["stop_reason"])
-        out.append(dict(run, label=f"{label(run)} (GPU {run['slice']}, {status}, {run['sitting']})",
+        named = status
+        if earlier[index] and run["status"] in AVERAGED and not clocked:
+            status, why = f"{run['status']}, an earlier recipe", "trained otherwise than the newest sitting's run"
+            # a row a run: one sitting may have published several seeds by that recipe
+            named = f"{status}, seed {run['seed']}"
+        out.append(dict(run, label=f"{label(run)} (GPU {run['slice']}, {named}, {run['sitting']})",
                         column=column(run),
                         scale=f"{GPU}: {run['slice']}, seed {run['seed']}, {status}, not averaged "
                               f"({run['sitting']}: {why}); "

@@ -342,6 +342,37 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
             "probe_side_by_side": choice.slice.plan.probe_side_by_side}
 
 
+def recipe_changes(choice: gpu_plan.Choice, models: list[dict], published: Path | str) -> list[str]:
+    """A line for each of the bundle's models (a chain's fine-tunes aside: theirs names their
+    parent's) that trains by another recipe (:mod:`headlab.workflow.recipe`) than the newest
+    published run of its slice, row and heads: the session changed what trains it. Not a
+    refusal (a changed recipe is how the plan moves on), but the sitting then starts the
+    model's seeds again: once it publishes, the earlier recipe's runs are shown apart and
+    their seeds trained anew (:func:`headlab.workflow.gpu_plan.seed_states`)."""
+    import yaml
+
+    from headlab.workflow import recipe
+    from headlab.workflow.gpu_runner import training_overrides
+
+    rows = slice_manifest(choice)["rows"]
+    newest = gpu_plan.newest_recipes(choice.slice, published)
+    lines = []
+    for model in models:
+        before = newest.get((rows.get(model["heads"], ""), model["heads"]))
+        if before is None or "chain" in model:
+            continue
+        options = yaml.safe_load((REPO / model["config"]).read_text(encoding="utf-8"))
+        now = recipe.of(recipe.with_overrides(options, training_overrides("cuda")), REPO)
+        if recipe.digest(now) == before.digest:
+            continue
+        changed = (", ".join(recipe.differences(before.recipe, now)) if before.recipe
+                   else f"recipe {before.digest} -> {recipe.digest(now)}")
+        lines.append(f"{model['name']} trains by another recipe than its newest published run's "
+                     f"({before.sitting}: {changed}); once this sitting publishes, that recipe's runs are shown "
+                     f"apart and their seeds trained anew")
+    return lines
+
+
 def chain_models(choice: gpu_plan.Choice, models: list[dict]) -> list[dict]:
     """The manifest entries of the slice's chain (:mod:`headlab.workflow.sitting_chain`), one
     per link and seed: the parent's identity (heads, layers, seed, ...), the link's row and
@@ -561,6 +592,8 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
         folders = train_folders(configfiles, target_paths)
         prepare(configfiles, target_paths, cores)
         models = sitting_models(results, folders, choice.slice.heads)
+        for line in recipe_changes(choice, models, published):
+            print(f"headlab gpu-bundle: warning: {line}", file=sys.stderr)
         models += chain_models(choice, models)
         test = test_split(configfiles, models[0], results)
         translation_inputs(models, test)

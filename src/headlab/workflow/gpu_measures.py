@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headlab.errors import DataError
+from headlab.studies.published import published_at
 from headlab.workflow.gpu_runner import EVAL_MARGIN_S, SCORING_S, STOP_S
 
 PUBLISHED = Path(__file__).resolve().parents[3] / "results/published"
@@ -41,13 +42,8 @@ def cell_number(text: str | None) -> float | None:
 
 
 def sitting_time(folder: Path) -> str:
-    """When a sitting published, as text that sorts in time: its provenance's ``created``
-    (two sittings of one day: a folder name orders them by commit), else its folder's date."""
-    try:
-        created = json.loads((folder / "provenance.json").read_text(encoding="utf-8")).get("created")
-    except (OSError, ValueError):
-        created = None
-    return str(created or folder.name[:10])
+    """When a sitting published (:func:`headlab.studies.published.published_at`)."""
+    return published_at(str(folder))
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,13 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
   line naming the file, its line and the key, and a slice's ``cost_gpu_s`` must agree with
   the measured throughput (so a cost is never a guess written once and left);
 - :func:`published_seeds`: per slice, the status of each seed over its sitting folders
-  (``results/published/<slice>/<sitting>/rows.csv``);
+  (``results/published/<slice>/<sitting>/rows.csv``), counting only the runs by each model's
+  newest recipe (:mod:`headlab.workflow.recipe`: a seed published by an earlier one only is
+  trained anew);
 - :func:`choose`: the first ready slice that fits one sitting and has a seed never
-  published or *undertrained* (published, but trained to under half the steps a sitting
-  reaches now: by slower code, before the learning rate's peak); only when no slice has
+  published, published by an earlier recipe only, or *undertrained* (published, but trained
+  to under half the steps a sitting reaches now: by slower code, before the learning rate's
+  peak); only when no slice has
   one, the first with a seed published short of convergence (its rerun, least trained
   first). A seed at its limit (a rerun would add under 10% more training, or three sittings
   ran it) is never rerun, so a slice whose models cannot converge in one sitting never holds
@@ -29,7 +32,7 @@ import argparse
 import csv
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from headlab.errors import ConfigError, DataError, HeadlabError
@@ -405,26 +408,80 @@ Run = tuple[str, str, "float | None"]
 
 @dataclass(frozen=True)
 class Runs:
-    """A slice's published runs, read once: ``by_seed``: seed -> (row, heads) -> its runs;
-    ``order``: its sitting folders, oldest first (their runs come in that order)."""
+    """A slice's published runs, read once: ``by_seed``: seed -> (row, heads) -> its runs
+    by the model's newest recipe; ``order``: its sitting folders, oldest first (their runs
+    come in that order); ``earlier_recipe``: the seeds with runs by an earlier recipe
+    (:func:`headlab.studies.published.earlier_recipe`: not counted, their seed retrained);
+    ``recipes``: (row, heads) -> the model's newest recipe."""
     by_seed: dict[int, dict[tuple[str, str], list[Run]]]
     order: list[str]
+    earlier_recipe: frozenset[int] = frozenset()
+    recipes: dict[tuple[str, str], str] | None = None
+
+
+def _sitting_rows(found: Slice, published: Path | str) -> list[Path]:
+    """The slice's ``rows.csv`` files (``results/published/<slice>/<sitting>/``), oldest first."""
+    return sorted((Path(published) / found.name).glob("*/rows.csv"),
+                  key=lambda rows: (sitting_time(rows.parent), rows.parent.name))
 
 
 def _seed_runs(found: Slice, published: Path | str) -> Runs:
     """The slice's runs over its sitting folders (``results/published/<slice>/<sitting>/rows.csv``)."""
-    files = sorted((Path(published) / found.name).glob("*/rows.csv"),
-                   key=lambda rows: (sitting_time(rows.parent), rows.parent.name))
-    runs: dict[int, dict[tuple[str, str], list[Run]]] = {}
+    files = _sitting_rows(found, published)
+    read: list[tuple[int, tuple[str, str], str, Run]] = []
     for rows in files:
         with open(rows, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
                 if not row.get("seed"):
                     continue
-                runs.setdefault(_seed(row["seed"]), {}).setdefault((row["row"], row["heads"]), []).append(
-                    (rows.parent.name, row["status"], _step(row.get("step"), rows, reader.line_num)))
-    return Runs(runs, [rows.parent.name for rows in files])
+                read.append((_seed(row["seed"]), (row["row"], row["heads"]), row.get("recipe") or "",
+                             (rows.parent.name, row["status"], _step(row.get("step"), rows, reader.line_num))))
+    # oldest first, so the last recipe recorded is the newest; a run that records none is
+    # never told apart from the others
+    newest = {key: made_by for _, key, made_by, _ in read if made_by}
+
+    def current(key: tuple[str, str], made_by: str) -> bool:
+        return not made_by or made_by == newest.get(key, made_by)
+
+    runs: dict[int, dict[tuple[str, str], list[Run]]] = {}
+    for seed, key, made_by, run in read:
+        if current(key, made_by):
+            runs.setdefault(seed, {}).setdefault(key, []).append(run)
+    earlier = frozenset(seed for seed, key, made_by, _ in read if not current(key, made_by))
+    return Runs(runs, [rows.parent.name for rows in files], earlier, newest)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A model's newest published recipe: the sitting folder of its newest run, the digest
+    (``rows.csv``'s ``recipe``) and the recipe itself as that sitting's provenance holds it
+    (empty where it holds none)."""
+    sitting: str
+    digest: str
+    recipe: dict
+
+
+def newest_recipes(found: Slice, published: Path | str = PUBLISHED) -> dict[tuple[str, str], Recipe]:
+    """(row, heads) -> its model's newest published :class:`Recipe`, for the slice's models
+    that have a run recording one."""
+    import json
+
+    newest: dict[tuple[str, str], tuple[Path, dict]] = {}
+    for rows in _sitting_rows(found, published):
+        with open(rows, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("recipe"):       # (a run that records none tells nothing of it)
+                    newest[(row["row"], row["heads"])] = rows.parent, row
+    found_recipes = {}
+    for key, (folder, row) in newest.items():
+        try:
+            models = json.loads((folder / "provenance.json").read_text(encoding="utf-8")).get("models") or {}
+        except (OSError, ValueError):
+            models = {}
+        held = (models.get(row.get("model") or row["heads"]) or {}).get("recipe") or {}
+        found_recipes[key] = Recipe(folder.name, row["recipe"], held)
+    return found_recipes
 
 
 def published_seeds(found: Slice, published: Path | str = PUBLISHED, runs: Runs | None = None) -> dict[int, str]:
@@ -486,10 +543,14 @@ class SeedStates:
     #: the ones before it, or MAX_SITTINGS_A_SEED sittings ran it (faster code, which raises the
     #: plan's throughput and so a sitting's steps, reopens the first kind)
     at_limit: list[int]
+    #: published by an earlier recipe than the slice's newest only (:class:`Runs`: those runs
+    #: are shown apart in the tables and not counted): trained anew after the seeds never run,
+    #: as the undertrained are
+    earlier_recipe: list[int] = field(default_factory=list)
 
     @property
     def first_pass(self) -> list[int]:
-        return self.never_run + self.undertrained
+        return self.never_run + self.earlier_recipe + self.undertrained
 
     @property
     def pending(self) -> list[int]:
@@ -501,7 +562,7 @@ def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
     training was not measured (:func:`trained_steps` leaves it out) is short of convergence,
     never undertrained, and at its limit only after :data:`MAX_SITTINGS_A_SEED` sittings."""
     runs = _seed_runs(found, published)
-    done = published_seeds(found, runs=runs)
+    done, earlier = published_seeds(found, runs=runs), runs.earlier_recipe
     trained = trained_steps(found, runs=runs)
     window = found.steps_in_window
     published_short = [seed for seed in found.entry["seeds"] if done.get(seed) == "published"]
@@ -522,8 +583,9 @@ def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
     short = sorted((seed for seed in published_short if seed not in undertrained + limit),
                    key=lambda seed: (trained[seed].steps if seed in trained else 0, seed))
     return SeedStates(converged=[seed for seed in found.entry["seeds"] if done.get(seed) == "converged"],
-                      never_run=[seed for seed in found.entry["seeds"] if seed not in done],
-                      undertrained=undertrained, short=short, at_limit=limit)
+                      never_run=[seed for seed in found.entry["seeds"] if seed not in done and seed not in earlier],
+                      undertrained=undertrained, short=short, at_limit=limit,
+                      earlier_recipe=[seed for seed in found.entry["seeds"] if seed not in done and seed in earlier])
 
 
 
@@ -662,7 +724,8 @@ def queue_line(found: Slice, published: Path | str = PUBLISHED) -> str:
         (states.converged, "converged"), (states.at_limit, "at their limit"),
         (states.short, "short of convergence"),
         (states.undertrained, f"undertrained (under {UNDERTRAINED_SHARE * found.steps_in_window:.0f} steps)"),
-        (states.never_run, "never run")) if seeds]
+        (states.never_run, "never run"),
+        (states.earlier_recipe, "published by an earlier recipe only (shown apart, trained anew)")) if seeds]
     return (f"{found.name:14} cost {found.entry['cost_gpu_s']:>5g} GPU-s, {found.steps_in_window:>5} steps a sitting"
             f" ({found.side_by_side} side by side): seeds " + "; ".join(described)
             + f"; sittings to go: {' + '.join(sittings) or 'none'}" + ("" if found.entry["ready"] else "  [not ready]"))
@@ -708,6 +771,9 @@ def forecast(plan: Plan, published: Path | str = PUBLISHED, count: int = 3) -> l
                            for link in found.chain}
             chain_steps.update({(link["initial_row"], heads_name(link["parent"])): ""
                                 for link in found.chain if link.get("initial_row")})
+            # trained by the models' newest recipe (a recipe the plan changes shows in the
+            # first sitting by it, which the queue reads from then on)
+            recipes = _seed_runs(found, scratch).recipes
             folder = Path(scratch) / found.name / f"forecast-{number:04d}"
             folder.mkdir(parents=True)
             with open(folder / "rows.csv", "w", newline="", encoding="utf-8") as handle:
@@ -716,7 +782,8 @@ def forecast(plan: Plan, published: Path | str = PUBLISHED, count: int = 3) -> l
                 for seed in choice.seeds:
                     for row, heads in sorted(found.rows):
                         writer.writerow({"slice": found.name, "row": row, "heads": heads, "seed": seed,
-                                         "status": status, "step": chain_steps.get((row, heads), steps)})
+                                         "status": status, "step": chain_steps.get((row, heads), steps),
+                                         "recipe": recipes.get((row, heads), "")})
     return found_ahead
 
 

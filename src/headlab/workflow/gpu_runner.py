@@ -127,6 +127,26 @@ CPU_SETTINGS = {"save_every": 2, "valid_steps": 10**6, "sentences": 16, "batch_s
                 "bucket_size": 2048, "side_by_side": 2}
 
 
+def onmt_overrides(device: str) -> list[str]:
+    """OpenNMT-py options a rehearsal adds to a model's config, for its trainings and its
+    probes alike (none on a GPU): one process on the CPU, fp32, small buckets and batches."""
+    if device != "cpu":
+        return []
+    return ["-world_size", "1", "-gpu_ranks", "-model_dtype", "fp32", "-bucket_size",
+            str(CPU_SETTINGS["bucket_size"]), "-batch_size", str(CPU_SETTINGS["batch_size"])]
+
+
+def training_overrides(device: str) -> list[str]:
+    """What a training adds to its model's config (the sitting's publication records them in
+    the model's recipe: :mod:`headlab.workflow.recipe`): :func:`onmt_overrides`, and on the
+    CPU no validation on two cores (a base model over 1,014 sentences): the stop rule is the
+    GPU's; the rehearsal evaluates its newest checkpoint and says so."""
+    if device != "cpu":
+        return onmt_overrides(device)
+    return [*onmt_overrides(device), "-save_checkpoint_steps", str(CPU_SETTINGS["save_every"]),
+            "-valid_steps", str(CPU_SETTINGS["valid_steps"]), "-report_every", "1"]
+
+
 def sitting_figures(manifest: dict, device: str) -> dict:
     """The call's budget, packing and evaluation reserve (seconds): the GPU plan's
     ``sitting`` block as the bundle copied it into the manifest, so that a reserve changed
@@ -519,21 +539,7 @@ class Sitting:
         if model["name"] == self.manifest["models"][0]["name"]:
             first, steps = PROFILE_STEPS[self.args.device]
             cmd += ["--profile-from", str(first), "--profile-steps", str(steps)]
-        cmd += ["--", "-config", model["config"], *self.onmt_overrides()]
-        if self.args.device == "cpu":
-            # no validation on two cores (a base model over 1,014 sentences): the stop rule is
-            # the GPU's; the rehearsal evaluates its newest checkpoint and says so
-            cmd += ["-save_checkpoint_steps", str(CPU_SETTINGS["save_every"]),
-                    "-valid_steps", str(CPU_SETTINGS["valid_steps"]), "-report_every", "1"]
-        return cmd
-
-    def onmt_overrides(self) -> list[str]:
-        """OpenNMT-py options a rehearsal adds to a model's config, for its trainings and its
-        probes alike (none on a GPU): one process on the CPU, fp32, small buckets and batches."""
-        if self.args.device != "cpu":
-            return []
-        return ["-world_size", "1", "-gpu_ranks", "-model_dtype", "fp32", "-bucket_size",
-                str(CPU_SETTINGS["bucket_size"]), "-batch_size", str(CPU_SETTINGS["batch_size"])]
+        return cmd + ["--", "-config", model["config"], *training_overrides(self.args.device)]
 
     def training_window_s(self) -> float:
         return self.args.budget - self.figures["pack_s"] - self.figures["eval_reserve_s"]
@@ -969,7 +975,7 @@ class Sitting:
                "--out", str(self.logs / CROWD_FOLDER), *CROWD_ARGS[device]]
         for model in models:
             cmd += ["--config", model["config"], "--name", model["name"]]
-        cmd += ["--", *self.onmt_overrides()]
+        cmd += ["--", *onmt_overrides(self.args.device)]
         threads = str(max(1, (os.cpu_count() or 4) // (size + 1)))
         self.start_mps(record="crowd_mps")
         try:
@@ -992,7 +998,7 @@ class Sitting:
         extra = self.logs / "speed-extra.json"
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
                                                    model["config"], "--name", model["name"], "--out", str(extra),
-                                                   *PROBE_ARGS[device], "--", *self.onmt_overrides()],
+                                                   *PROBE_ARGS[device], "--", *onmt_overrides(self.args.device)],
                                          min(self.left() - SPEED_ROWS_S, PROBE_S[device]))
         return True
 

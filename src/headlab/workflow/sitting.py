@@ -29,7 +29,8 @@ each model's learning curve, its stop, the speed rows. Then, within the deadline
 The folder (the contract with the table renderer, docs/gpu-cluster.md): ``rows.csv``
 (:data:`headlab.workflow.gpu_plan.ROW_COLUMNS`; ``step`` the last step trained,
 ``best_step`` the checkpoint evaluated, ``selected_by`` how: :func:`eval_checkpoint`'s
-criterion, ``model`` the sitting's name of the model, which names its files),
+criterion, ``model`` the sitting's name of the model, which names its files, ``recipe`` the
+digest of what trained it: :func:`recipes`, the whole recipe in ``provenance.json``),
 ``provenance.json``, ``learning_curve.<model>.csv``,
 ``throughput.csv``, the hypotheses, ``scores.json`` and ``atlas/<model>/heads.csv`` (with
 ``timing.json`` and ``examples.json``: what the CPU side's atlas reads, checkpoints never
@@ -51,7 +52,7 @@ from pathlib import Path
 
 from headlab.errors import HeadlabError
 from headlab.studies.published import AVERAGED, BY_INITIAL, BY_NEWEST, BY_VALIDATION
-from headlab.workflow import sitting_speed
+from headlab.workflow import recipe, sitting_speed
 from headlab.workflow.gpu_plan import ROW_COLUMNS
 # seconds kept back from the deadline for scoring and the last write: the runner's figures,
 # which the plan's evaluation reserves are checked against
@@ -271,6 +272,41 @@ def row_label(manifest: dict, model: dict) -> str:
     return model.get("row") or manifest["slice"]["rows"].get(model["heads"], "")
 
 
+def recipes(manifest: dict, device: str, root: Path | str = ".") -> dict[str, dict | None]:
+    """Each model's recipe (:mod:`headlab.workflow.recipe`): its config as its training read it
+    (with the runner's options, :func:`headlab.workflow.gpu_runner.training_overrides`); a
+    chained fine-tune's with its parent's and gated model's recipes in place of what they made
+    in this sitting, and its initial checkpoint's (evaluated untrained) with those alone. None
+    where a config cannot be read (its rows say no recipe: never pooled apart), for the
+    publication never fails on it."""
+    import yaml
+
+    from headlab.workflow.gpu_runner import training_overrides
+
+    found: dict[str, dict | None] = {}
+
+    def named(name: str) -> str:
+        return recipe.digest(found[name]) if found.get(name) is not None else ""
+
+    for model in manifest["models"]:            # a chain's parents come before their fine-tunes
+        chain, links = model.get("chain"), None
+        try:
+            if chain:
+                links = {"parent": named(chain["parent"])}
+                if chain.get("mask_from"):
+                    links.update(mask_from=named(chain["mask_from"]), mask=chain.get("mask", "mask"))
+            if model.get("evaluate_only"):
+                found[model["name"]] = recipe.of({}, root, chain={**(links or {}), "untrained": True})
+                continue
+            options = yaml.safe_load(Path(root, model["config"]).read_text(encoding="utf-8")) or {}
+            found[model["name"]] = recipe.of(recipe.with_overrides(options, training_overrides(device)), root,
+                                             chain=links)
+        except (OSError, KeyError, TypeError, ValueError, AttributeError, yaml.YAMLError) as err:
+            print(f"sitting: no recipe for {model['name']}: {err}", file=sys.stderr)
+            found[model["name"]] = None
+    return found
+
+
 def split_untrained(manifest: dict) -> tuple[dict, list[str]]:
     """(the manifest with the models that have a config, the names of those that have none:
     chained fine-tunes the sitting never prepared, for want of time or of their parent)."""
@@ -352,6 +388,7 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
              "phases_s": (state.get("calls") or [{}])[-1].get("phases", {})}
     publication = Publication(out, manifest, ident, extra)
     progress = state.get("models", {})
+    made_by = recipes(manifest, device)
     # each model's training: (status, stop_reason); its row is one of its seeds only once scored
     # on the whole test set, so until then (a call stopped in the translations) it is partial
     trained: dict[str, tuple[str, str]] = {}
@@ -370,9 +407,10 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
         trained[model["name"]] = status, reason
         speed = throughput(Path(model["dir"]) / "train.log")
         publication.row(model).update(step=speed["last_logged_step"], src_tok_s=speed["src_tok_s"] or "",
-                                      tgt_tok_s=speed["tgt_tok_s"] or "")
+                                      tgt_tok_s=speed["tgt_tok_s"] or "",
+                                      recipe=recipe.digest(made_by[model["name"]]) if made_by[model["name"]] is not None else "")
         _scored(publication.row(model), status, reason, "not yet scored")
-        publication.models[model["name"]] = {"dir": model["dir"], **speed,
+        publication.models[model["name"]] = {"dir": model["dir"], **speed, "recipe": made_by[model["name"]],
                                              "checkpoints": progress.get(model["name"], {}).get("checkpoints"),
                                              # a fine-tune of the chain: where it started, its options, its mask
                                              **{key: model[key] for key in ("chain", "tune", "parent_step", "mask")
