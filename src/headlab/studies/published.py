@@ -208,7 +208,7 @@ def earlier_recipe(frame):
     makes its next seeds another model under the same name: the older runs are shown apart,
     never averaged with (or tested against) the newest recipe's seeds, and the GPU plan
     counts their seeds as not yet run. A run with no recipe recorded (a row written without
-    one) can be told apart from none: it is never an earlier one, nor the newest."""
+    one) cannot be told apart: it is never an earlier one, and never sets the newest."""
     import pandas as pd
 
     if frame.empty or "recipe" not in frame:

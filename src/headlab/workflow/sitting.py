@@ -406,11 +406,12 @@ def evaluate(manifest: dict, out: Path, device: str, state: dict, ident: dict, d
                       f"mask (the fine-tune's initial checkpoint)")
         trained[model["name"]] = status, reason
         speed = throughput(Path(model["dir"]) / "train.log")
+        made = made_by[model["name"]]
         publication.row(model).update(step=speed["last_logged_step"], src_tok_s=speed["src_tok_s"] or "",
                                       tgt_tok_s=speed["tgt_tok_s"] or "",
-                                      recipe=recipe.digest(made_by[model["name"]]) if made_by[model["name"]] is not None else "")
+                                      recipe=recipe.digest(made) if made is not None else "")
         _scored(publication.row(model), status, reason, "not yet scored")
-        publication.models[model["name"]] = {"dir": model["dir"], **speed, "recipe": made_by[model["name"]],
+        publication.models[model["name"]] = {"dir": model["dir"], **speed, "recipe": made,
                                              "checkpoints": progress.get(model["name"], {}).get("checkpoints"),
                                              # a fine-tune of the chain: where it started, its options, its mask
                                              **{key: model[key] for key in ("chain", "tune", "parent_step", "mask")
