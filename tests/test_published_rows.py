@@ -53,6 +53,15 @@ def _sitting(published, sitting, rows, slice_="A-T1-deep", columns=COLUMNS):
     return folder
 
 
+def _hypotheses(folder, ref, seed):
+    """A seed's translations of ``ref``: the fixed-head models' as the reference has them, 8L's
+    each a word or two short (a lower BLEU, varying with the seed)."""
+    for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
+        hyp = [" ".join(line.split()[:-1 - (index + seed) % 2]) if heads == "8L" else line
+               for index, line in enumerate(ref)]
+        (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(hyp) + "\n")
+
+
 def test_the_shipped_sittings_render_in_paper_As_T1_with_a_scale_column(tmp_path):
     from headlab.report.tables import to_markdown
     from headlab.studies.paper_A import outputs
@@ -111,11 +120,7 @@ def test_a_deadline_run_at_the_clocks_step_is_shown_but_never_averaged_or_judged
         rows = [dict(heads=heads, seed=seed, status=status, best_step=best, step=1000 if seed == 1 else 2800,
                      bleu=base + seed, bleu_ci_low=base + seed - 1.5, bleu_ci_high=base + seed + 1.5)
                 for heads, base in (("8L", 30.0), ("7Ftoken+1L", 33.0), ("8Ftoken", 32.0))]
-        folder = _sitting(root, sitting, rows)
-        for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
-            hyp = [" ".join(line.split()[:-1 - (index + seed) % 2]) if heads == "8L" else line
-                   for index, line in enumerate(ref)]
-            (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(hyp) + "\n")
+        _hypotheses(_sitting(root, sitting, rows), ref, seed)
     frame = published.read(str(root))
     assert list(published.at_the_clocks_step(frame)) == [True] * 3 + [False] * 6
     assert sorted(set(published.seeds_of(frame)["seed"])) == ["2", "3"]
@@ -602,10 +607,7 @@ def test_a_seed_trained_by_an_earlier_recipe_is_shown_apart_and_never_averaged_o
                 for seed in seeds for heads, base in (("8L", 30.0), ("7Ftoken+1L", 33.0), ("8Ftoken", 32.0))]
         folder = _sitting(root, sitting, rows, columns=[*COLUMNS, "recipe"])
         for seed in seeds:
-            for heads in ("8L", "7Ftoken+1L", "8Ftoken"):
-                hyp = [" ".join(line.split()[:-1 - (index + seed) % 2]) if heads == "8L" else line
-                       for index, line in enumerate(ref)]
-                (folder / f"{heads}.seed{seed}.test_2016_flickr.txt").write_text("\n".join(hyp) + "\n")
+            _hypotheses(folder, ref, seed)
     frame = published.read(str(root))
     assert list(published.earlier_recipe(frame)) == [True] * 6 + [False] * 3
     assert sorted(set(published.seeds_of(frame)["seed"])) == ["3"]
