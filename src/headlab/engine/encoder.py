@@ -53,11 +53,12 @@ def side_inputs(src: Tensor, pad_mask: Tensor, names: tuple[str, ...]) -> dict[s
                           key="enc_heads")
     values = src[:, :, 1:] - SPECIALS
     real = ~pad_mask.unsqueeze(2)
-    if src.device.type != "cpu":
-        # on a GPU, reading the checks' verdict back would stall every batch (a host sync):
-        # the device asserts instead (a failure stops the process, naming this check); the
-        # CPU path below names the token. The data pipeline writes these columns
-        # (headlab_words, headlab featurize), so neither fires unless it was bypassed.
+    if src.device.type != "cpu" or torch.compiler.is_compiling():
+        # on a GPU, reading the checks' verdict back would stall every batch (a host sync),
+        # and a compiled forward cannot branch on it (a graph break): the device asserts
+        # instead (a failure stops the process, naming this check); the eager CPU path below
+        # names the token. The data pipeline writes these columns (headlab_words, headlab
+        # featurize), so neither fires unless it was bypassed.
         columns_ok = ~((values < 0) & real).any()
         if WORD_COLUMN in names:
             columns_ok &= ~((values[:, :, names.index(WORD_COLUMN)] > 1) & real[:, :, 0]).any()

@@ -106,6 +106,10 @@ def model_opts(parser) -> None:
     )
 
 
+#: ``-compile``'s values: off, or one of torch.compile's modes (headlab.engine.compiled)
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs")
+
+
 def train_opts(parser) -> None:
     group = parser.add_argument_group("headlab: auxiliary losses and model selection")
     group.add(
@@ -128,6 +132,13 @@ def train_opts(parser) -> None:
         "--adam_impl", "-adam_impl", type=str, default="fused", choices=["fused", "torch"],
         help="-optim adam as torch's fused Adam (one kernel for every parameter tensor, on CPU "
              "and CUDA; the same update) or torch's default implementation.",
+    )
+    group.add(
+        "--compile", "-compile", type=str, default="off",
+        choices=COMPILE_MODES,
+        help="Train the model's forward through torch.compile in this mode (dynamic shapes; the "
+             "loss and optimizer stay eager): fewer kernel launches a step on a GPU, after a "
+             "compile of a minute or more. Results equal eager training's up to float rounding.",
     )
 
 

@@ -62,6 +62,8 @@ class HeadlabAttention(nn.Module):
         # before the output projection): None (off), (H,) or per sentence (B, H); it may
         # require grad, so that dL/dξ_h is a head's gradient importance (headlab.atlas).
         self.head_probe: torch.Tensor | None = None
+        self._scale: torch.Tensor | None = None          # head_scale x head_mask on the device (None: all kept)
+        self._scale_key: tuple | None = None
         self.needs_words = any(g.needs_words for g in groups)
         self.needs_syntax = any(g.needs_syntax for g in groups)
 
@@ -71,13 +73,22 @@ class HeadlabAttention(nn.Module):
         the device did, so that a forward reads no tensor value (``bool(t)`` is a host sync)
         and copies nothing to the device (a blocking copy waits for it, every pruned layer
         of every step of paper D's pruned fine-tune)."""
+        if torch.compiler.is_compiling():
+            # a traced forward can read neither a tensor's version nor its values (each is a
+            # graph break): it takes what was worked out before tracing (prime_scale, which
+            # headlab.engine.compiled runs), and dynamo guards on that attribute
+            return self._scale
+        self.prime_scale(device)
+        return self._scale
+
+    def prime_scale(self, device: torch.device) -> None:
+        """Work :meth:`_active_scale` out now, eagerly, unless nothing changed since."""
         mask = self.head_mask
         key = (id(self.head_scale), self.head_scale._version, id(mask), None if mask is None else mask._version,
-               device)
-        if key != getattr(self, "_scale_key", None):
+               torch.device(device))
+        if key != self._scale_key:
             scale = self.head_scale if mask is None else self.head_scale * mask
             self._scale, self._scale_key = (None if bool(scale.all()) else scale.to(device)), key
-        return self._scale
 
     @property
     def output_mixer(self):

@@ -277,7 +277,12 @@ class TableLookup(torch.autograd.Function):
     def backward(ctx, grad):
         (index,) = ctx.saved_tensors
         weights = grad.flatten().double() if grad.dtype == torch.float64 else grad.flatten().float()
-        summed = torch.bincount(index.flatten(), weights=weights, minlength=ctx.rows)
+        if torch.compiler.is_compiling():
+            # bincount's output size depends on the index's values (a graph break): the same
+            # sums into a table-sized tensor
+            summed = weights.new_zeros(ctx.rows).index_add_(0, index.flatten(), weights)
+        else:
+            summed = torch.bincount(index.flatten(), weights=weights, minlength=ctx.rows)
         return summed.to(grad.dtype), None
 
 

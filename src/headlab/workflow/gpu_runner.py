@@ -96,6 +96,12 @@ PROBE_S = {"cuda": 90, "cpu": 60}
 #: a barrier, 30 steps timed; a rehearsal: 2 copies, 4 steps); K is the manifest's
 #: ``probe_side_by_side`` (the bundle's: one seed more a sitting for the plan's ready slices)
 CROWD_S = {"cuda": 100, "cpu": 60}
+#: the compiled probe: the probe alone's model through torch.compile (``-compile default``:
+#: the compile, of unknown length on the GPU machine, then 60 steps); on a GPU only (a CPU
+#: rehearsal's two cores would compile a base model for minutes: tests/test_compiled.py runs
+#: the probe on a toy model instead)
+COMPILED_PROBE_S = 150
+COMPILED_PROBE_MODE = "default"
 #: the probes' own options on a CPU rehearsal (a GPU's are the probe's defaults): every step
 #: of the later call's probes rehearsed, sized for two cores
 PROBE_ARGS = {"cuda": [], "cpu": ["--steps", "8", "--warmup", "2", "--profile-steps", "2"]}
@@ -893,8 +899,9 @@ class Sitting:
         been the bundle's, fixed since; none at all after a suite that passed whole), then
         the probe side by side (the plan's seconds a step with one seed more a sitting: how
         many seeds the queue can train at once), then the probe alone (the plan's seconds a
-        step with one model, never measured by a slice that trains several), then the bench
-        on an idle GPU (measured by earlier sittings: it takes what the probes leave)."""
+        step with one model, never measured by a slice that trains several), then the same
+        model compiled (:meth:`compiled_probe`), then the bench on an idle GPU (measured by
+        earlier sittings: it takes what the probes leave)."""
         self.complete_evaluation()
         self.phase("remainder")
         earlier = Path(self.state["after"]).with_name("gpu-tests.jsonl") if self.state.get("after") else None
@@ -918,6 +925,7 @@ class Sitting:
             self.call["gpu_tests_rc"] = rc
         crowd = self.crowd_probe()
         alone = self.speed_probe()
+        alone = self.compiled_probe() or alone
         if crowd or alone:
             # the probes' measures into the publication before the bench: a call cut in it (the
             # lease's end) keeps them; the pack after the bench would otherwise be the first
@@ -935,6 +943,22 @@ class Sitting:
         if benched or not (crowd or alone):
             self.speed_rows()
         self.end_phase("remainder")
+
+    def compiled_probe(self) -> bool:
+        """The probe alone's model again, trained through ``torch.compile``
+        (``sitting_probe --compile``): whether compiling pays within a sitting, which no
+        sitting has measured. After both probes (it needs the eager one's figures to compare
+        with), before the idle bench (earlier sittings measured it); on a GPU only, with the
+        time left, never at the publication's cost."""
+        if self.args.device != "cuda" or self.left() < COMPILED_PROBE_S + SPEED_ROWS_S or not self.published():
+            return False
+        model = self.manifest["models"][0]
+        self.call["compiled_probe_rc"] = self.run(
+            "probe-compiled", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config", model["config"],
+                               "--name", model["name"], "--out", str(self.logs / "speed-extra.json"),
+                               "--compile", COMPILED_PROBE_MODE, "--", *onmt_overrides(self.args.device)],
+            min(self.left() - SPEED_ROWS_S, COMPILED_PROBE_S))
+        return True
 
     def speed_probe_and_rows(self) -> None:
         """In the first call after the publication, when it has the time (one call on a

@@ -18,6 +18,8 @@ options the runner added), less what changes no number of the model:
   options stay);
 - the seed (the seeds are what is pooled), and what only orders the batches as a seed does:
   the data workers and the bucket the batches are drawn from;
+- how the forward runs (``compile``: the same function in fused kernels, equal up to float
+  rounding, as the attention path and the GPU are);
 
 and with each file the config reads (corpora, vocabularies, the feature vocabularies
 OpenNMT-py finds beside the source vocabulary) in place of its path: its sha256, so a changed
@@ -39,7 +41,8 @@ from typing import Any, Mapping
 #: device placement, the steps' upper bound, and what orders the batches as the seed does
 IGNORED = frozenset({"seed", "save_model", "save_data", "overwrite", "gpu_ranks", "train_steps",
                      "save_checkpoint_steps", "keep_checkpoint", "report_every", "valid_batch_size",
-                     "num_workers", "bucket_size", "log_file", "tensorboard", "tensorboard_log_dir"})
+                     "num_workers", "bucket_size", "log_file", "tensorboard", "tensorboard_log_dir",
+                     "compile"})
 #: a chained fine-tune's options that hold what its sitting's parent made (its checkpoint,
 #: its gated model's mask): the recipe names those models' recipes and the rule instead
 DERIVED = frozenset({"train_from", "enc_head_mask"})

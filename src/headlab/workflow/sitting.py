@@ -620,7 +620,7 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict, s
     rows = sitting_speed.speed_rows(models, ident, sitting_speed.smi_summary(logs / "nvidia-smi.csv"),
                                     {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}),
                                     clocks, extra.get("alone_step_ms", {}), sitting_speed.side_track_windows(state),
-                                    crowd)
+                                    crowd, extra.get("compiled", {}), extra.get("alone_ready_s", {}))
     sitting_speed.write_rows(publication.out / "throughput.csv", rows)
 
 

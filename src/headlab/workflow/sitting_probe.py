@@ -1,7 +1,7 @@
 """A sitting's speed probes on the idle GPU (the later call, after the trainings).
 
     python -m headlab.workflow.sitting_probe --config MODEL/onmt.yaml --name 8L --out WORK/logs/speed-extra.json
-        [--steps 60] [--profile-steps 20] [-- OPENNMT_OPTIONS]
+        [--steps 60] [--profile-steps 20] [--compile MODE] [-- OPENNMT_OPTIONS]
     python -m headlab.workflow.sitting_probe --side-by-side 8 --config A/onmt.yaml --name A [--config B ...]
         --out WORK/logs/crowd [--steps 40] [--warmup 10] [-- OPENNMT_OPTIONS]
 
@@ -24,6 +24,13 @@ all K are there (at most :data:`BARRIER_S`), then times its next ``steps - warmu
 its timed steps, and how many copies were at the barrier
 (:func:`headlab.workflow.sitting_speed.crowd_summary` reads them).
 
+**Compiled** (``--compile MODE``, alone): the same probe with the model trained through
+``torch.compile`` (``headlab train -compile MODE``, :mod:`headlab.engine.compiled`), nothing
+traced: its wall time a step past the warm-up (which holds the compile) and the seconds from
+its start to that first timed step, under ``compiled`` in ``--out``; the probe alone writes
+the same seconds (``alone_ready_s``), so their difference is what the compile costs a
+training before its steps pay it back.
+
 Options after ``--`` are OpenNMT-py's, after the config's (a CPU rehearsal's: one process,
 fp32, small buckets and batches). Checkpoints go to a scratch folder: the sitting's models
 are never touched.
@@ -38,6 +45,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from headlab.engine.opts import COMPILE_MODES
 
 #: the longest a copy waits at the barrier for the others of its crowd (they start together
 #: from the same configs: their start-ups differ by seconds)
@@ -69,10 +78,11 @@ def barrier(folder: Path, name: str, size: int, timeout: float = BARRIER_S) -> d
 
 
 def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, warmup: int = 10,
-          crowd: tuple[Path, int] | None = None, options: tuple[str, ...] = ()) -> None:
+          crowd: tuple[Path, int] | None = None, options: tuple[str, ...] = (), compile_mode: str | None = None) -> None:
     """One probe's training (see the module doc); ``crowd``: (the barrier's folder, K) of a
     copy side by side, which writes its own JSON ``out`` and traces nothing; ``options``:
-    OpenNMT-py's, after the config's."""
+    OpenNMT-py's, after the config's; ``compile_mode``: the model trained through
+    ``-compile`` (its results under ``compiled`` in ``out``)."""
     import headlab.engine.plugin  # noqa: F401  (the engine's patches first: the clock times what runs)
     from headlab.engine.run import train
     from headlab.engine.steptime import ProfileWindow, StepClock
@@ -87,6 +97,9 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
     window = ProfileWindow(steps - profile_steps + 1, profile_steps, lead=max(steps - profile_steps - warmup, 0),
                            before_lead=before)
     clock = StepClock(profile=window).install()
+    started = time.time()
+    if compile_mode:
+        options = (*options, "-compile", compile_mode)
     if crowd is not None:
         # the runner stops the crowd at its cap with SIGTERM, which would end a copy without
         # `finally`: by then a copy is often past its timed steps, in OpenNMT-py's last save (a
@@ -105,11 +118,18 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
             if window.lead_step_ms:
                 out.write_text(json.dumps({"name": name, "side_by_side": crowd[1], **met,
                                            "step_ms": window.lead_step_ms, "window": window.lead_window}, indent=1))
+        elif compile_mode:
+            if window.lead_step_ms:
+                _merge(out, "compiled", name, {"mode": compile_mode, "step_ms": window.lead_step_ms,
+                                               "ready_s": round(window.lead_window[0] - started, 1)})
         else:
             if window.summary:
                 _merge(out, "profile", name, window.summary)
             if window.lead_step_ms:
                 _merge(out, "alone_step_ms", name, window.lead_step_ms)
+                # from the probe's start to its first timed step: start-up and warm-up (the
+                # compiled probe's, less this, is what compiling costs before a step)
+                _merge(out, "alone_ready_s", name, round(window.lead_window[0] - started, 1))
             speed = throughput(log)
             if speed["src_tok_s"]:
                 _merge(out, "alone", name, [speed["src_tok_s"], speed["tgt_tok_s"]])
@@ -157,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                              "by side)")
     parser.add_argument("--warmup", type=int, default=10,
                         help="first steps left out of the step time (the allocator's and kernels' warm-up)")
+    parser.add_argument("--compile", default=None, choices=COMPILE_MODES[1:],
+                        help="alone: train the model through torch.compile in this mode (headlab train -compile), "
+                             "timed past the warm-up (which holds the compile), nothing traced by default")
     parser.add_argument("--side-by-side", type=int, default=1,
                         help="K > 1: K copies of the models train at once, each timed past the warm-up")
     # a copy of a crowd (started by --side-by-side): its barrier's folder and size
@@ -165,13 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:split])
     crowd = args.side_by_side > 1
     steps = args.steps if args.steps is not None else 40 if crowd or args.barrier else 60
-    profile_steps = args.profile_steps if args.profile_steps is not None else 0 if crowd or args.barrier else 20
+    profile_steps = (args.profile_steps if args.profile_steps is not None else
+                     0 if crowd or args.barrier or args.compile else 20)
     if len(args.config) != len(args.name):
         parser.error(f"one --name a --config: {len(args.config)} --config, {len(args.name)} --name")
     if args.side_by_side < 1:
         parser.error(f"--side-by-side must be 1 or more, not {args.side_by_side}")
     if not 0 <= args.warmup < steps - profile_steps:
         parser.error(f"--warmup must leave steps before the profile window: 0 .. {steps - profile_steps - 1}")
+    if args.compile and (crowd or args.barrier):
+        parser.error("--compile probes one model alone")
     if crowd:
         return 1 if side_by_side(list(zip(args.name, args.config)), args.side_by_side, Path(args.out), steps,
                                  args.warmup, options) else 0
@@ -179,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("several --config are a crowd's: give --side-by-side K")
     barrier_at = (Path(args.barrier), args.barrier_size) if args.barrier else None
     probe(args.config[0], args.name[0], Path(args.out), steps, profile_steps, args.warmup, crowd=barrier_at,
-          options=options)
+          options=options, compile_mode=args.compile)
     return 0
 
 

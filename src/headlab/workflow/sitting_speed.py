@@ -34,6 +34,10 @@ SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params",
                  "tgt_tok_s_side_by_side", "models_side_by_side", "src_tok_s_alone", "tgt_tok_s_alone",
                  # the probe's wall ms a step alone, past its warm-up (no validation, no checkpoint)
                  "step_ms_alone",
+                 # the same probe through torch.compile (headlab train -compile): its mode, its wall
+                 # ms a step past the warm-up, and the seconds its compile cost before its first
+                 # timed step (its start to that step, less the eager probe's)
+                 "compile_mode", "step_ms_alone_compiled", "compile_s",
                  # the probe side by side (more models than the sitting trained at once): how many,
                  # this model's wall ms a step there (the mean of its copies), the share of the
                  # copies' timed steps that all ran at once, and whether MPS served them
@@ -136,14 +140,17 @@ def step_split(marks: list, windows: list[tuple[float, float]]) -> dict:
 
 def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict,
                clocks: dict | None = None, alone_step_ms: dict | None = None,
-               side_track: list[tuple[float, float]] | None = None, crowd: dict | None = None) -> list[dict]:
+               side_track: list[tuple[float, float]] | None = None, crowd: dict | None = None,
+               compiled: dict | None = None, alone_ready_s: dict | None = None) -> list[dict]:
     """``models``: dicts with name, params, src_tok_s, tgt_tok_s (and side_by_side: how many
     trained at once with it, a chain's stage; all of them otherwise); ``alone``: name -> (src, tgt)
     tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
     ``clocks``: name -> the training's clock JSON (side by side), whose profile wins;
     ``alone_step_ms``: name -> the probe's wall ms a step alone; ``side_track``: the
     :func:`side_track_windows` its clock's marks are split by; ``crowd``: the probe side by
-    side (:func:`crowd_summary`, with ``mps``: how the GPU was shared in it)."""
+    side (:func:`crowd_summary`, with ``mps``: how the GPU was shared in it); ``compiled``:
+    name -> the compiled probe's mode, step_ms and ready_s; ``alone_ready_s``: name -> the
+    eager probe's seconds to its first timed step."""
     from headlab.engine.steptime import step_shares
 
     peak = PEAK_TFLOPS.get(ident["gpu"], "")
@@ -166,6 +173,7 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                      "models_side_by_side": model.get("side_by_side") or len(models),
                      "src_tok_s_alone": alone_src, "tgt_tok_s_alone": alone_tgt,
                      "step_ms_alone": (alone_step_ms or {}).get(model["name"], ""),
+                     **compiled_columns((compiled or {}).get(model["name"]), (alone_ready_s or {}).get(model["name"])),
                      "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
                      "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
                      "peak_tflops": peak, **smi, **step_shares(clock),
@@ -173,6 +181,15 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                      **(step_split(clock["marks"], side_track) if clock.get("marks") and side_track else {}),
                      **probed_columns, **traced})
     return rows
+
+
+def compiled_columns(compiled: dict | None, eager_ready_s: float | None) -> dict:
+    """The compiled probe's columns (blank without it; ``compile_s`` blank without the eager
+    probe's seconds to compare with)."""
+    if not compiled:
+        return {}
+    cost = round(compiled["ready_s"] - eager_ready_s, 1) if eager_ready_s is not None else ""
+    return {"compile_mode": compiled["mode"], "step_ms_alone_compiled": compiled["step_ms"], "compile_s": cost}
 
 
 def write_rows(path: Path, rows: list[dict], columns=SPEED_COLUMNS) -> None:

@@ -1,0 +1,232 @@
+"""``-compile`` (headlab.engine.compiled): every head kind, mixer and site traces into one graph,
+and the compiled model trains as the eager one does.
+
+The graphs are checked with ``torch._dynamo.explain`` (tracing only) and run with the
+``aot_eager`` backend (the same forward and backward graphs, no generated code): what a GPU's
+inductor compiles is exactly these graphs, and a graph break there is a return to Python in
+every step. What compiling buys on a GPU is measured there, not here."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from headcases import CASES, build_case, loss, loss_compute, make_batch
+
+torch._dynamo = pytest.importorskip("torch._dynamo")
+
+
+def _breaks(model, batch) -> list[str]:
+    src, src_len, tgt = batch
+    explained = torch._dynamo.explain(model)(src, tgt, src_len, with_align=False)
+    return [f"{reason.reason.splitlines()[0][:160]} at "
+            + " <- ".join(f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" for frame in reason.user_stack[-3:])
+            for reason in explained.break_reasons]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_kind_mixer_and_site_traces_into_one_graph(case, monkeypatch):
+    """Training and validation forwards of a model with every kind, mixer and site
+    (headcases.CASES), on the fused path a GPU runs: no graph break (a break is a host
+    round trip and an unfused stretch in every compiled step)."""
+    from headlab.engine.compiled import prime
+    from headlab.heads.executor import PATH_VARIABLE
+
+    monkeypatch.setenv(PATH_VARIABLE, "fused")
+    model, _, vocab = build_case(case)
+    batch = make_batch(model, vocab)
+    prime(model)
+    assert _breaks(model.train(), batch) == []
+    with torch.no_grad():
+        assert _breaks(model.eval(), batch) == []
+
+
+def test_a_pruned_model_traces_its_mask_into_the_graph(monkeypatch):
+    """Paper D's pruned fine-tune: the encoder's head mask is worked out before tracing
+    (compiled.prime), so the traced forward applies it and still has no break."""
+    from headlab.engine.compiled import prime
+    from headlab.heads.executor import PATH_VARIABLE
+
+    monkeypatch.setenv(PATH_VARIABLE, "fused")
+    model, _, vocab = build_case("learned")
+    batch = make_batch(model, vocab)
+    model.encoder.set_head_mask("1011.0111")
+    prime(model)
+    assert _breaks(model.train(), batch) == []
+    src, src_len, tgt = batch
+    model.eval()                        # the gates at their test-time value: no noise drawn
+    with torch.no_grad():
+        eager, _ = model(src, tgt, src_len)
+    compiled = torch.compile(model, backend="aot_eager", dynamic=False)      # the mask, not the shapes
+    with torch.no_grad():
+        traced, _ = compiled(src, tgt, src_len)
+    assert torch.allclose(traced, eager, rtol=1e-5, atol=1e-6)
+    model.encoder.set_head_mask(None)
+    prime(model)
+    with torch.no_grad():
+        unmasked, _ = model(src, tgt, src_len)
+    assert not torch.allclose(unmasked, eager, rtol=1e-3, atol=1e-4)       # the mask mattered
+
+
+@pytest.mark.parametrize("case", ["learned", "syntax"])      # every mixer and site; every syntax kind
+def test_the_compiled_model_trains_as_the_eager_one(case, monkeypatch):
+    """One training loss (OpenNMT-py's, with the aux terms) and every parameter's gradient
+    through the compiled model (``compile_model``, dynamic shapes; aot_eager) against the
+    eager model, on two batches of different shapes (one graph serves both)."""
+    from headlab.engine import compiled
+    from headlab.heads.executor import PATH_VARIABLE
+
+    monkeypatch.setenv(PATH_VARIABLE, "fused")
+    eager, opt, vocab = build_case(case)
+    eager.train()
+    ours = compiled.compile_model(copy.deepcopy(eager), "default", backend="aot_eager")
+    assert ours._compiled_call_impl is not None
+    for seed, lengths in ((1, (7, 1, 4)), (2, (5, 9, 3, 2))):
+        batch = make_batch(eager, vocab, seed=seed, lengths=lengths)
+        values = []
+        for model in (eager, ours):
+            model.zero_grad(set_to_none=True)
+            torch.manual_seed(seed)                 # the gates' noise: the same draws
+            values.append(loss(model, opt, vocab, batch, loss_compute(model, opt, vocab)))
+            values[-1].backward()
+        assert torch.allclose(values[1], values[0], rtol=1e-5)
+        grads = dict(ours.named_parameters())
+        for name, param in eager.named_parameters():
+            if param.grad is None:
+                assert grads[name].grad is None, name
+                continue
+            scale = float(param.grad.norm()) or 1.0
+            assert float((grads[name].grad - param.grad).norm()) / scale <= 1e-5, name
+    assert set(ours.state_dict()) == set(eager.state_dict())     # checkpoints keep their keys
+
+
+def test_off_leaves_the_model_eager_and_a_bad_mode_is_refused():
+    from headlab.engine.compiled import compile_model
+
+    model, _, _ = build_case("fixed")
+    assert compile_model(model, "off") is model and model._compiled_call_impl is None
+    with pytest.raises(ValueError, match="-compile 'fast': one of off, default"):
+        compile_model(model, "fast")
+
+
+def test_headlab_train_compile_trains_the_same_model(tmp_path, monkeypatch):
+    """``headlab train -compile default`` compiles the model the trainer holds (here with
+    dynamo's ``eager`` backend: the graph captured and its guards kept, run as captured; the
+    forward and backward graphs a compiler gets are the test above's) and writes
+    the checkpoint an eager training writes, up to float rounding: same keys, same values
+    within 1e-4 after 6 steps (dropout included, drawn in the same order), the key biases
+    excepted (below)."""
+    from test_onmt_run import toy_training
+
+    from headlab.engine import compiled
+    from headlab.engine import run as onmt_run
+
+    compiled_models = []
+
+    def compile_model(model, mode, backend="inductor"):
+        if mode != "off":
+            compiled_models.append(mode)
+        return compile_with(model, mode, backend="eager")
+
+    compile_with = compiled.compile_model
+    monkeypatch.setattr(compiled, "compile_model", compile_model)
+    trained = {}
+    for mode in ("off", "default"):
+        config = toy_training(tmp_path, name=mode, model=mode, train_steps=6, save_checkpoint_steps=6, seed=3)
+        assert onmt_run.train(["-config", str(config), "-compile", mode]) == 0
+        trained[mode] = torch.load(tmp_path / mode / "model.pt", map_location="cpu", weights_only=False)
+    assert compiled_models == ["default"]
+    assert trained["default"]["opt"].compile == "default"
+    eager, ours = trained["off"]["model"], trained["default"]["model"]
+    assert set(ours) == set(eager)
+    # a key bias adds the same to every score of a query's row: softmax cancels it, so its
+    # gradient is rounding noise alone, which Adam scales up to steps of the learning rate
+    noise = [name for name in eager if name.endswith("linear_keys.bias")]
+    assert noise
+    differ = {name: float((ours[name] - value).norm() / value.norm()) for name, value in eager.items()
+              if name not in noise and not torch.allclose(ours[name], value, rtol=1e-4, atol=1e-6)}
+    assert not differ, differ
+
+
+def test_the_compiled_probe_reaches_the_published_speed_rows(tmp_path, monkeypatch):
+    """A later call's compiled probe (``sitting_probe --compile``, here in process on a toy
+    model with dynamo's ``eager`` backend: the probe's plumbing, not a compiler's speed):
+    beside the eager probe's step and its seconds to its first timed step, the compiled
+    model's, and the published speed row's compile columns from both (993e600's folder)."""
+    import csv
+    import json
+    import shutil
+
+    from test_onmt_run import toy_training
+
+    from headlab.engine import compiled
+    from headlab.workflow import gpu_plan, sitting, sitting_probe
+
+    modes = []
+    real = compiled.compile_model
+
+    def compile_model(model, mode, backend="inductor"):
+        modes.append(mode)
+        return real(model, mode, backend="eager")
+
+    monkeypatch.setattr(compiled, "compile_model", compile_model)
+    config = toy_training(tmp_path, name="probe", model="probe", train_steps=4, report_every=1)
+    extra = tmp_path / "logs" / "speed-extra.json"
+    extra.parent.mkdir()
+    common = ["--config", str(config), "--name", "8L", "--out", str(extra), "--steps", "8", "--warmup", "2"]
+    assert sitting_probe.main([*common, "--profile-steps", "0"]) == 0
+    assert modes == ["off"]
+    assert sitting_probe.main([*common, "--compile", "default"]) == 0
+    assert modes == ["off", "default"]
+    found = json.loads(extra.read_text())
+    probed = found["compiled"]["8L"]
+    assert probed["mode"] == "default" and probed["step_ms"] > 0 and probed["ready_s"] > 0
+    assert found["alone_ready_s"]["8L"] > 0 and found["alone_step_ms"]["8L"] > 0
+    with pytest.raises(SystemExit):
+        sitting_probe.main([*common, "--compile", "default", "--side-by-side", "2"])
+
+    out = tmp_path / "A-T1-deep" / "2026-11-27-h100-993e600"
+    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep" / "2026-11-27-h100-993e600", out)
+    found["compiled"]["8L"] = {"mode": "default", "step_ms": 41.5, "ready_s": 97.25}
+    found["alone_ready_s"]["8L"] = 21.0
+    extra.write_text(json.dumps(found))
+    manifest = {"slice": {"name": "A-T1-deep", "rows": {"8L": "T1 deep", "7Ftoken+1L": "T1 deep", "8Ftoken": "T5 deep"}},
+                "commit": "993e600", "models": [{"name": heads, "heads": heads, "seed": 2}
+                                                for heads in ("8L", "7Ftoken+1L", "8Ftoken")]}
+    sitting.refresh_speed(manifest, out, extra.parent, {"gpu": "h100", "sitting": "2026-11-27-h100-993e600",
+                                                        "date": "2026-11-27"})
+    with open(out / "throughput.csv", newline="") as handle:
+        rows = {row["model"]: row for row in csv.DictReader(handle)}
+    # 97.25 s to its first timed step compiled, 21.0 eager: 76.2 s of compiling (rounded to 0.1)
+    assert (rows["8L"]["compile_mode"], rows["8L"]["step_ms_alone_compiled"], rows["8L"]["compile_s"]) == (
+        "default", "41.5", "76.2")
+    assert rows["8Ftoken"]["compile_mode"] == rows["8Ftoken"]["compile_s"] == ""
+
+
+def test_every_documented_mode_is_an_option_value_and_a_bad_one_is_one_line(tmp_path, capsys):
+    """The modes docs/heads.md shows (``-compile default|reduce-overhead|max-autotune-no-cudagraphs``)
+    are the option's values; another is one line naming the option, before anything trains."""
+    import re
+    from pathlib import Path
+
+    from test_onmt_run import toy_training
+
+    from headlab.cli import main
+    from headlab.engine.opts import COMPILE_MODES
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "heads.md").read_text()
+    shown = re.search(r"`headlab train -compile ([a-z|-]+)`", docs).group(1).split("|")
+    assert ["off", *shown] == list(COMPILE_MODES)
+    config = toy_training(tmp_path, train_steps=2)
+    assert main(["train", "-config", str(config), "-compile", "fast"]) == 1
+    error = capsys.readouterr().err.splitlines()
+    assert len(error) == 1 and error[0].startswith("headlab train: [compile] bad value for -compile: invalid choice: 'fast'")
+    assert not list((tmp_path / "model").glob("*.pt"))
