@@ -161,14 +161,13 @@ def test_the_compiled_probe_reaches_the_published_speed_rows(tmp_path, monkeypat
     model with dynamo's ``eager`` backend: the probe's plumbing, not a compiler's speed):
     beside the eager probe's step and its seconds to its first timed step, the compiled
     model's, and the published speed row's compile columns from both (993e600's folder)."""
-    import csv
     import json
-    import shutil
 
     from test_onmt_run import toy_training
+    from test_steptime import refreshed_993e600_rows
 
     from headlab.engine import compiled
-    from headlab.workflow import gpu_plan, sitting, sitting_probe
+    from headlab.workflow import sitting_probe
 
     modes = []
     real = compiled.compile_model
@@ -193,18 +192,10 @@ def test_the_compiled_probe_reaches_the_published_speed_rows(tmp_path, monkeypat
     with pytest.raises(SystemExit):
         sitting_probe.main([*common, "--compile", "default", "--side-by-side", "2"])
 
-    out = tmp_path / "A-T1-deep" / "2026-11-27-h100-993e600"
-    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep" / "2026-11-27-h100-993e600", out)
     found["compiled"]["8L"] = {"mode": "default", "step_ms": 41.5, "ready_s": 97.25}
     found["alone_ready_s"]["8L"] = 21.0
     extra.write_text(json.dumps(found))
-    manifest = {"slice": {"name": "A-T1-deep", "rows": {"8L": "T1 deep", "7Ftoken+1L": "T1 deep", "8Ftoken": "T5 deep"}},
-                "commit": "993e600", "models": [{"name": heads, "heads": heads, "seed": 2}
-                                                for heads in ("8L", "7Ftoken+1L", "8Ftoken")]}
-    sitting.refresh_speed(manifest, out, extra.parent, {"gpu": "h100", "sitting": "2026-11-27-h100-993e600",
-                                                        "date": "2026-11-27"})
-    with open(out / "throughput.csv", newline="") as handle:
-        rows = {row["model"]: row for row in csv.DictReader(handle)}
+    rows = refreshed_993e600_rows(tmp_path, extra.parent)
     # 97.25 s to its first timed step compiled, 21.0 eager: 76.2 s of compiling (rounded to 0.1)
     assert (rows["8L"]["compile_mode"], rows["8L"]["step_ms_alone_compiled"], rows["8L"]["compile_s"]) == (
         "default", "41.5", "76.2")

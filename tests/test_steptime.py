@@ -339,30 +339,40 @@ def test_the_probe_alone_traces_its_last_steps(toy, tmp_path):
     assert refused.returncode == 2 and "--warmup must leave steps before the profile window: 0 .. 9" in refused.stderr
 
 
-def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
-    """``sitting --speed-only`` after the second call's probe, on the published 993e600 folder:
-    8L's row gains its tokens/s and step alone (the probe's ``speed-extra.json``) and its
-    profile; the models not probed keep blanks; the queue reads the step as one model alone."""
+def refreshed_993e600_rows(tmp_path, logs) -> dict[str, dict]:
+    """``sitting --speed-only`` on a copy of the published 993e600 folder (under
+    ``tmp_path/A-T1-deep``, made the first time) with a later call's ``logs``: its speed rows
+    by model, as written."""
     import csv
     import shutil
 
-    from headlab.workflow import gpu_measures, gpu_plan, gpu_runner, sitting
+    from headlab.workflow import gpu_plan, sitting
 
     out = tmp_path / "A-T1-deep" / "2026-11-27-h100-993e600"
-    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep" / "2026-11-27-h100-993e600", out)
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    (logs / "speed-extra.json").write_text(json.dumps({"alone": {"8L": [61000, 65000]}, "alone_step_ms": {"8L": 84.5},
-                                                       "profile": {"8L": {"profile_cpu_ms": 700.0}}}))
-    (logs / "clock.8L.json").write_text(json.dumps({"iterations": 100, "parts": {
-        "steps": {"cpu_s": 10.0, "wall_s": 12.0, "calls": 100}, "validation": {"cpu_s": 0.5, "wall_s": 1.0, "calls": 1}}}))
+    if not out.is_dir():
+        shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep" / "2026-11-27-h100-993e600", out)
     manifest = {"slice": {"name": "A-T1-deep", "rows": {"8L": "T1 deep", "7Ftoken+1L": "T1 deep", "8Ftoken": "T5 deep"}},
                 "commit": "993e600", "models": [{"name": heads, "heads": heads, "seed": 2}
                                                 for heads in ("8L", "7Ftoken+1L", "8Ftoken")]}
     sitting.refresh_speed(manifest, out, logs, {"gpu": "h100", "sitting": "2026-11-27-h100-993e600",
                                                 "date": "2026-11-27"})
     with open(out / "throughput.csv", newline="") as handle:
-        rows = {row["model"]: row for row in csv.DictReader(handle)}
+        return {row["model"]: row for row in csv.DictReader(handle)}
+
+
+def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
+    """``sitting --speed-only`` after the second call's probe, on the published 993e600 folder:
+    8L's row gains its tokens/s and step alone (the probe's ``speed-extra.json``) and its
+    profile; the models not probed keep blanks; the queue reads the step as one model alone."""
+    from headlab.workflow import gpu_measures, gpu_runner
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "speed-extra.json").write_text(json.dumps({"alone": {"8L": [61000, 65000]}, "alone_step_ms": {"8L": 84.5},
+                                                       "profile": {"8L": {"profile_cpu_ms": 700.0}}}))
+    (logs / "clock.8L.json").write_text(json.dumps({"iterations": 100, "parts": {
+        "steps": {"cpu_s": 10.0, "wall_s": 12.0, "calls": 100}, "validation": {"cpu_s": 0.5, "wall_s": 1.0, "calls": 1}}}))
+    rows = refreshed_993e600_rows(tmp_path, logs)
     assert (rows["8L"]["src_tok_s_alone"], rows["8L"]["step_ms_alone"], rows["8L"]["profile_where"]) == (
         "61000", "84.5", "alone")
     assert rows["8Ftoken"]["step_ms_alone"] == rows["8Ftoken"]["src_tok_s_alone"] == ""
@@ -379,10 +389,7 @@ def test_a_later_calls_probe_reaches_the_published_speed_rows(tmp_path):
                                                         "step_ms": step_ms, "window": window}))
     extra = json.loads((logs / "speed-extra.json").read_text())
     (logs / "speed-extra.json").write_text(json.dumps({**extra, "mps": "on", "crowd_mps": "on"}))   # (the first call wrote mps)
-    sitting.refresh_speed(manifest, out, logs, {"gpu": "h100", "sitting": "2026-11-27-h100-993e600",
-                                                "date": "2026-11-27"})
-    with open(out / "throughput.csv", newline="") as handle:
-        rows = {row["model"]: row for row in csv.DictReader(handle)}
+    rows = refreshed_993e600_rows(tmp_path, logs)
     assert [rows["8L"][key] for key in ("models_probed_side_by_side", "step_ms_probed_side_by_side", "probed_overlap",
                                         "probed_mps", "mps")] == ["2", "145.0", "0.9", "on", "on"]
     assert rows["8Ftoken"]["step_ms_probed_side_by_side"] == rows["8Ftoken"]["models_probed_side_by_side"] == ""
