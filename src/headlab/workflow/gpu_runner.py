@@ -925,8 +925,8 @@ class Sitting:
             self.call["gpu_tests_rc"] = rc
         crowd = self.crowd_probe()
         alone = self.speed_probe()
-        alone = self.compiled_probe() or alone
-        if crowd or alone:
+        compiled = self.compiled_probe()
+        if crowd or alone or compiled:
             # the probes' measures into the publication before the bench: a call cut in it (the
             # lease's end) keeps them; the pack after the bench would otherwise be the first
             self.speed_rows(SPEED_ROWS_S)
@@ -940,7 +940,7 @@ class Sitting:
                 self.call[f"bench_{path}_rc"] = self.run(f"bench-idle-{path}", self.bench_args(f"bench-idle-{path}"),
                                                          min(share, BENCH_S), {"HEADLAB_ATTENTION_PATH": path})
                 benched = True
-        if benched or not (crowd or alone):
+        if benched or not (crowd or alone or compiled):
             self.speed_rows()
         self.end_phase("remainder")
 
