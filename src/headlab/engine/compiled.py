@@ -14,7 +14,8 @@ tokens change both lengths every step; a static graph would recompile for each).
 the optimizer and the data stay eager. The model traces into one graph for every head kind,
 mixer and site (tests/test_compiled.py): nothing in a forward reads a tensor's value or
 version. Its one piece of state read outside the graph, each layer's ablation scale
-(``head_scale`` x ``head_mask``), is worked out before tracing (:meth:`prime_scale`); a
+(``head_scale`` x ``head_mask``), is worked out before tracing
+(:meth:`HeadlabAttention.prime_scale <headlab.heads.attention.HeadlabAttention.prime_scale>`); a
 change to it later (test-time ablation) is an eager model's, never a training's.
 
 The results are the eager model's up to float rounding (fused kernels sum in another order),
