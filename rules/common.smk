@@ -3,6 +3,7 @@ import json
 
 import headlab.data.registry
 import headlab.engine.malloc
+import headlab.engine.opts
 import headlab.engine.trained_code
 import headlab.studies
 import headlab.naming
@@ -31,6 +32,14 @@ GPU = 1 if config.get("training", {}).get("device") == "gpu" else 0
 # training.precision: the GPU precision of every model (`preset`: the preset's model_dtype,
 # base*: fp16 mixed precision); CPU runs train in fp32 (headlab.engine.config.model_dtype)
 PRECISION = config.get("training", {}).get("precision", "preset")
+
+# training.compile: how every training's forward runs (torch.compile's mode, or off). No part of
+# a model's config or path (the same function up to float rounding, as the attention path), it
+# reaches `headlab train` as its -compile default, $HEADLAB_COMPILE, which no rerun trigger
+# reads: changing it retrains nothing (docs/heads.md, "Compiled training"). Absent: the
+# caller's $HEADLAB_COMPILE stands.
+if config["training"].get("compile") is not None:
+    os.environ[headlab.engine.opts.COMPILE_VARIABLE] = config["training"]["compile"] or "off"
 
 # GPUs of one training job (training.gpus: OpenNMT-py world_size, headlab.engine.config.gpu_options)
 TRAIN_GPUS = config["training"].get("gpus", 1) * GPU

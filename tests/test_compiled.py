@@ -156,50 +156,120 @@ def test_headlab_train_compile_trains_the_same_model(tmp_path, monkeypatch):
     assert not differ, differ
 
 
-def test_the_compiled_probe_reaches_the_published_speed_rows(tmp_path, monkeypatch):
-    """A later call's compiled probe (``sitting_probe --compile``, here in process on a toy
-    model with dynamo's ``eager`` backend: the probe's plumbing, not a compiler's speed):
-    beside the eager probe's step and its seconds to its first timed step, the compiled
-    model's, and the published speed row's compile columns from both (993e600's folder)."""
-    import json
-
-    from test_onmt_run import toy_training
-    from test_steptime import refreshed_993e600_rows
-
+def _probe_compiling(monkeypatch, backend="eager", then=None):
+    """The modes :func:`headlab.engine.compiled.compile_model` is asked for, each compiled
+    with dynamo's ``backend`` (the probe's plumbing, not a compiler's speed); ``then``: called
+    after a compile (a stop arriving while compiling)."""
     from headlab.engine import compiled
-    from headlab.workflow import sitting_probe
 
     modes = []
     real = compiled.compile_model
 
-    def compile_model(model, mode, backend="inductor"):
+    def compile_model(model, mode, backend_asked="inductor"):
         modes.append(mode)
-        return real(model, mode, backend="eager")
+        real(model, mode, backend=backend)
+        if then is not None and mode != "off":
+            then()
+        return model
 
     monkeypatch.setattr(compiled, "compile_model", compile_model)
-    config = toy_training(tmp_path, name="probe", model="probe", train_steps=4, report_every=1)
+    return modes
+
+
+def test_the_probe_alone_then_compiled_reaches_the_published_speed_rows(tmp_path, monkeypatch):
+    """The probe alone with ``--compile`` (in process on a toy model): the eager figures are
+    those of the steps before the compile (the log's later reports are the compiled model's),
+    then the same model, compiled in place mid-training, timed past its warm-up; and the
+    published speed row's compile columns from hand-set figures (993e600's folder)."""
+    import json
+    import re
+
+    from test_onmt_run import toy_training
+    from test_steptime import refreshed_993e600_rows
+
+    from headlab.workflow import sitting_probe
+
+    modes = _probe_compiling(monkeypatch)
+    config = toy_training(tmp_path, name="probe", model="probe", train_steps=4)
     extra = tmp_path / "logs" / "speed-extra.json"
     extra.parent.mkdir()
-    common = ["--config", str(config), "--name", "8L", "--out", str(extra), "--steps", "8", "--warmup", "2"]
-    assert sitting_probe.main([*common, "--profile-steps", "0"]) == 0
-    assert modes == ["off"]
-    assert sitting_probe.main([*common, "--compile", "default"]) == 0
+    common = ["--config", str(config), "--name", "8L", "--out", str(extra), "--steps", "12", "--warmup", "2",
+              "--profile-steps", "0"]
+    assert sitting_probe.main([*common, "--compile", "default", "--compiled-warmup", "2", "--compiled-steps",
+                               "9"]) == 0
+    # compat's build_trainer (-compile off: the probe trains eagerly), then the probe's own
     assert modes == ["off", "default"]
     found = json.loads(extra.read_text())
     probed = found["compiled"]["8L"]
-    assert probed["mode"] == "default" and probed["step_ms"] > 0 and probed["ready_s"] > 0
-    assert found["alone_ready_s"]["8L"] > 0 and found["alone_step_ms"]["8L"] > 0
+    assert probed["mode"] == "default" and probed["step_ms"] > 0 and probed["warmup_steps"] == 2
+    assert isinstance(probed["compile_s"], float) and probed["graphs_in_lead"] >= 0
+    assert found["alone_step_ms"]["8L"] > 0 and found["alone_ready_s"]["8L"] > 0
+    # 12 eager steps + 2 + 9 compiled: reports at steps 10 (eager) and 20 (compiled); "alone"
+    # is the eager one's alone
+    log = (extra.parent / "probe.8L.log").read_text()
+    reports = re.findall(r"Step (\d+)/\s*\d+;.*?;\s*(\d+)/\s*(\d+) tok/s", log)
+    assert [int(step) for step, _, _ in reports] == [10, 20]
+    assert found["alone"]["8L"] == [int(reports[0][1]), int(reports[0][2])]
     with pytest.raises(SystemExit):
         sitting_probe.main([*common, "--compile", "default", "--side-by-side", "2"])
+    with pytest.raises(SystemExit):
+        sitting_probe.main([*common, "--compile", "default", "--compiled-warmup", "0"])
 
-    found["compiled"]["8L"] = {"mode": "default", "step_ms": 41.5, "ready_s": 97.25}
-    found["alone_ready_s"]["8L"] = 21.0
+    found["compiled"] = {"8L": {"mode": "default", "step_ms": 41.5, "compile_s": 76.2, "warmup_steps": 5,
+                                "graphs_in_lead": 0},
+                         "7Ftoken+1L": {"mode": "default", "cut_s": 120.4}}
     extra.write_text(json.dumps(found))
     rows = refreshed_993e600_rows(tmp_path, extra.parent)
-    # 97.25 s to its first timed step compiled, 21.0 eager: 76.2 s of compiling (rounded to 0.1)
     assert (rows["8L"]["compile_mode"], rows["8L"]["step_ms_alone_compiled"], rows["8L"]["compile_s"]) == (
         "default", "41.5", "76.2")
+    # stopped while compiling: no step time, and how long it had compiled (a lower bound)
+    assert (rows["7Ftoken+1L"]["step_ms_alone_compiled"], rows["7Ftoken+1L"]["compile_s"]) == ("", "120.4")
     assert rows["8Ftoken"]["compile_mode"] == rows["8Ftoken"]["compile_s"] == ""
+
+
+def test_a_probe_stopped_while_compiling_keeps_its_eager_figures_and_says_how_long(tmp_path, monkeypatch):
+    """The runner stops a probe at its cap with SIGTERM. Arriving during the compile, the stop
+    ends the probe through ``finally``: the eager figures (written before the compile) stay,
+    the compiled entry holds ``cut_s``, and the process's own SIGTERM handler is back."""
+    import json
+    import os
+    import signal
+
+    from test_onmt_run import toy_training
+
+    from headlab.workflow import sitting_probe
+
+    _probe_compiling(monkeypatch, then=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    config = toy_training(tmp_path, name="probe", model="probe", train_steps=4)
+    extra = tmp_path / "speed-extra.json"
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        sitting_probe.main(["--config", str(config), "--name", "8L", "--out", str(extra), "--steps", "8",
+                            "--warmup", "2", "--profile-steps", "2", "--compile", "default"])
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before
+    found = json.loads(extra.read_text())
+    assert found["alone_step_ms"]["8L"] > 0 and found["profile"]["8L"]
+    assert set(found["compiled"]["8L"]) == {"mode", "cut_s"} and found["compiled"]["8L"]["cut_s"] >= 0
+
+
+def test_the_compile_cost_is_the_warmup_less_as_many_eager_steps():
+    """``compile_s``: from the compile's start to the first timed compiled step, less the
+    warm-up's steps at the eager step time: 90 s - 5 x 0.12 s = 89.4 s."""
+    from types import SimpleNamespace
+
+    from headlab.workflow.sitting_probe import ThenCompiled
+
+    phases = ThenCompiled(eager=None, mode="default", warmup=5, steps=30, eager_done=None, model=None)
+    assert phases.result(120.0) is None                             # never began
+    phases.compile_began = 1000.0
+    phases.compiled = SimpleNamespace(lead_step_ms=None, lead_window=None)
+    assert phases.result(120.0)["mode"] == "default" and "step_ms" not in phases.result(120.0)
+    phases.compiled = SimpleNamespace(lead_step_ms=41.5, lead_window=(1090.0, 1091.3))
+    phases.graphs_at_lead = phases.graphs()
+    assert phases.result(120.0) == {"mode": "default", "step_ms": 41.5, "compile_s": 89.4, "warmup_steps": 5,
+                                    "graphs_in_lead": 0}
+    assert phases.result(None)["compile_s"] is None                 # no eager step time to compare with
 
 
 def test_every_documented_mode_is_an_option_value_and_a_bad_one_is_one_line(tmp_path, capsys):
@@ -221,3 +291,29 @@ def test_every_documented_mode_is_an_option_value_and_a_bad_one_is_one_line(tmp_
     error = capsys.readouterr().err.splitlines()
     assert len(error) == 1 and error[0].startswith("headlab train: [compile] bad value for -compile: invalid choice: 'fast'")
     assert not list((tmp_path / "model").glob("*.pt"))
+
+
+def test_headlab_compile_in_the_environment_is_the_default_and_an_option_wins(tmp_path, monkeypatch, capsys):
+    """``$HEADLAB_COMPILE`` (what the workflow's ``training.compile`` sets for every training
+    job) is ``-compile``'s default: the model trains compiled and its checkpoint says so; a
+    ``-compile`` on the command line wins; a value that is not a mode is one line naming the
+    variable, before anything trains."""
+    from test_onmt_run import toy_training
+
+    from headlab.cli import main
+
+    modes = _probe_compiling(monkeypatch)
+    monkeypatch.setenv("HEADLAB_COMPILE", "default")
+    for name, extra, expected in (("env", [], "default"), ("option", ["-compile", "off"], "off")):
+        config = toy_training(tmp_path, name=name, model=name, train_steps=2, save_checkpoint_steps=2)
+        assert main(["train", "-config", str(config), *extra]) == 0
+        assert torch.load(tmp_path / name / "model.pt", map_location="cpu", weights_only=False)["opt"].compile == expected
+    assert modes == ["default", "off"]
+    capsys.readouterr()
+    monkeypatch.setenv("HEADLAB_COMPILE", "fast")
+    config = toy_training(tmp_path, name="bad", model="bad", train_steps=2)
+    assert main(["train", "-config", str(config)]) == 1
+    error = capsys.readouterr().err.splitlines()
+    assert len(error) == 1 and error[0].startswith(
+        "headlab train: [HEADLAB_COMPILE] bad value for $HEADLAB_COMPILE: 'fast' (one of off, default,"), error
+    assert not (tmp_path / "bad").exists()

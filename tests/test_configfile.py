@@ -120,6 +120,8 @@ SCHEMA_ERRORS = {
                        "overlay.yaml:2: [studies.paper_a] unknown key 'paper_a'; did you mean 'paper_A'?"),
     "null preset": ("studies:\n  paper_A:\n    preset: null\n",
                     "overlay.yaml:3: [studies.paper_A.preset] 'preset' is a required property"),
+    "compile mode": ("training:\n  compile: fast\n",
+                     "overlay.yaml:2: [training.compile] 'fast' is not allowed: "),
 }
 
 

@@ -1120,23 +1120,30 @@ def test_a_later_call_probes_side_by_side_then_alone_before_the_idle_bench(first
     and the 15 s of the speed rows that publish them: the benches' too would leave it under
     30 s), then the probe side by side (8 copies of the first stage's models under MPS,
     recorded apart from the trainings' mode: the plan's seconds a step with one seed more a
-    sitting), then the probe alone (one model), then the speed rows, which carry both probes
-    into the publication before anything else can cut the call, then the idle bench, each
-    path half of what is left less the speed rows' 15 s, then the speed rows again, with it."""
+    sitting), then the probe alone (one model), which on a GPU then compiles it and takes the
+    rest of the call up to its 90 + 150 s (what compiling buys: unmeasured, so before the idle
+    bench that earlier sittings measured), then the speed rows, which carry both probes into
+    the publication before anything else can cut the call. With the call's time not taken,
+    the idle bench follows, each path half of what is left less the speed rows' 15 s, then
+    the speed rows again, with it."""
     runner, ran, commands, mps = _later_call(tmp_path, 285.0, first_suite_rc)
-    probes = [("probe-side-by-side", 100), ("probe", 90), ("speed-rows", 15)]
     if first_suite_rc == 0:       # passed whole beside the trainings: nothing to run again
-        assert ran == [*probes, ("bench-idle-fused", 32), ("bench-idle-blocked", 32), ("speed-rows", 15)]
+        assert ran == [("probe-side-by-side", 100), ("probe", 170), ("speed-rows", 15)]
         assert runner.call["gpu_tests_rest"] == "none: the suite passed whole in an earlier call"
     else:                         # failed, or stopped at the trainings' end: the rest runs first
-        assert ran == [("gpu-tests-rest", 80), *probes, ("bench-idle-fused", 22), ("bench-idle-blocked", 22),
-                       ("speed-rows", 15)]
+        assert ran == [("gpu-tests-rest", 80), ("probe-side-by-side", 100), ("probe", 150), ("speed-rows", 15)]
         assert "gpu_tests_rest" not in runner.call
     crowd = commands["probe-side-by-side"]
     assert crowd[crowd.index("--side-by-side") + 1] == "8" and crowd.count("--config") == 1
     assert crowd[crowd.index("--config") + 1] == "8L/onmt.yaml"     # the parent, not its fine-tune
     assert crowd[crowd.index("--out") + 1] == str(runner.logs / gpu_runner.CROWD_FOLDER)
     assert mps == [("start", "crowd_mps"), ("stop", "crowd_mps")] and runner.call["crowd_side_by_side"] == 8
+    alone = commands["probe"]
+    assert alone[alone.index("--compile"):alone.index("--") + 1] == ["--compile", "default", "--"]
+    # a long call: the probe and its compile end within their 240 s; the idle bench gets the rest
+    _, ran, _, _ = _later_call(tmp_path / "long", 500.0, 0)
+    assert ran == [("probe-side-by-side", 100), ("probe", 240), ("speed-rows", 15), ("bench-idle-fused", 60),
+                   ("bench-idle-blocked", 60), ("speed-rows", 25)]
 
 
 def test_a_rehearsals_later_call_runs_both_probes_sized_for_two_cores(tmp_path):
@@ -1151,6 +1158,7 @@ def test_a_rehearsals_later_call_runs_both_probes_sized_for_two_cores(tmp_path):
     crowd, alone = commands["probe-side-by-side"], commands["probe"]
     assert crowd[crowd.index("--side-by-side") + 1] == "2" and crowd[crowd.index("--"):] == overrides
     assert crowd[crowd.index("--steps"):][:4] == ["--steps", "6", "--warmup", "2"]
+    # (nothing compiled on two cores)
     assert alone[alone.index("--steps"):] == ["--steps", "8", "--warmup", "2", "--profile-steps", "2", *overrides]
     first = object.__new__(gpu_runner.Sitting)
     first.args = argparse.Namespace(device="cpu")
@@ -1161,14 +1169,14 @@ def test_a_rehearsals_later_call_runs_both_probes_sized_for_two_cores(tmp_path):
 def test_a_short_later_call_keeps_the_probe_side_by_side_over_the_probe_alone(tmp_path):
     """185 s: the probe side by side (one seed more a sitting for every slice of the queue)
     before the probe alone, which the 85 s it leaves do not hold; a bundle without the
-    figure (1: nothing to probe side by side) gives the probe alone its turn."""
+    figure (1: nothing to probe side by side) gives the probe alone its turn, and its
+    compile what is left."""
     _, ran, _, _ = _later_call(tmp_path / "a", 185.0, 0)
     assert ran == [("probe-side-by-side", 100), ("speed-rows", 15), ("bench-idle-fused", 28),
                    ("bench-idle-blocked", 28), ("speed-rows", 15)]
     runner, ran, _, mps = _later_call(tmp_path / "b", 185.0, 0, probe_side_by_side=None)
     assert runner.crowd_size() == 1 and not mps
-    assert ran == [("probe", 90), ("speed-rows", 15), ("bench-idle-fused", 32), ("bench-idle-blocked", 32),
-                   ("speed-rows", 15)]
+    assert ran == [("probe", 170), ("speed-rows", 15)]
 
 
 def test_a_row_says_how_its_checkpoint_was_chosen_and_one_no_validation_chose_is_never_averaged(tmp_path,

@@ -30,6 +30,7 @@ TRAINING_KEYS = {
     "gpus": ["gpus"],
     "jobs_per_gpu": ["no_model_change"],  # a scheduling resource only
     "threads": ["no_model_change"],       # the train job's threads (its shell), not its config
+    "compile": ["no_model_change"],       # how the forward runs: $HEADLAB_COMPILE, not the config
 }
 
 
@@ -135,10 +136,11 @@ CASES = {
                          lambda c: _studies(c, "baseline")),
     # options that reach no model config, in one dry run (and the state is up to date):
     # translation and evaluation options, a job's threads and share of a GPU, a CPU
-    # run's precision
+    # run's precision, the trainings' compile
     "no_model_change": (lambda c: _changed(c, {
         "translation.beam_size": 3, "evaluation.bootstrap_samples": 10, "training.threads": 2,
-        "training.jobs_per_gpu": 2, "training.precision": "fp16"}), lambda c: set()),
+        "training.jobs_per_gpu": 2, "training.precision": "fp16", "training.compile": "default"}),
+                        lambda c: set()),
 }
 
 

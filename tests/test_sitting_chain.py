@@ -145,7 +145,7 @@ def _runner(tmp_path, monkeypatch, sitting):
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setattr(gpu_runner, "BUNDLE", bundle)
     args = argparse.Namespace(work=str(tmp_path), out=str(tmp_path / "out"), budget=400, device="cpu", after=None,
-                              eval_reserve=100, mps="off")
+                              eval_reserve=100, mps="off", compile="off")
     runner = gpu_runner.Sitting(args)
     runner.logs.mkdir(parents=True, exist_ok=True)
     copy = ("import shutil, sys, yaml; cfg = yaml.safe_load(open(sys.argv[1])); "
@@ -301,3 +301,23 @@ def test_every_training_is_timed_and_the_first_model_profiled(sitting, tmp_path,
         assert profiled == (name == "8L"), name
     assert commands["8L"][commands["8L"].index("--profile-from"):][:4] == ["--profile-from", str(first),
                                                                           "--profile-steps", str(steps)]
+    # the trainings' -compile is run.py's --compile, always given (an inherited $HEADLAB_COMPILE
+    # never decides), and recorded where the speed rows read it
+    assert all(command[-2:] == ["-compile", "off"] for command in commands.values())
+    runner.args.compile = "default"
+    assert gpu_runner.Sitting.train_args(runner, models[0])[-2:] == ["-compile", "default"]
+    runner.record_extra("train_compile", "default")
+    assert json.loads((runner.logs / "speed-extra.json").read_text())["train_compile"] == "default"
+    assert runner.call["train_compile"] == "default"
+
+
+def test_run_py_compiles_with_the_modes_headlab_train_has():
+    """run.py is standard library only (it runs before headlab is installed): its own copy of
+    the modes is headlab train's, and the speed rows carry the trainings' mode."""
+    from headlab.engine.opts import COMPILE_MODES
+    from headlab.workflow import gpu_runner, sitting_speed
+
+    assert gpu_runner.TRAIN_COMPILE_MODES == COMPILE_MODES
+    rows = sitting_speed.speed_rows([{"name": "8L", "params": 10}], {"gpu": "h100", "train_compile": "default"}, {},
+                                    {}, {})
+    assert rows[0]["train_compile"] == "default"

@@ -379,3 +379,22 @@ def test_end_to_end_smoke_run(tmp_path, mirror):
     planned = re.findall(r"^(?:local)?rule (\w+):\n(?:.*\n)*?\s+output: (\S+)", forced.stdout, re.M)
     assert forced.returncode == 0 and ("train", str(folder / "model.pt")) in planned, forced.stdout[-3000:]
     assert [rule for rule, _ in planned].count("train") == 1
+
+
+def test_training_compile_reaches_the_training_job_and_retrains_nothing(tmp_path, mirror, monkeypatch):
+    """``training.compile`` is every training job's ``-compile`` default (its checkpoint says
+    so), and no part of the model's config or path: set back to off (``false``: YAML's bare
+    off), nothing reruns. ``TORCH_COMPILE_DISABLE=1`` (torch's own switch) makes the compile a
+    no-op: the CPU's inductor would compile for minutes, and what is tested is the plumbing."""
+    import torch
+
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    monkeypatch.delenv("HEADLAB_COMPILE", raising=False)
+    model = tmp_path / "results/models/multi30k/de-en/300/tiny/default/1+1/8L/seed1/model.pt"
+    config = write_config(tmp_path, mirror, **{"training.compile": "default"})
+    result = snakemake("--cores", "2", "--configfile", str(config), "--", str(model))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert torch.load(model, map_location="cpu", weights_only=False)["opt"].compile == "default"
+    config = write_config(tmp_path, mirror, **{"training.compile": False})
+    result = snakemake("-n", "--configfile", str(config), "--", str(model))
+    assert result.returncode == 0 and "Nothing to be done" in result.stdout + result.stderr, result.stdout[-2000:]

@@ -108,6 +108,9 @@ def model_opts(parser) -> None:
 
 #: ``-compile``'s values: off, or one of torch.compile's modes (headlab.engine.compiled)
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs")
+#: ``-compile``'s default where set (``headlab train`` reads it; the workflow sets it from the
+#: config's ``training.compile``): how a forward runs is no part of a model's config or path
+COMPILE_VARIABLE = "HEADLAB_COMPILE"
 
 
 def train_opts(parser) -> None:
@@ -138,7 +141,8 @@ def train_opts(parser) -> None:
         choices=COMPILE_MODES,
         help="Train the model's forward through torch.compile in this mode (dynamic shapes; the "
              "loss and optimizer stay eager): fewer kernel launches a step on a GPU, after a "
-             "compile of a minute or more. Results equal eager training's up to float rounding.",
+             "compile of a minute or more. Results equal eager training's up to float rounding. "
+             f"Default: ${COMPILE_VARIABLE} where set, else off.",
     )
 
 

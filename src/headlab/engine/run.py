@@ -146,7 +146,9 @@ def train(argv: list[str]) -> int:
 
     if _help("train", argv, _get_parser()):
         return 0
-    opt = _parse(_get_parser(), argv, "train")
+    parser = _get_parser()
+    parser.set_defaults(compile=compile_default())      # the config and the command line win
+    opt = _parse(parser, argv, "train")
     if opt.gpu_ranks:     # ranks, not device ids: process i trains on device i
         check_cuda_device(len(opt.gpu_ranks) - 1, "-gpu_ranks",
                           "train on the CPU without -gpu_ranks (training.device: cpu)",
@@ -156,6 +158,18 @@ def train(argv: list[str]) -> int:
     # started beside a killed run's orphan) would interleave checkpoints and the learning curve
     with train_lock.hold_model_folder(Path(opt.save_model).parent):
         return _train(opt)
+
+
+def compile_default() -> str:
+    """``-compile``'s default: ``$HEADLAB_COMPILE`` where set (one of the option's values),
+    else off."""
+    from headlab.engine.opts import COMPILE_MODES, COMPILE_VARIABLE
+
+    value = os.environ.get(COMPILE_VARIABLE, "").strip() or "off"
+    if value not in COMPILE_MODES:
+        raise ConfigError(f"bad value for ${COMPILE_VARIABLE}: {value!r} (one of {', '.join(COMPILE_MODES)})",
+                          key=COMPILE_VARIABLE)
+    return value
 
 
 def _train(opt) -> int:

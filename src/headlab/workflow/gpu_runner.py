@@ -35,9 +35,10 @@ a sitting trains in is the one the queue forecast from (:func:`sitting_figures`)
    deadline and ``lacks`` naming what is missing. With time left after it, the probes:
    side by side, more copies of the slice's models at once than the sitting trained (the
    manifest's ``probe_side_by_side``: one seed more a sitting), each timed past its warm-up;
-   then the first model alone for a minute, its steady step timed and 20 steps profiled
-   (the speed rows gain their columns; the plan's seconds a step with that many models, and
-   with one).
+   then the first model alone for a minute, its steady step timed and 20 steps profiled,
+   and on a GPU the same model compiled in place and timed again (the speed rows gain their
+   columns; the plan's seconds a step with that many models, with one, and what compiling
+   buys). ``--compile MODE`` trains the sitting's models compiled (default off).
 
 OUT holds at most three files at any moment, rewritten every :data:`STATUS_EVERY_S`
 seconds, so a command killed at any point returns what was done: ``status.json`` (phase,
@@ -96,12 +97,17 @@ PROBE_S = {"cuda": 90, "cpu": 60}
 #: a barrier, 30 steps timed; a rehearsal: 2 copies, 4 steps); K is the manifest's
 #: ``probe_side_by_side`` (the bundle's: one seed more a sitting for the plan's ready slices)
 CROWD_S = {"cuda": 100, "cpu": 60}
-#: the compiled probe: the probe alone's model through torch.compile (``-compile default``:
-#: the compile, of unknown length on the GPU machine, then 60 steps); on a GPU only (a CPU
-#: rehearsal's two cores would compile a base model for minutes: tests/test_compiled.py runs
-#: the probe on a toy model instead)
-COMPILED_PROBE_S = 150
-COMPILED_PROBE_MODE = "default"
+#: the probe alone then compiles its model in place (``sitting_probe --compile default``) and
+#: times it again: the compile's time on top of the probe's (of unknown length on the GPU
+#: machine: a cap, not a forecast; the eager figures are written before it begins, so a probe
+#: stopped while compiling keeps them and says how long it had compiled). On a GPU only: a CPU
+#: rehearsal's two cores would compile a base model for minutes (tests/test_compiled.py runs
+#: the same probe on a toy model instead)
+COMPILE_S = {"cuda": 150, "cpu": 0}
+COMPILE_MODE = "default"
+#: ``--compile``'s values: ``headlab train -compile``'s (headlab.engine.opts.COMPILE_MODES; this
+#: file runs before headlab is installed)
+TRAIN_COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs")
 #: the probes' own options on a CPU rehearsal (a GPU's are the probe's defaults): every step
 #: of the later call's probes rehearsed, sized for two cores
 PROBE_ARGS = {"cuda": [], "cpu": ["--steps", "8", "--warmup", "2", "--profile-steps", "2"]}
@@ -545,7 +551,9 @@ class Sitting:
         if model["name"] == self.manifest["models"][0]["name"]:
             first, steps = PROFILE_STEPS[self.args.device]
             cmd += ["--profile-from", str(first), "--profile-steps", str(steps)]
-        return cmd + ["--", "-config", model["config"], *training_overrides(self.args.device)]
+        # -compile always given: a $HEADLAB_COMPILE the device command inherited never decides
+        return cmd + ["--", "-config", model["config"], *training_overrides(self.args.device),
+                      "-compile", self.args.compile]
 
     def training_window_s(self) -> float:
         return self.args.budget - self.figures["pack_s"] - self.figures["eval_reserve_s"]
@@ -616,6 +624,7 @@ class Sitting:
         self.write_resolved()
         self.sample_gpu()
         self.start_mps()
+        self.record_extra("train_compile", self.args.compile)
         side = self.side_track(stop_at)
         exited = {}
         for index, (names, end) in enumerate(zip(stages, ends)):
@@ -861,11 +870,15 @@ class Sitting:
                     mode = f"failed: {err}"[:120]
                 if mode != "on":
                     self.quit_mps(record)
-        self.call[record] = mode
+        self.record_extra(record, mode)
+
+    def record_extra(self, key: str, value: str) -> None:
+        """``key`` in the call's state and in ``speed-extra.json`` (the speed rows' source)."""
+        self.call[key] = value
         extra = self.logs / "speed-extra.json"
         found = json.loads(extra.read_text()) if extra.is_file() else {}
         extra.parent.mkdir(parents=True, exist_ok=True)
-        extra.write_text(json.dumps({**found, record: mode}, indent=1))
+        extra.write_text(json.dumps({**found, key: value}, indent=1))
 
     def stop_mps(self, record: str = "mps") -> None:
         if self.call.get(record) == "on" and record in self.mps_live:
@@ -899,9 +912,9 @@ class Sitting:
         been the bundle's, fixed since; none at all after a suite that passed whole), then
         the probe side by side (the plan's seconds a step with one seed more a sitting: how
         many seeds the queue can train at once), then the probe alone (the plan's seconds a
-        step with one model, never measured by a slice that trains several), then the same
-        model compiled (:meth:`compiled_probe`), then the bench on an idle GPU (measured by
-        earlier sittings: it takes what the probes leave)."""
+        step with one model, never measured by a slice that trains several) and, in the same
+        process, that model compiled (:meth:`speed_probe`), then the bench on an idle GPU
+        (measured by earlier sittings: it takes what the probes leave)."""
         self.complete_evaluation()
         self.phase("remainder")
         earlier = Path(self.state["after"]).with_name("gpu-tests.jsonl") if self.state.get("after") else None
@@ -925,8 +938,7 @@ class Sitting:
             self.call["gpu_tests_rc"] = rc
         crowd = self.crowd_probe()
         alone = self.speed_probe()
-        compiled = self.compiled_probe()
-        if crowd or alone or compiled:
+        if crowd or alone:
             # the probes' measures into the publication before the bench: a call cut in it (the
             # lease's end) keeps them; the pack after the bench would otherwise be the first
             self.speed_rows(SPEED_ROWS_S)
@@ -940,25 +952,9 @@ class Sitting:
                 self.call[f"bench_{path}_rc"] = self.run(f"bench-idle-{path}", self.bench_args(f"bench-idle-{path}"),
                                                          min(share, BENCH_S), {"HEADLAB_ATTENTION_PATH": path})
                 benched = True
-        if benched or not (crowd or alone or compiled):
+        if benched or not (crowd or alone):
             self.speed_rows()
         self.end_phase("remainder")
-
-    def compiled_probe(self) -> bool:
-        """The probe alone's model again, trained through ``torch.compile``
-        (``sitting_probe --compile``): whether compiling pays within a sitting, which no
-        sitting has measured. After both probes (it needs the eager one's figures to compare
-        with), before the idle bench (earlier sittings measured it); on a GPU only, with the
-        time left, never at the publication's cost."""
-        if self.args.device != "cuda" or self.left() < COMPILED_PROBE_S + SPEED_ROWS_S or not self.published():
-            return False
-        model = self.manifest["models"][0]
-        self.call["compiled_probe_rc"] = self.run(
-            "probe-compiled", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config", model["config"],
-                               "--name", model["name"], "--out", str(self.logs / "speed-extra.json"),
-                               "--compile", COMPILED_PROBE_MODE, "--", *onmt_overrides(self.args.device)],
-            min(self.left() - SPEED_ROWS_S, COMPILED_PROBE_S))
-        return True
 
     def speed_probe_and_rows(self) -> None:
         """In the first call after the publication, when it has the time (one call on a
@@ -1011,19 +1007,23 @@ class Sitting:
         return True
 
     def speed_probe(self) -> bool:
-        """The first model alone on the idle GPU, its last 20 steps profiled
-        (:mod:`headlab.workflow.sitting_probe`; the speed rows are rewritten with it after).
-        Only with time left, and never at the publication's cost: it runs after the
-        publication and only adds to its speed rows."""
+        """The first model alone on the idle GPU, its last 20 steps profiled, then (on a GPU)
+        the same model compiled in place and timed again (:mod:`headlab.workflow.sitting_probe`:
+        whether compiling pays within a sitting, which no sitting has measured; the speed rows
+        are rewritten with both after). Only with time for the eager part, and never at the
+        publication's cost: it runs after the publication and only adds to its speed rows;
+        the compile takes what is left, up to :data:`COMPILE_S`."""
         device = self.args.device
         if self.left() < PROBE_S[device] or not self.published():
             return False
         model = self.manifest["models"][0]
         extra = self.logs / "speed-extra.json"
+        compiled = ["--compile", COMPILE_MODE] if COMPILE_S[device] else []
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
                                                    model["config"], "--name", model["name"], "--out", str(extra),
-                                                   *PROBE_ARGS[device], "--", *onmt_overrides(self.args.device)],
-                                         min(self.left() - SPEED_ROWS_S, PROBE_S[device]))
+                                                   *PROBE_ARGS[device], *compiled, "--",
+                                                   *onmt_overrides(self.args.device)],
+                                         min(self.left() - SPEED_ROWS_S, PROBE_S[device] + COMPILE_S[device]))
         return True
 
 
@@ -1048,6 +1048,11 @@ def main(argv=None) -> int:
     parser.add_argument("--mps", choices=("off", "on"), default="on",
                         help="on (default): the trainings share the GPU through CUDA MPS where its daemon starts "
                              "and a client connects, else without (throughput.csv's mps column says which)")
+    # off by default until a sitting's probe alone measures what compiling buys on the GPU
+    # (throughput.csv: step_ms_alone_compiled, compile_s); not in any recipe (the same function)
+    parser.add_argument("--compile", choices=TRAIN_COMPILE_MODES, default="off",
+                        help="the trainings' -compile (headlab train; default off); throughput.csv's train_compile "
+                             "column records it")
     args = parser.parse_args(argv)
     if not args.out:
         parser.error("--out (or $OUT) is required")

@@ -606,7 +606,7 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict, s
                "side_by_side": stages.count(stage)} for m, stage in zip(manifest["models"], stages)]
     extra = _read_json(logs / "speed-extra.json")
     ident = {**publication.ident, "slice": manifest["slice"]["name"], "commit": manifest["commit"],
-             "mps": extra.get("mps", "")}
+             "mps": extra.get("mps", ""), "train_compile": extra.get("train_compile", "")}
     # each training's own clock (headlab.workflow.sitting_clock): where its steps' time went,
     # and the first model's profile side by side; its trace's tables published beside
     clocks = {m["name"]: _read_json(logs / f"clock.{m['name']}.json") for m in manifest["models"]}
@@ -620,7 +620,7 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict, s
     rows = sitting_speed.speed_rows(models, ident, sitting_speed.smi_summary(logs / "nvidia-smi.csv"),
                                     {k: tuple(v) for k, v in extra.get("alone", {}).items()}, extra.get("profile", {}),
                                     clocks, extra.get("alone_step_ms", {}), sitting_speed.side_track_windows(state),
-                                    crowd, extra.get("compiled", {}), extra.get("alone_ready_s", {}))
+                                    crowd, extra.get("compiled", {}))
     sitting_speed.write_rows(publication.out / "throughput.csv", rows)
 
 

@@ -1,7 +1,8 @@
 """A sitting's speed probes on the idle GPU (the later call, after the trainings).
 
     python -m headlab.workflow.sitting_probe --config MODEL/onmt.yaml --name 8L --out WORK/logs/speed-extra.json
-        [--steps 60] [--profile-steps 20] [--compile MODE] [-- OPENNMT_OPTIONS]
+        [--steps 60] [--profile-steps 20] [--compile MODE [--compiled-warmup 5] [--compiled-steps 30]]
+        [-- OPENNMT_OPTIONS]
     python -m headlab.workflow.sitting_probe --side-by-side 8 --config A/onmt.yaml --name A [--config B ...]
         --out WORK/logs/crowd [--steps 40] [--warmup 10] [-- OPENNMT_OPTIONS]
 
@@ -24,12 +25,17 @@ all K are there (at most :data:`BARRIER_S`), then times its next ``steps - warmu
 its timed steps, and how many copies were at the barrier
 (:func:`headlab.workflow.sitting_speed.crowd_summary` reads them).
 
-**Compiled** (``--compile MODE``, alone): the same probe with the model trained through
-``torch.compile`` (``headlab train -compile MODE``, :mod:`headlab.engine.compiled`), nothing
-traced: its wall time a step past the warm-up (which holds the compile) and the seconds from
-its start to that first timed step, under ``compiled`` in ``--out``; the probe alone writes
-the same seconds (``alone_ready_s``), so their difference is what the compile costs a
-training before its steps pay it back.
+**Then compiled** (``--compile MODE``, alone): the same process goes on once the probe alone
+has written its figures: the model is compiled in place (``torch.compile`` as ``headlab train
+-compile MODE`` does it: :mod:`headlab.engine.compiled`), trains ``--compiled-warmup`` steps
+(which hold the compile) and ``--compiled-steps`` timed ones, nothing traced. Under
+``compiled`` in ``--out``: its wall time a step, ``compile_s`` (the warm-up's wall time less
+as many eager steps: what compiling costs a training before its steps pay it back) and the
+graphs dynamo compiled during the timed steps (a recompile there would make the step look
+slower than it is). One process for both saves a second start-up (~55 s of a GPU call:
+imports, data, vocabulary, model), and both figures come from the same batches, model and
+machine state. A probe stopped while compiling (SIGTERM: the runner's cap) writes how long it
+had compiled, ``cut_s``: a lower bound of the compile.
 
 Options after ``--`` are OpenNMT-py's, after the config's (a CPU rehearsal's: one process,
 fp32, small buckets and batches). Checkpoints go to a scratch folder: the sitting's models
@@ -77,13 +83,77 @@ def barrier(folder: Path, name: str, size: int, timeout: float = BARRIER_S) -> d
         time.sleep(POLL_S)
 
 
+class ThenCompiled:
+    """The probe alone's two phases as one profile window of the clock
+    (:class:`~headlab.engine.steptime.StepClock` asks it at every iteration): ``eager``
+    first; as it closes, ``eager_done()`` (the eager figures written), then ``model()``
+    compiled in place in ``mode``, ``warmup`` iterations that hold the compile, and ``steps``
+    timed (:attr:`compiled`'s lead)."""
+
+    def __init__(self, eager, mode: str, warmup: int, steps: int, eager_done, model):
+        self.eager, self.mode, self.warmup, self.steps = eager, mode, warmup, steps
+        self.eager_done, self.model = eager_done, model
+        self.compiled = None
+        #: Unix time the compile began (the device synchronised first), None: not yet
+        self.compile_began: float | None = None
+        self.graphs_at_lead: int | None = None
+
+    @property
+    def summary(self) -> dict:
+        return self.eager.summary
+
+    @property
+    def tables(self) -> str:
+        return self.eager.tables
+
+    @staticmethod
+    def graphs() -> int:
+        """Graphs dynamo has compiled in this process so far."""
+        from torch._dynamo.utils import counters
+        return int(counters["stats"]["unique_graphs"])
+
+    def at_iteration(self, number: int) -> bool:
+        from headlab.engine import compiled
+        from headlab.engine.steptime import ProfileWindow
+
+        if self.compiled is not None:
+            if number == self.compiled.first - self.compiled.lead:
+                self.graphs_at_lead = self.graphs()
+            return self.compiled.at_iteration(number)
+        closed = self.eager.at_iteration(number)
+        if closed:
+            self.eager_done()
+            ProfileWindow._synchronize()            # the eager steps' kernels are not the compile's
+            self.compile_began = time.time()
+            # a stop from here on ends through `finally`, which says how long it had compiled
+            signal.signal(signal.SIGTERM, _stopped)
+            compiled.compile_model(self.model(), self.mode)
+            self.compiled = ProfileWindow(number + self.warmup + self.steps, 0, lead=self.steps)
+        return closed
+
+    def result(self, eager_step_ms: float | None) -> dict | None:
+        """The ``compiled`` entry: mode, step_ms, compile_s and graphs_in_lead, or (stopped
+        before its timed steps ended) ``cut_s``, the seconds it had compiled; None: never began."""
+        if self.compile_began is None:
+            return None
+        lead = self.compiled.lead_step_ms if self.compiled is not None else None
+        if lead is None:
+            return {"mode": self.mode, "cut_s": round(time.time() - self.compile_began, 1)}
+        warmup_s = self.compiled.lead_window[0] - self.compile_began
+        cost = round(warmup_s - self.warmup * eager_step_ms / 1000, 1) if eager_step_ms else None
+        return {"mode": self.mode, "step_ms": lead, "compile_s": cost, "warmup_steps": self.warmup,
+                "graphs_in_lead": self.graphs() - (self.graphs_at_lead or 0)}
+
+
 def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, warmup: int = 10,
-          crowd: tuple[Path, int] | None = None, options: tuple[str, ...] = (), compile_mode: str | None = None) -> None:
+          crowd: tuple[Path, int] | None = None, options: tuple[str, ...] = (), compile_mode: str | None = None,
+          compiled_warmup: int = 5, compiled_steps: int = 30) -> None:
     """One probe's training (see the module doc); ``crowd``: (the barrier's folder, K) of a
     copy side by side, which writes its own JSON ``out`` and traces nothing; ``options``:
-    OpenNMT-py's, after the config's; ``compile_mode``: the model trained through
-    ``-compile`` (its results under ``compiled`` in ``out``)."""
+    OpenNMT-py's, after the config's; ``compile_mode``: alone, then the model compiled
+    (:class:`ThenCompiled`; its results under ``compiled`` in ``out``)."""
     import headlab.engine.plugin  # noqa: F401  (the engine's patches first: the clock times what runs)
+    import onmt.train_single
     from headlab.engine.run import train
     from headlab.engine.steptime import ProfileWindow, StepClock
     from headlab.workflow.sitting import throughput
@@ -96,43 +166,68 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
     # the steps between the warm-up and the window are timed: the plan's seconds a step alone
     window = ProfileWindow(steps - profile_steps + 1, profile_steps, lead=max(steps - profile_steps - warmup, 0),
                            before_lead=before)
-    clock = StepClock(profile=window).install()
-    started = time.time()
+    written = []
+
+    def eager_figures() -> None:
+        """The probe alone's figures, merged into ``out`` once (before a compile: the log's
+        later reports are the compiled model's)."""
+        if written:
+            return
+        written.append(True)
+        if window.summary:
+            _merge(out, "profile", name, window.summary)
+        if window.lead_step_ms:
+            _merge(out, "alone_step_ms", name, window.lead_step_ms)
+            # from the probe's start to its first timed step: start-up and warm-up
+            _merge(out, "alone_ready_s", name, round(window.lead_window[0] - started, 1))
+        speed = throughput(log)
+        if speed["src_tok_s"]:
+            _merge(out, "alone", name, [speed["src_tok_s"], speed["tgt_tok_s"]])
+
+    built: dict = {}
+    build_trainer = onmt.train_single.__dict__["build_trainer"]
+
+    def build_trainer_held(opt, device_id, model, *args, **kwargs):
+        built["model"] = model                  # the model the trainer trains, for the compile
+        return build_trainer(opt, device_id, model, *args, **kwargs)
+
+    phases = window
+    total = steps + 1
     if compile_mode:
-        options = (*options, "-compile", compile_mode)
+        phases = ThenCompiled(window, compile_mode, compiled_warmup, compiled_steps, eager_figures,
+                              lambda: built["model"])
+        onmt.train_single.build_trainer = build_trainer_held
+        total = steps + 1 + compiled_warmup + compiled_steps
+    clock = StepClock(profile=phases).install()
+    started = time.time()
+    stop_handler = signal.getsignal(signal.SIGTERM)     # put back after: a probe run in process
     if crowd is not None:
         # the runner stops the crowd at its cap with SIGTERM, which would end a copy without
         # `finally`: by then a copy is often past its timed steps, in OpenNMT-py's last save (a
         # base model's checkpoint with Adam's state, K copies at once); ended through `finally`,
-        # it still writes what it timed. (The probe alone keeps the default: its tokens/s from
-        # a cut log could be its warm-up's.)
+        # it still writes what it timed. (The probe alone keeps the default until its figures
+        # are written: its tokens/s from a cut log could be its warm-up's.)
         signal.signal(signal.SIGTERM, _stopped)
     try:
-        train(["-config", config, *options, "-train_steps", str(steps + 1), "-save_model", str(scratch / "model"),
-               "-save_checkpoint_steps", str(steps + 1), "-valid_steps", str(10**6), "-early_stopping", "0",
+        # eager whatever $HEADLAB_COMPILE says: the probe's eager figures are the baseline
+        train(["-config", config, *options, "-compile", "off", "-train_steps", str(total),
+               "-save_model", str(scratch / "model"),
+               "-save_checkpoint_steps", str(total), "-valid_steps", str(10**6), "-early_stopping", "0",
                "-model_selection", "last", "-report_every", "10", "-log_file", str(log)])
     finally:
         # (no `return` in here: it would swallow the exception in flight, a crash or the stop)
         clock.undo()
+        onmt.train_single.build_trainer = build_trainer
+        signal.signal(signal.SIGTERM, stop_handler)
         if crowd is not None:
             if window.lead_step_ms:
                 out.write_text(json.dumps({"name": name, "side_by_side": crowd[1], **met,
                                            "step_ms": window.lead_step_ms, "window": window.lead_window}, indent=1))
-        elif compile_mode:
-            if window.lead_step_ms:
-                _merge(out, "compiled", name, {"mode": compile_mode, "step_ms": window.lead_step_ms,
-                                               "ready_s": round(window.lead_window[0] - started, 1)})
         else:
-            if window.summary:
-                _merge(out, "profile", name, window.summary)
-            if window.lead_step_ms:
-                _merge(out, "alone_step_ms", name, window.lead_step_ms)
-                # from the probe's start to its first timed step: start-up and warm-up (the
-                # compiled probe's, less this, is what compiling costs before a step)
-                _merge(out, "alone_ready_s", name, round(window.lead_window[0] - started, 1))
-            speed = throughput(log)
-            if speed["src_tok_s"]:
-                _merge(out, "alone", name, [speed["src_tok_s"], speed["tgt_tok_s"]])
+            eager_figures()
+            found = phases.result(window.lead_step_ms) if compile_mode else None
+            if found:
+                _merge(out, "compiled", name, found)
 
 
 def copies(models: list[tuple[str, str]], size: int) -> list[tuple[str, str]]:
@@ -178,8 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10,
                         help="first steps left out of the step time (the allocator's and kernels' warm-up)")
     parser.add_argument("--compile", default=None, choices=COMPILE_MODES[1:],
-                        help="alone: train the model through torch.compile in this mode (headlab train -compile), "
-                             "timed past the warm-up (which holds the compile), nothing traced by default")
+                        help="alone: once the eager figures are written, compile the model in place in this mode "
+                             "(headlab train -compile) and time it past its warm-up, which holds the compile")
+    parser.add_argument("--compiled-warmup", type=int, default=5,
+                        help="with --compile: steps that hold the compile (its cost: their wall time less as "
+                             "many eager steps)")
+    parser.add_argument("--compiled-steps", type=int, default=30, help="with --compile: compiled steps timed")
     parser.add_argument("--side-by-side", type=int, default=1,
                         help="K > 1: K copies of the models train at once, each timed past the warm-up")
     # a copy of a crowd (started by --side-by-side): its barrier's folder and size
@@ -188,8 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:split])
     crowd = args.side_by_side > 1
     steps = args.steps if args.steps is not None else 40 if crowd or args.barrier else 60
-    profile_steps = (args.profile_steps if args.profile_steps is not None else
-                     0 if crowd or args.barrier or args.compile else 20)
+    profile_steps = args.profile_steps if args.profile_steps is not None else 0 if crowd or args.barrier else 20
     if len(args.config) != len(args.name):
         parser.error(f"one --name a --config: {len(args.config)} --config, {len(args.name)} --name")
     if args.side_by_side < 1:
@@ -198,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--warmup must leave steps before the profile window: 0 .. {steps - profile_steps - 1}")
     if args.compile and (crowd or args.barrier):
         parser.error("--compile probes one model alone")
+    if args.compiled_warmup < 1 or args.compiled_steps < 1:
+        parser.error("--compiled-warmup and --compiled-steps must be 1 or more (the first compiled step compiles)")
     if crowd:
         return 1 if side_by_side(list(zip(args.name, args.config)), args.side_by_side, Path(args.out), steps,
                                  args.warmup, options) else 0
@@ -205,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("several --config are a crowd's: give --side-by-side K")
     barrier_at = (Path(args.barrier), args.barrier_size) if args.barrier else None
     probe(args.config[0], args.name[0], Path(args.out), steps, profile_steps, args.warmup, crowd=barrier_at,
-          options=options, compile_mode=args.compile)
+          options=options, compile_mode=args.compile, compiled_warmup=args.compiled_warmup,
+          compiled_steps=args.compiled_steps)
     return 0
 
 

@@ -34,16 +34,19 @@ SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params",
                  "tgt_tok_s_side_by_side", "models_side_by_side", "src_tok_s_alone", "tgt_tok_s_alone",
                  # the probe's wall ms a step alone, past its warm-up (no validation, no checkpoint)
                  "step_ms_alone",
-                 # the same probe through torch.compile (headlab train -compile): its mode, its wall
-                 # ms a step past the warm-up, and the seconds its compile cost before its first
-                 # timed step (its start to that step, less the eager probe's)
+                 # the same probe's model then compiled in place (headlab train -compile): its mode,
+                 # its wall ms a step past the compiled warm-up, and what the compile cost: the
+                 # warm-up's wall time less as many eager steps (no step time: stopped while
+                 # compiling, and compile_s how long it had: a lower bound)
                  "compile_mode", "step_ms_alone_compiled", "compile_s",
                  # the probe side by side (more models than the sitting trained at once): how many,
                  # this model's wall ms a step there (the mean of its copies), the share of the
                  # copies' timed steps that all ran at once, and whether MPS served them
                  "models_probed_side_by_side", "step_ms_probed_side_by_side", "probed_overlap", "probed_mps",
                  "matrix_share_side_by_side", "matrix_share_alone", "peak_tflops", "power_w_mean", "power_w_max",
-                 "memory_mib_mean", "memory_mib_max", "mps", "profile_top_kernels", "profile_cpu_ms",
+                 "memory_mib_mean", "memory_mib_max", "mps",
+                 # the trainings' -compile (run.py --compile; blank: a sitting before it was recorded)
+                 "train_compile", "profile_top_kernels", "profile_cpu_ms",
                  "profile_cuda_ms",
                  # the training's own clock side by side (headlab.engine.steptime): ms a step, each
                  # part's share of the loop's wall time, process CPU s per wall s
@@ -141,7 +144,7 @@ def step_split(marks: list, windows: list[tuple[float, float]]) -> dict:
 def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile: dict,
                clocks: dict | None = None, alone_step_ms: dict | None = None,
                side_track: list[tuple[float, float]] | None = None, crowd: dict | None = None,
-               compiled: dict | None = None, alone_ready_s: dict | None = None) -> list[dict]:
+               compiled: dict | None = None) -> list[dict]:
     """``models``: dicts with name, params, src_tok_s, tgt_tok_s (and side_by_side: how many
     trained at once with it, a chain's stage; all of them otherwise); ``alone``: name -> (src, tgt)
     tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
@@ -149,8 +152,8 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
     ``alone_step_ms``: name -> the probe's wall ms a step alone; ``side_track``: the
     :func:`side_track_windows` its clock's marks are split by; ``crowd``: the probe side by
     side (:func:`crowd_summary`, with ``mps``: how the GPU was shared in it); ``compiled``:
-    name -> the compiled probe's mode, step_ms and ready_s; ``alone_ready_s``: name -> the
-    eager probe's seconds to its first timed step."""
+    name -> what the probe alone measured once it had compiled the model
+    (:class:`headlab.workflow.sitting_probe.ThenCompiled`)."""
     from headlab.engine.steptime import step_shares
 
     peak = PEAK_TFLOPS.get(ident["gpu"], "")
@@ -166,14 +169,15 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                   {**profile[model["name"]], "profile_where": "alone"} if profile.get(model["name"]) else
                   {"profile_where": f"side by side: failed ({clock['profile_error']})"} if clock.get("profile_error")
                   else {})
-        rows.append({**{key: ident.get(key, "") for key in ("gpu", "commit", "date", "slice", "sitting", "mps")},
+        rows.append({**{key: ident.get(key, "") for key in ("gpu", "commit", "date", "slice", "sitting", "mps",
+                                                            "train_compile")},
                      "model": model["name"], "params": model.get("params") or "",
                      "src_tok_s_side_by_side": model.get("src_tok_s") or "",
                      "tgt_tok_s_side_by_side": model.get("tgt_tok_s") or "",
                      "models_side_by_side": model.get("side_by_side") or len(models),
                      "src_tok_s_alone": alone_src, "tgt_tok_s_alone": alone_tgt,
                      "step_ms_alone": (alone_step_ms or {}).get(model["name"], ""),
-                     **compiled_columns((compiled or {}).get(model["name"]), (alone_ready_s or {}).get(model["name"])),
+                     **compiled_columns((compiled or {}).get(model["name"])),
                      "matrix_share_side_by_side": matrix_share(model.get("params"), model.get("tgt_tok_s"), ident["gpu"]),
                      "matrix_share_alone": matrix_share(model.get("params"), alone_tgt or None, ident["gpu"]),
                      "peak_tflops": peak, **smi, **step_shares(clock),
@@ -183,13 +187,16 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
     return rows
 
 
-def compiled_columns(compiled: dict | None, eager_ready_s: float | None) -> dict:
-    """The compiled probe's columns (blank without it; ``compile_s`` blank without the eager
-    probe's seconds to compare with)."""
+def compiled_columns(compiled: dict | None) -> dict:
+    """The compiled phase's columns (blank without it). A probe stopped while compiling has no
+    step time, and its ``compile_s`` is how long it had compiled: a lower bound."""
     if not compiled:
         return {}
-    cost = round(compiled["ready_s"] - eager_ready_s, 1) if eager_ready_s is not None else ""
-    return {"compile_mode": compiled["mode"], "step_ms_alone_compiled": compiled["step_ms"], "compile_s": cost}
+    if "step_ms" not in compiled:
+        return {"compile_mode": compiled["mode"], "step_ms_alone_compiled": "", "compile_s": compiled["cut_s"]}
+    cost = compiled.get("compile_s")
+    return {"compile_mode": compiled["mode"], "step_ms_alone_compiled": compiled["step_ms"],
+            "compile_s": "" if cost is None else cost}
 
 
 def write_rows(path: Path, rows: list[dict], columns=SPEED_COLUMNS) -> None:
