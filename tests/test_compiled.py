@@ -126,24 +126,15 @@ def test_headlab_train_compile_trains_the_same_model(tmp_path, monkeypatch):
     excepted (below)."""
     from test_onmt_run import toy_training
 
-    from headlab.engine import compiled
     from headlab.engine import run as onmt_run
 
-    compiled_models = []
-
-    def compile_model(model, mode, backend="inductor"):
-        if mode != "off":
-            compiled_models.append(mode)
-        return compile_with(model, mode, backend="eager")
-
-    compile_with = compiled.compile_model
-    monkeypatch.setattr(compiled, "compile_model", compile_model)
+    modes = _record_compiles(monkeypatch)
     trained = {}
     for mode in ("off", "default"):
         config = toy_training(tmp_path, name=mode, model=mode, train_steps=6, save_checkpoint_steps=6, seed=3)
         assert onmt_run.train(["-config", str(config), "-compile", mode]) == 0
         trained[mode] = torch.load(tmp_path / mode / "model.pt", map_location="cpu", weights_only=False)
-    assert compiled_models == ["default"]
+    assert [mode for mode in modes if mode != "off"] == ["default"]
     assert trained["default"]["opt"].compile == "default"
     eager, ours = trained["off"]["model"], trained["default"]["model"]
     assert set(ours) == set(eager)
@@ -156,10 +147,10 @@ def test_headlab_train_compile_trains_the_same_model(tmp_path, monkeypatch):
     assert not differ, differ
 
 
-def _probe_compiling(monkeypatch, backend="eager", then=None):
+def _record_compiles(monkeypatch, backend="eager", then=None):
     """The modes :func:`headlab.engine.compiled.compile_model` is asked for, each compiled
-    with dynamo's ``backend`` (the probe's plumbing, not a compiler's speed); ``then``: called
-    after a compile (a stop arriving while compiling)."""
+    with dynamo's ``backend`` (the plumbing, not a compiler's speed); ``then``: called after a
+    compile (a stop arriving while compiling)."""
     from headlab.engine import compiled
 
     modes = []
@@ -189,7 +180,7 @@ def test_the_probe_alone_then_compiled_reaches_the_published_speed_rows(tmp_path
 
     from headlab.workflow import sitting_probe
 
-    modes = _probe_compiling(monkeypatch)
+    modes = _record_compiles(monkeypatch)
     config = toy_training(tmp_path, name="probe", model="probe", train_steps=4)
     extra = tmp_path / "logs" / "speed-extra.json"
     extra.parent.mkdir()
@@ -239,7 +230,7 @@ def test_a_probe_stopped_while_compiling_keeps_its_eager_figures_and_says_how_lo
 
     from headlab.workflow import sitting_probe
 
-    _probe_compiling(monkeypatch, then=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    _record_compiles(monkeypatch, then=lambda: os.kill(os.getpid(), signal.SIGTERM))
     config = toy_training(tmp_path, name="probe", model="probe", train_steps=4)
     extra = tmp_path / "speed-extra.json"
     before = signal.getsignal(signal.SIGTERM)
@@ -302,7 +293,7 @@ def test_headlab_compile_in_the_environment_is_the_default_and_an_option_wins(tm
 
     from headlab.cli import main
 
-    modes = _probe_compiling(monkeypatch)
+    modes = _record_compiles(monkeypatch)
     monkeypatch.setenv("HEADLAB_COMPILE", "default")
     for name, extra, expected in (("env", [], "default"), ("option", ["-compile", "off"], "off")):
         config = toy_training(tmp_path, name=name, model=name, train_steps=2, save_checkpoint_steps=2)
