@@ -333,8 +333,13 @@ def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner():
     written = bundle.slice_manifest(choice)
     # A-T1-deep keeps 80 s for its evaluation, the sitting's 110 s otherwise
     assert plan.sitting == {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 110}
-    assert choice.slice.name == "A-T1-deep" and written["sitting"] == {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 80}
+    # and its trainings' -compile: the plan's, off while it sets none
+    assert choice.slice.name == "A-T1-deep" and written["sitting"] == {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 80,
+                                                                       "compile": "off"}
     figures = gpu_runner.sitting_figures({"slice": written}, "cuda")
+    assert figures["compile"] == "off"
+    compiled = gpu_plan.Plan({**plan.data, "sitting": {**plan.sitting, "compile": "default"}}, plan.path)
+    assert bundle.slice_manifest(gpu_plan.choose(compiled))["sitting"]["compile"] == "default"
     assert written["train_window_s"] == figures["budget_s"] - figures["pack_s"] - figures["eval_reserve_s"]
     assert gpu_runner.sitting_figures({"slice": written}, "cpu")["eval_reserve_s"] == gpu_runner.EVAL_RESERVE_S["cpu"]
     # the probe side by side after the publication: one seed more of the ready slice that

@@ -950,3 +950,102 @@ def test_a_bundle_says_when_it_trains_by_another_recipe_than_the_published_seeds
     assert bundle.recipe_changes(choice, models, published) == [
         "8L trains by another recipe than its newest published run's (2026-11-28-h100-aaaaaaa: learning_rate "
         "1.0 -> 0.7); once this sitting publishes, that recipe's runs are shown apart and their seeds trained anew"]
+
+
+def _compiled_probe(root: Path, sitting: str, created: str, eager_ms: float, compiled_ms: float | str,
+                    compile_s: float | str, mode: str = "default") -> Path:
+    """A sitting of A-T1-deep whose clock agrees with the plan (three side by side at 130 ms,
+    55 s to the first batch) and whose probe alone ran 8L eager, then compiled."""
+    return _clock(root, "A-T1-deep", sitting, created, {"8L": 130.0, "7Ftoken+1L": 130.0, "8Ftoken": 130.0}, 55,
+                  {"8L": {"step_ms_alone": eager_ms, "compile_mode": mode, "step_ms_alone_compiled": compiled_ms,
+                          "compile_s": compile_s}})
+
+
+def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_slices_window(tmp_path, capsys):
+    """The shipped plan's windows for the steps (budget 570 - packing 15 - reserve - start-up
+    55): A-T1-deep 420 s (reserve 80), C, B and A-lowres 390 s (110), D 172 s (its two
+    fine-tuning stages out). A probe 2x as fast compiled after 60 s of compile: A reaches
+    (420 - 60) x 2 / 420 = 1.71x the steps eager, C 330 x 2 / 390 = 1.69x, D 112 x 2 / 172 =
+    1.30x: it pays (every ready slice at least 1.1x), and a plan left off is stale."""
+    from headlab.errors import DataError
+
+    shipped = gpu_plan.load()
+    assert shipped.compile == "off" and "compile" not in shipped.sitting
+    assert gpu_measures.measured_compile(tmp_path) is None
+    assert gpu_plan.compile_line(shipped, None) == (
+        "compile: no published sitting's probe has compiled its model yet; the plan trains eager (sitting.compile off)")
+    _compiled_probe(tmp_path, "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", 100.0, 50.0, 60.0)
+    measure = gpu_measures.measured_compile(tmp_path)
+    assert measure == gpu_measures.CompileMeasured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
+                                                   "h100", "default", 100.0, 50.0, 60.0)
+    gains = gpu_plan.compile_gains(shipped, measure)
+    assert gains == pytest.approx({"A-T1-deep": 360 * 2 / 420, "C-core-base": 330 * 2 / 390,
+                                   "B-base-dhicm": 330 * 2 / 390, "D-gates-8L": 112 * 2 / 172,
+                                   "A-lowres": 330 * 2 / 390})
+    described = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa's probe ran its model compiled (default) 2.00x as "
+                 "fast as eager (50 against 100 ms a step alone) after 60 s of compile")
+    assert gpu_plan.stale_throughput(shipped, tmp_path) == [
+        f"sitting.compile: the plan says off; {described}: a sitting's trainings would reach A-T1-deep 1.71x, "
+        f"C-core-base 1.69x, B-base-dhicm 1.69x, D-gates-8L 1.30x, A-lowres 1.69x the steps they reach eager: "
+        f"set default"]
+    assert gpu_plan.main(["--published", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"compile: {described}; a sitting's trainings would reach A-T1-deep 1.71x, C-core-base 1.69x, " \
+           f"B-base-dhicm 1.69x, D-gates-8L 1.30x, A-lowres 1.69x the steps they reach eager: pays; the plan " \
+           f"trains eager (sitting.compile off)" in out
+    assert any(line.startswith("throughput stale: ") and "sitting.compile: the plan says off" in line for line in out)
+
+    # the plan set to the measured mode agrees; set to another, or off in YAML's bare spelling
+    compiled = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: default\n"))
+    assert compiled.compile == "default" and gpu_plan.stale_throughput(compiled, tmp_path) == []
+    assert gpu_plan.stale_throughput(compiled, tmp_path / "none") == [
+        "sitting.compile: the plan says default, and no published sitting's probe has compiled its model: off until "
+        "one has measured what it buys"]
+    other = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n",
+                                    "  eval_reserve_s: 110\n  compile: reduce-overhead\n"))
+    assert gpu_plan.stale_compile(other, measure) == [
+        "sitting.compile: the plan says reduce-overhead, and the newest compiled probe "
+        "(A-T1-deep/2026-12-01-h100-aaaaaaa) measured default: set the measured mode"]
+    bare_off = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: off\n"))
+    assert bare_off.compile == "off"
+
+    # a newer probe: 100 s of compile for the same 2x: A 1.52x, D (172 - 100) x 2 / 172 = 0.84x: not in every
+    # ready slice's sitting, so a compiled plan is stale and an eager one is not
+    _compiled_probe(tmp_path, "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", 100.0, 50.0, 100.0)
+    assert gpu_plan.compile_gains(shipped, gpu_measures.measured_compile(tmp_path))["D-gates-8L"] == pytest.approx(
+        72 * 2 / 172)
+    assert gpu_plan.stale_throughput(shipped, tmp_path) == []
+    assert gpu_plan.stale_compile(compiled, gpu_measures.measured_compile(tmp_path))[0].endswith(
+        "D-gates-8L 0.84x, A-lowres 1.49x the steps they reach eager, under 1.1x: set off")
+
+    # stopped while compiling after 150 s (a lower bound): D's 172 s might still pay, so not known;
+    # after 500 s, longer than every window: it pays nowhere
+    _compiled_probe(tmp_path, "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", 100.0, "", 150.0)
+    cut = gpu_measures.measured_compile(tmp_path)
+    assert cut.speedup is None and cut.steps_gain(420) is None and cut.steps_gain(150) == 0.0
+    assert gpu_plan.compile_pays(gpu_plan.compile_gains(shipped, cut)) is None
+    assert gpu_plan.stale_compile(compiled, cut) == [
+        "sitting.compile: the plan says default; the sitting A-T1-deep/2026-12-03-h100-ccccccc's probe was stopped "
+        "after 150 s compiling its model (default): whether it pays is not known: set off"]
+    _compiled_probe(tmp_path, "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", 100.0, "", 500.0)
+    assert set(gpu_plan.compile_gains(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {0.0}
+
+    # a compile time that is no number: one line naming its file, line and column
+    table = _compiled_probe(tmp_path, "2026-12-05-h100-eeeeeee", "2026-12-05 10:00:00 UTC", 100.0, 50.0, "soon")
+    with pytest.raises(DataError) as caught:
+        gpu_measures.measured_compile(tmp_path)
+    assert str(caught.value) == f"{table}:2: [compile_s] compile_s 'soon' is not a number"
+
+
+def test_a_plans_compile_mode_is_checked_against_headlab_trains(tmp_path):
+    from headlab.engine.opts import COMPILE_MODES
+
+    import yaml
+
+    schema = yaml.safe_load(gpu_plan.SCHEMA.read_text())
+    assert set(schema["properties"]["sitting"]["properties"]["compile"]["enum"]) - {False} == set(COMPILE_MODES)
+    path = _bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: fast\n")
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    number = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text == "  compile: fast")
+    assert str(caught.value).startswith(f"{path}:{number}: [compile] ") and "\n" not in str(caught.value)

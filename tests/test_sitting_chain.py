@@ -321,3 +321,32 @@ def test_run_py_compiles_with_the_modes_headlab_train_has():
     rows = sitting_speed.speed_rows([{"name": "8L", "params": 10}], {"gpu": "h100", "train_compile": "default"}, {},
                                     {}, {})
     assert rows[0]["train_compile"] == "default"
+
+
+@pytest.mark.parametrize("device, option, plan, trains, disabled", [
+    ("cuda", None, "default", "default", False),       # the plan's mode
+    ("cuda", "off", "default", "off", False),          # --compile wins
+    ("cuda", None, False, "off", False),               # YAML's bare off, as the bundle may have copied it
+    ("cuda", None, None, "off", False),                # a manifest of before the key
+    ("cpu", None, "default", "default", True),         # rehearsed: the mode passed, torch's compile a no-op
+    ("cpu", "default", "off", "default", False),       # asked for on the command line: compiled for real
+])
+def test_run_py_trains_with_the_plans_compile_unless_its_option_says_otherwise(tmp_path, monkeypatch, device, option,
+                                                                               plan, trains, disabled):
+    import argparse
+
+    from headlab.workflow import gpu_runner
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    figures = {"budget_s": 570, "pack_s": 15, "eval_reserve_s": 80, **({} if plan is None else {"compile": plan})}
+    (bundle / "manifest.json").write_text(json.dumps({
+        "commit": "abcdef0", "results": "results", "models": [{"name": "8L", "config": "models/8L/onmt.yaml"}],
+        "slice": {"name": "A-T1-deep", "sitting": figures}}))
+    monkeypatch.setattr(gpu_runner, "BUNDLE", bundle)
+    monkeypatch.delenv("TORCH_COMPILE_DISABLE", raising=False)
+    args = argparse.Namespace(work=str(tmp_path / "work"), out=str(tmp_path / "out"), budget=None, device=device,
+                              after=None, eval_reserve=None, mps="off", compile=option)
+    runner = gpu_runner.Sitting(args)
+    assert runner.train_args(runner.manifest["models"][0])[-2:] == ["-compile", trains]
+    assert ("TORCH_COMPILE_DISABLE" in runner.env()) == disabled

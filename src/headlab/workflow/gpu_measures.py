@@ -5,6 +5,7 @@ holds its speed rows (``throughput.csv``) and its runner's clock (``status-sitti
 - :func:`measured_speed`: seconds a step at each number of models side by side, from the
   newest sitting that measured it with the training's own clock (or its probes);
 - :func:`measured_evaluation`: what the newest sitting's evaluation took a scored row;
+- :func:`measured_compile`: what the newest sitting's probe alone measured of its model compiled;
 - :func:`side_track_line`: what the CUDA suite and the bench beside the trainings cost them.
 
 A malformed measure is one line naming the file, its line and the column.
@@ -168,6 +169,77 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
             if count not in by_count:
                 newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None),
                                          probe=True)
+    return newest
+
+
+@dataclass(frozen=True)
+class CompileMeasured:
+    """What a sitting's probe alone measured of its model compiled in place, in the same
+    process as its eager steps (:class:`headlab.workflow.sitting_probe.ThenCompiled`;
+    ``throughput.csv``'s ``compile_mode``, ``step_ms_alone_compiled`` and ``compile_s``,
+    against ``step_ms_alone``)."""
+    sitting: str                # <slice>/<sitting folder>
+    published: str              # when (:func:`sitting_time`)
+    gpu: str
+    mode: str
+    eager_ms: float             # the probe's wall ms a step alone, eager
+    #: its wall ms a step once compiled; None: the probe was stopped while compiling
+    compiled_ms: float | None
+    #: what the compile cost before the steps pay it back (stopped while compiling: how long
+    #: it had compiled, a lower bound)
+    compile_s: float
+
+    @property
+    def speedup(self) -> float | None:
+        return None if self.compiled_ms is None else self.eager_ms / self.compiled_ms
+
+    def steps_gain(self, window_s: float) -> float | None:
+        """Steps a training of ``window_s`` wall seconds reaches compiled over the steps it
+        reaches eager: it compiles for ``compile_s``, then steps :attr:`speedup` times faster
+        (0: the compile alone outlasts the window; None: stopped while compiling, before
+        the window ran out, so unknown). The probe's ratio alone stands for the trainings'
+        side by side, each as launch-bound as it (a compiled sitting's own clock replaces it)."""
+        if self.compile_s >= window_s:
+            return 0.0
+        if self.speedup is None:
+            return None
+        return (window_s - self.compile_s) * self.speedup / window_s
+
+    def described(self) -> str:
+        if self.speedup is None:
+            return (f"the sitting {self.sitting}'s probe was stopped after {self.compile_s:.0f} s compiling its model "
+                    f"({self.mode})")
+        return (f"the sitting {self.sitting}'s probe ran its model compiled ({self.mode}) {self.speedup:.2f}x as fast "
+                f"as eager ({self.compiled_ms:.0f} against {self.eager_ms:.0f} ms a step alone) after "
+                f"{self.compile_s:.0f} s of compile")
+
+
+def measured_compile(published: Path | str = PUBLISHED,
+                     tables: list[SpeedTable] | None = None) -> CompileMeasured | None:
+    """The newest published sitting's compiled probe (None: no sitting's probe compiled its
+    model; of several rows in one sitting, the least speedup). ``tables``: already read
+    (:func:`speed_tables`, oldest first)."""
+    newest = None
+    for table in speed_tables(published) if tables is None else tables:
+        found = []
+        for line, row in table.rows:
+            mode = (row.get("compile_mode") or "").strip()
+            if not mode:
+                continue
+            eager = _measure(row.get("step_ms_alone"), table.path, line, "step_ms_alone")
+            # a warm-up quicker than as many eager steps (a compile under a second) costs nothing
+            compile_s = cell_number(row.get("compile_s"))
+            if compile_s is not None and math.isnan(compile_s):
+                raise DataError(f"compile_s {row['compile_s'].strip()!r} is not a number", path=str(table.path),
+                                line=line, key="compile_s")
+            if eager is None or compile_s is None:
+                continue             # no eager step time to set it against: nothing to judge by
+            compile_s = max(compile_s, 0.0)
+            compiled = _measure(row.get("step_ms_alone_compiled"), table.path, line, "step_ms_alone_compiled")
+            found.append(CompileMeasured(table.sitting, table.published, row.get("gpu") or "?", mode, eager,
+                                         compiled, compile_s))
+        if found:
+            newest = min(found, key=lambda measure: measure.speedup or 0.0)
     return newest
 
 

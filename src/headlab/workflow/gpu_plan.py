@@ -24,7 +24,10 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
   clock (``throughput.csv``), so that the steps a sitting reaches, and with them every
   seed's state, are never read from figures a later sitting measured otherwise; and where
   a slice's evaluation reserve is short of what the newest sitting's evaluation took a row,
-  times the rows the slice scores (:func:`headlab.workflow.gpu_measures.measured_evaluation`).
+  times the rows the slice scores (:func:`headlab.workflow.gpu_measures.measured_evaluation`);
+  and where the plan's ``sitting.compile`` is off the newest compiled probe
+  (:func:`stale_compile`: off where compiling a sitting's trainings would buy them at least
+  10% more steps, or a mode that buys them less).
 """
 from __future__ import annotations
 
@@ -39,9 +42,9 @@ from headlab.errors import ConfigError, DataError, HeadlabError
 from headlab.studies.published import AVERAGED as TRAINED
 from headlab.studies.published import COLUMNS as RENDERED_COLUMNS
 from headlab.studies.published import LATER_COLUMNS
-from headlab.workflow.gpu_measures import (PUBLISHED, EvaluationMeasured, Measured, SpeedTable, cell_number,
-                                           measured_evaluation, measured_speed, side_track_line, sitting_time,
-                                           speed_tables)
+from headlab.workflow.gpu_measures import (PUBLISHED, CompileMeasured, EvaluationMeasured, Measured, SpeedTable,
+                                           cell_number, measured_compile, measured_evaluation, measured_speed,
+                                           side_track_line, sitting_time, speed_tables)
 from headlab.workflow.slice_check import check_trainings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -159,10 +162,15 @@ class Slice:
                 + sum(self.chain_stage_s.values()) + self.eval_reserve_s)
 
     @property
+    def steps_window_s(self) -> float:
+        """Seconds each model steps in one sitting: its training window less the start-up and
+        its chain's stages."""
+        return self.train_window_s - self.plan.throughput["startup_s"] - sum(self.chain_stage_s.values())
+
+    @property
     def steps_in_window(self) -> int:
         """Steps each model reaches in one sitting's training window (less its chain's stages)."""
-        window = self.train_window_s - self.plan.throughput["startup_s"] - sum(self.chain_stage_s.values())
-        return int(window / self.seconds_per_step)
+        return int(self.steps_window_s / self.seconds_per_step)
 
     @property
     def fits(self) -> bool:
@@ -182,6 +190,13 @@ class Plan:
     @property
     def sitting(self) -> dict:
         return self.data["sitting"]
+
+    @property
+    def compile(self) -> str:
+        """The sitting's trainings' ``-compile`` (``sitting.compile``; YAML's bare ``off``
+        reads as false): off unless the plan sets a mode."""
+        mode = self.sitting.get("compile", "off")
+        return "off" if mode is False else mode
 
     @property
     def slices(self) -> list[Slice]:
@@ -590,15 +605,18 @@ def seed_states(found: Slice, published: Path | str = PUBLISHED) -> SeedStates:
 
 
 def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: dict[int, Measured] | None = None,
-                     evaluation: EvaluationMeasured | None = None) -> list[str]:
+                     evaluation: EvaluationMeasured | None = None, tables: list[SpeedTable] | None = None) -> list[str]:
     """One line for each figure of the plan's ``throughput`` further than
     :data:`SPEED_TOLERANCE` from the newest published sitting's measure: seconds a step at
     each number of models side by side measured, and the start-up of the newest sitting of
-    all. Empty: the plan agrees with what the sittings measured (or none measured its clock).
+    all; each slice's evaluation reserve short of the newest sitting's rate; and
+    ``sitting.compile`` where the newest compiled probe says otherwise (:func:`stale_compile`).
+    Empty: the plan agrees with what the sittings measured (or none measured its clock).
     The newest sitting is the best guess of the next one, whatever its GPU: each line names
-    a GPU other than the plan's. ``measured``, ``evaluation``: already read
-    (:func:`measured_speed`, :func:`measured_evaluation`)."""
-    measured = measured_speed(published) if measured is None else measured
+    a GPU other than the plan's. ``measured``, ``evaluation``, ``tables``: already read
+    (:func:`measured_speed`, :func:`measured_evaluation`, :func:`speed_tables`)."""
+    tables = speed_tables(published) if tables is None else tables
+    measured = measured_speed(published, tables) if measured is None else measured
     table, lines = plan.throughput["seconds_per_step"], []
 
     def far(written: float | None, measure: float) -> bool:
@@ -631,7 +649,67 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s to score its {found.evaluations} rows, "
                          f"~{need:.0f} s with the margins kept back from its translations, at the rate of "
                          f"{evaluation.described()}")
-    return lines
+    return lines + stale_compile(plan, measured_compile(published, tables))
+
+
+def compile_gains(plan: Plan, measure: CompileMeasured) -> dict[str, float | None]:
+    """Ready slice -> the steps its trainings would reach compiled over those they reach
+    eager in one sitting (:meth:`CompileMeasured.steps_gain` over :attr:`Slice.steps_window_s`:
+    the compile falls inside the window, after the first batch)."""
+    return {found.name: measure.steps_gain(found.steps_window_s) for found in plan.slices if found.entry["ready"]}
+
+
+def compile_pays(gains: dict[str, float | None]) -> bool | None:
+    """Whether compiling pays in every ready slice's sitting: at least :data:`RERUN_MIN_GAIN`
+    times the steps (what a rerun must add too; under it, a compile's risks buy too little).
+    None: not known (a probe stopped while compiling, before the window would have run out)."""
+    if not gains or any(gain is None for gain in gains.values()):
+        return None
+    return all(gain >= RERUN_MIN_GAIN for gain in gains.values())
+
+
+def _gains_text(gains: dict[str, float | None]) -> str:
+    return ", ".join(f"{name} {'?' if gain is None else f'{gain:.2f}x'}" for name, gain in gains.items())
+
+
+def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
+    """A line where the plan's ``sitting.compile`` disagrees with the newest sitting's compiled
+    probe: off where compiling pays (:func:`compile_pays`), or a mode that no probe measured
+    as the newest, or that does not pay or is not known to. The plan's ``seconds_per_step``
+    stay eager ones until a compiled sitting's own clock is written in: a mode is set only
+    where it pays, so until then they underestimate the steps, never overestimate them."""
+    mode = plan.compile
+    if measure is None:
+        return [] if mode == "off" else [
+            f"sitting.compile: the plan says {mode}, and no published sitting's probe has compiled its model: "
+            f"off until one has measured what it buys"]
+    gains = compile_gains(plan, measure)
+    pays = compile_pays(gains)
+    if mode == "off":
+        return [f"sitting.compile: the plan says off; {measure.described()}: a sitting's trainings would reach "
+                f"{_gains_text(gains)} the steps they reach eager: set {measure.mode}"] if pays else []
+    if measure.mode != mode:
+        return [f"sitting.compile: the plan says {mode}, and the newest compiled probe ({measure.sitting}) measured "
+                f"{measure.mode}: set {'the measured mode' if pays else 'off'}"]
+    if not pays:
+        verdict = ("whether it pays is not known" if pays is None else
+                   f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager, under "
+                   f"{RERUN_MIN_GAIN:g}x")
+        return [f"sitting.compile: the plan says {mode}; {measure.described()}: {verdict}: set off"]
+    return []
+
+
+def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
+    """The queue's line on compiled trainings: the newest measure, what it buys each ready
+    slice's sitting and how the plan trains."""
+    trains = "eager (sitting.compile off)" if plan.compile == "off" else f"compiled ({plan.compile})"
+    if measure is None:
+        return f"compile: no published sitting's probe has compiled its model yet; the plan trains {trains}"
+    gains = compile_gains(plan, measure)
+    pays = compile_pays(gains)
+    verdict = {True: "pays", False: f"does not pay (under {RERUN_MIN_GAIN:g}x)", None: "not known to pay"}[pays]
+    return (f"compile: {measure.described()}; a sitting's trainings would reach {_gains_text(gains)} the steps they "
+            f"reach eager: {verdict}; the plan trains {trains}")
 
 
 
@@ -815,7 +893,7 @@ def _evaluation_line(plan: Plan, evaluation: EvaluationMeasured | None) -> str:
 def _throughput_line(plan: Plan, published: Path | str, evaluation: EvaluationMeasured | None,
                      tables: list[SpeedTable]) -> str:
     measured = measured_speed(published, tables)
-    stale = stale_throughput(plan, published, measured, evaluation)
+    stale = stale_throughput(plan, published, measured, evaluation, tables)
     if stale:
         return (f"throughput stale: write the measures into {plan.path.name} (and each slice's cost_gpu_s): "
                 + "; ".join(stale))
@@ -857,6 +935,7 @@ def _queue(args) -> int:
     tables = speed_tables(args.published)
     print(_throughput_line(plan, args.published, evaluation, tables))
     print(side_track_line(args.published, tables))
+    print(compile_line(plan, measured_compile(args.published, tables)))
     print(_evaluation_line(plan, evaluation))
     print(more_seeds_line(plan))
     to_go = [sittings_to_go(found, args.published) for found in plan.slices]

@@ -163,12 +163,15 @@ def sitting_figures(manifest: dict, device: str) -> dict:
     """The call's budget, packing and evaluation reserve (seconds): the GPU plan's
     ``sitting`` block as the bundle copied it into the manifest, so that a reserve changed
     in config/gpu-plan.yaml changes the sitting's training window and not only the queue's
-    forecast. A CPU rehearsal keeps its own reserve (two cores translate ~2x slower than the
-    reserve a GPU needs) and is given its budget (``--budget 300``)."""
+    forecast; and its trainings' ``-compile`` (``sitting.compile``, off without it). A CPU
+    rehearsal keeps its own reserve (two cores translate ~2x slower than the reserve a GPU
+    needs) and is given its budget (``--budget 300``)."""
     plan = (manifest.get("slice") or {}).get("sitting") or {}
     return {"budget_s": plan.get("budget_s", BUDGET_S), "pack_s": plan.get("pack_s", PACK_S),
             "eval_reserve_s": plan.get("eval_reserve_s", EVAL_RESERVE_S["cuda"]) if device == "cuda"
-            else EVAL_RESERVE_S[device]}
+            else EVAL_RESERVE_S[device],
+            # the trainings' -compile (YAML's bare off reads as false)
+            "compile": plan.get("compile") or "off"}
 
 
 def chain_stages(models: list[dict]) -> list[list[str]]:
@@ -299,6 +302,12 @@ class Sitting:
             args.budget = self.figures["budget_s"]
         if args.eval_reserve is not None:
             self.figures["eval_reserve_s"] = args.eval_reserve
+        # --compile wins; else the plan's. A CPU rehearsal passes the plan's mode to its
+        # trainings with torch's own switch off (TORCH_COMPILE_DISABLE: the compile a no-op):
+        # two cores would compile each model for minutes of its 300 s
+        self.compile_rehearsed = args.compile is None and args.device == "cpu" and self.figures["compile"] != "off"
+        if args.compile is None:
+            args.compile = self.figures["compile"]
         self.state_path = self.work / "state.json"
         previous = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
         if not previous and args.after:      # a fresh machine after a sitting on another one
@@ -342,6 +351,8 @@ class Sitting:
                                                         os.environ.get("PYTHONPATH", "")) if p)
         if self.args.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
+        if self.compile_rehearsed:
+            env["TORCH_COMPILE_DISABLE"] = "1"
         return env
 
     def status(self, force: bool = False) -> None:
@@ -625,6 +636,8 @@ class Sitting:
         self.sample_gpu()
         self.start_mps()
         self.record_extra("train_compile", self.args.compile)
+        if self.compile_rehearsed:
+            self.call["train_compile_disabled"] = "a CPU rehearsal of the plan's mode (TORCH_COMPILE_DISABLE=1)"
         side = self.side_track(stop_at)
         exited = {}
         for index, (names, end) in enumerate(zip(stages, ends)):
@@ -1048,11 +1061,12 @@ def main(argv=None) -> int:
     parser.add_argument("--mps", choices=("off", "on"), default="on",
                         help="on (default): the trainings share the GPU through CUDA MPS where its daemon starts "
                              "and a client connects, else without (throughput.csv's mps column says which)")
-    # off by default until a sitting's probe alone measures what compiling buys on the GPU
-    # (throughput.csv: step_ms_alone_compiled, compile_s); not in any recipe (the same function)
-    parser.add_argument("--compile", choices=TRAIN_COMPILE_MODES, default="off",
-                        help="the trainings' -compile (headlab train; default off); throughput.csv's train_compile "
-                             "column records it")
+    # by default the GPU plan's sitting.compile, off until a sitting's probe alone has measured
+    # that compiling pays (throughput.csv: step_ms_alone_compiled, compile_s; gpu_plan's
+    # stale_compile); not in any recipe (the same function)
+    parser.add_argument("--compile", choices=TRAIN_COMPILE_MODES, default=None,
+                        help="the trainings' -compile (headlab train; default: the GPU plan's sitting.compile, else "
+                             "off); throughput.csv's train_compile column records it")
     args = parser.parse_args(argv)
     if not args.out:
         parser.error("--out (or $OUT) is required")
