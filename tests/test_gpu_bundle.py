@@ -667,18 +667,23 @@ def test_a_speed_row_counts_the_models_that_trained_at_once_with_it(tmp_path):
     fine-tune alone, then the pruned model and the control): each row's models_side_by_side
     is its stage's, which the GPU plan's throughput is checked against; a slice without a
     chain trains all at once."""
-    def speed(models: list[dict]) -> dict[str, str]:
+    def speed(models: list[dict], logs: Path = tmp_path / "no-logs", column: str = "models_side_by_side") -> dict:
         manifest = {"slice": {"name": "D-gates-8L"}, "commit": "abcdef0", "models": models}
         out = tmp_path / str(len(list(tmp_path.iterdir())))
         publication = sitting.Publication(out, manifest, {"sitting": "s", "gpu": "h100", "date": "2026-12-01"}, {})
         publication.rows = {model["name"]: {"src_tok_s": 40000} for model in models}
-        sitting._speed(publication, manifest, tmp_path / "no-logs", {}, {})
+        sitting._speed(publication, manifest, logs, {}, {})
         with open(out / "throughput.csv", newline="") as handle:
-            return {row["model"]: row["models_side_by_side"] for row in csv.DictReader(handle)}
+            return {row["model"]: row[column] for row in csv.DictReader(handle)}
 
     chain = [{"name": "8L"}, {"name": "gated", "chain": {"stage": 1}}, {"name": "pruned", "chain": {"stage": 2}},
              {"name": "control", "chain": {"stage": 2}}]
     assert speed(chain) == {"8L": "1", "gated": "1", "pruned": "2", "control": "2"}
+    # a compiled sitting's fine-tunes trained eager (run.py's train_args), and their rows say so
+    logs = tmp_path / "compiled-logs"
+    logs.mkdir()
+    (logs / "speed-extra.json").write_text('{"train_compile": "default"}')
+    assert speed(chain, logs, "train_compile") == {"8L": "default", "gated": "off", "pruned": "off", "control": "off"}
     assert speed([{"name": "8L"}, {"name": "7Ftoken+1L"}, {"name": "8Ftoken"}]) == dict.fromkeys(
         ["8L", "7Ftoken+1L", "8Ftoken"], "3")
 

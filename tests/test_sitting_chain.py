@@ -306,6 +306,10 @@ def test_every_training_is_timed_and_the_first_model_profiled(sitting, tmp_path,
     assert all(command[-2:] == ["-compile", "off"] for command in commands.values())
     runner.args.compile = "default"
     assert gpu_runner.Sitting.train_args(runner, models[0])[-2:] == ["-compile", "default"]
+    # a chain's fine-tunes train eager whatever the sitting's mode (too short to pay a compile back)
+    chained = [model for model in runner.manifest["models"] if model.get("chain")]
+    assert len(chained) == 3 and all(gpu_runner.Sitting.train_args(runner, {**model, "config": "c.yaml"})[-2:]
+                                      == ["-compile", "off"] for model in chained)
     runner.record_extra("train_compile", "default")
     assert json.loads((runner.logs / "speed-extra.json").read_text())["train_compile"] == "default"
     assert runner.call["train_compile"] == "default"
@@ -321,6 +325,10 @@ def test_run_py_compiles_with_the_modes_headlab_train_has():
     rows = sitting_speed.speed_rows([{"name": "8L", "params": 10}], {"gpu": "h100", "train_compile": "default"}, {},
                                     {}, {})
     assert rows[0]["train_compile"] == "default"
+    # a chain's fine-tune trained eager in a compiled sitting says so
+    rows = sitting_speed.speed_rows([{"name": "8L"}, {"name": "gated", "train_compile": "off"}],
+                                    {"gpu": "h100", "train_compile": "default"}, {}, {}, {})
+    assert [row["train_compile"] for row in rows] == ["default", "off"]
 
 
 @pytest.mark.parametrize("device, option, plan, trains, disabled", [

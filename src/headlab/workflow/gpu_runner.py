@@ -562,9 +562,12 @@ class Sitting:
         if model["name"] == self.manifest["models"][0]["name"]:
             first, steps = PROFILE_STEPS[self.args.device]
             cmd += ["--profile-from", str(first), "--profile-steps", str(steps)]
-        # -compile always given: a $HEADLAB_COMPILE the device command inherited never decides
-        return cmd + ["--", "-config", model["config"], *training_overrides(self.args.device),
-                      "-compile", self.args.compile]
+        # -compile always given: a $HEADLAB_COMPILE the device command inherited never decides.
+        # A chain's fine-tune trains eager: its few hundred steps (~40 s) would not pay back a
+        # compile (the probe's, ~1 min unmeasured on the GPU) within the stage the plan reserves
+        # for it at eager speed, and the stage's deadline would cut it short of its train_steps
+        mode = "off" if model.get("chain") else self.args.compile
+        return cmd + ["--", "-config", model["config"], *training_overrides(self.args.device), "-compile", mode]
 
     def training_window_s(self) -> float:
         return self.args.budget - self.figures["pack_s"] - self.figures["eval_reserve_s"]

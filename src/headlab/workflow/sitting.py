@@ -607,6 +607,9 @@ def _speed(publication: Publication, manifest: dict, logs: Path, params: dict, s
     extra = _read_json(logs / "speed-extra.json")
     ident = {**publication.ident, "slice": manifest["slice"]["name"], "commit": manifest["commit"],
              "mps": extra.get("mps", ""), "train_compile": extra.get("train_compile", "")}
+    for model, stage in zip(models, stages):
+        if stage and ident["train_compile"]:
+            model["train_compile"] = "off"      # a chain's fine-tunes train eager (gpu_runner.train_args)
     # each training's own clock (headlab.workflow.sitting_clock): where its steps' time went,
     # and the first model's profile side by side; its trace's tables published beside
     clocks = {m["name"]: _read_json(logs / f"clock.{m['name']}.json") for m in manifest["models"]}

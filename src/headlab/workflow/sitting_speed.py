@@ -146,7 +146,8 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                side_track: list[tuple[float, float]] | None = None, crowd: dict | None = None,
                compiled: dict | None = None) -> list[dict]:
     """``models``: dicts with name, params, src_tok_s, tgt_tok_s (and side_by_side: how many
-    trained at once with it, a chain's stage; all of them otherwise); ``alone``: name -> (src, tgt)
+    trained at once with it, a chain's stage; all of them otherwise; train_compile: its own
+    ``-compile`` where it is not the sitting's, a chain's fine-tune's); ``alone``: name -> (src, tgt)
     tokens/s of the probe; ``profile``: name -> the probe's trace summary (alone);
     ``clocks``: name -> the training's clock JSON (side by side), whose profile wins;
     ``alone_step_ms``: name -> the probe's wall ms a step alone; ``side_track``: the
@@ -171,6 +172,7 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
                   else {})
         rows.append({**{key: ident.get(key, "") for key in ("gpu", "commit", "date", "slice", "sitting", "mps",
                                                             "train_compile")},
+                     **({"train_compile": model["train_compile"]} if "train_compile" in model else {}),
                      "model": model["name"], "params": model.get("params") or "",
                      "src_tok_s_side_by_side": model.get("src_tok_s") or "",
                      "tgt_tok_s_side_by_side": model.get("tgt_tok_s") or "",
