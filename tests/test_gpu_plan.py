@@ -1005,7 +1005,7 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
                                     "  eval_reserve_s: 110\n  compile: reduce-overhead\n"))
     assert gpu_plan.stale_compile(other, measure) == [
         "sitting.compile: the plan says reduce-overhead, and the newest compiled probe "
-        "(A-T1-deep/2026-12-01-h100-aaaaaaa) measured default: set the measured mode"]
+        "(A-T1-deep/2026-12-01-h100-aaaaaaa) measured default: set default"]
     bare_off = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: off\n"))
     assert bare_off.compile == "off"
 

@@ -84,6 +84,9 @@ def test_a_sittings_publication_joins_the_published_tree_and_nothing_else(tmp_pa
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"headlab receive-sitting: {target}: partial, lacks: BLEU of 8Ftoken: not translated"
     assert out[1].startswith("  queue: A-T1-deep ") and "never run [1, 2]" in out[1]
+    # what compiling would buy the next sitting: this one's probe did not compile its model
+    assert out[-2] == ("  compile: no published sitting's probe has compiled its model yet; the plan trains eager "
+                       "(sitting.compile off)")
     assert out[-1] == (f"  commit: git add {target} {target.parent / 'learning_curves.png'} "
                        f"{published / 'throughput.csv'}")
     # again: the folder is kept, unless --replace; a replacement publishing less is refused

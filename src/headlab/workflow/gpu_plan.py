@@ -690,7 +690,7 @@ def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
                 f"{_gains_text(gains)} the steps they reach eager: set {measure.mode}"] if pays else []
     if measure.mode != mode:
         return [f"sitting.compile: the plan says {mode}, and the newest compiled probe ({measure.sitting}) measured "
-                f"{measure.mode}: set {'the measured mode' if pays else 'off'}"]
+                f"{measure.mode}: set {measure.mode if pays else 'off'}"]
     if not pays:
         verdict = ("whether it pays is not known" if pays is None else
                    f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager, under "

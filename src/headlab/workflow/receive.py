@@ -240,6 +240,8 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
         print(f"  queue: {gpu_plan.queue_line(plan.slice(target.parent.name), published)}")
     for line in gpu_plan.stale_throughput(plan, published):
         print(f"  throughput stale: {line}")
+    # what the probe's compiled model says of the next sitting, stale or not
+    print(f"  {gpu_plan.compile_line(plan, gpu_measures.measured_compile(published))}")
     print(f"  commit: git add {target} {target.parent / 'learning_curves.png'} {published / 'throughput.csv'}")
     return target
 
