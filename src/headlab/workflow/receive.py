@@ -238,10 +238,11 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
           + (f", lacks: {'; '.join(provenance['lacks'])}" if provenance.get("lacks") else ""))
     if target.parent.name in {found.name for found in plan.slices}:
         print(f"  queue: {gpu_plan.queue_line(plan.slice(target.parent.name), published)}")
-    for line in gpu_plan.stale_throughput(plan, published):
+    tables = gpu_measures.speed_tables(published)       # read once for both lines below
+    for line in gpu_plan.stale_throughput(plan, published, tables=tables):
         print(f"  throughput stale: {line}")
     # what the probe's compiled model says of the next sitting, stale or not
-    print(f"  {gpu_plan.compile_line(plan, gpu_measures.measured_compile(published))}")
+    print(f"  {gpu_plan.compile_line(plan, gpu_measures.measured_compile(published, tables))}")
     print(f"  commit: git add {target} {target.parent / 'learning_curves.png'} {published / 'throughput.csv'}")
     return target
 
