@@ -32,6 +32,17 @@ def _bad_plan(tmp_path: Path, old: str, new: str) -> Path:
     return path
 
 
+def _plan_with(tmp_path: Path, *changes: tuple[str, str]) -> Path:
+    """The shipped plan with each (old, new) text replaced once."""
+    text = gpu_plan.PLAN.read_text()
+    for old, new in changes:
+        assert old in text
+        text = text.replace(old, new, 1)
+    path = tmp_path / "gpu-plan.yaml"
+    path.write_text(text)
+    return path
+
+
 def test_an_unknown_plan_key_is_one_line_naming_it_and_its_line(tmp_path):
     path = _bad_plan(tmp_path, "    seeds_per_sitting: 1\n", "    seeds_per_sittting: 1\n")
     with pytest.raises(ConfigError) as caught:
@@ -1009,14 +1020,48 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     bare_off = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: off\n"))
     assert bare_off.compile == "off"
 
-    # a newer probe: 100 s of compile for the same 2x: A 1.52x, D (172 - 100) x 2 / 172 = 0.84x: not in every
-    # ready slice's sitting, so a compiled plan is stale and an eager one is not
+    # D's own key, off where compiling pays in its window too: a line of its own
+    d_off = ("  - name: D-gates-8L\n", "  - name: D-gates-8L\n    compile: off\n")
+    compiled_but_d = gpu_plan.load(_plan_with(tmp_path, ("  eval_reserve_s: 110\n",
+                                                         "  eval_reserve_s: 110\n  compile: default\n"), d_off))
+    assert compiled_but_d.slice("D-gates-8L").compile == "off" and compiled_but_d.slice("A-T1-deep").compile == "default"
+    assert gpu_plan.stale_compile(compiled_but_d, measure) == [
+        f"slices.D-gates-8L.compile: the plan says off; {described}: a sitting's trainings would reach D-gates-8L "
+        f"1.30x the steps they reach eager: set default"]
+
+    # a newer probe: 100 s of compile for the same 2x: A (420 - 100) x 2 / 420 = 1.52x, C, B and A-lowres
+    # 290 x 2 / 390 = 1.49x, D (172 - 100) x 2 / 172 = 0.84x: every slice but D compiles, D eager
     _compiled_probe(tmp_path, "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", 100.0, 50.0, 100.0)
-    assert gpu_plan.compile_gains(shipped, gpu_measures.measured_compile(tmp_path))["D-gates-8L"] == pytest.approx(
-        72 * 2 / 172)
-    assert gpu_plan.stale_throughput(shipped, tmp_path) == []
-    assert gpu_plan.stale_compile(compiled, gpu_measures.measured_compile(tmp_path))[0].endswith(
-        "D-gates-8L 0.84x, A-lowres 1.49x the steps they reach eager, under 1.1x: set off")
+    slower = gpu_measures.measured_compile(tmp_path)
+    assert gpu_plan.compile_gains(shipped, slower) == pytest.approx(
+        {"A-T1-deep": 320 * 2 / 420, "C-core-base": 290 * 2 / 390, "B-base-dhicm": 290 * 2 / 390,
+         "D-gates-8L": 72 * 2 / 172, "A-lowres": 290 * 2 / 390})
+    described = described.replace("12-01-h100-aaaaaaa", "12-02-h100-bbbbbbb").replace("60 s", "100 s")
+    assert gpu_plan.stale_throughput(shipped, tmp_path) == [
+        f"sitting.compile: the plan says off; {described}: a sitting's trainings would reach A-T1-deep 1.52x, "
+        f"C-core-base 1.49x, B-base-dhicm 1.49x, D-gates-8L 0.84x, A-lowres 1.49x the steps they reach eager: "
+        f"set default, and slices.D-gates-8L.compile: off"]
+    assert gpu_plan.stale_compile(compiled, slower) == [
+        f"slices.D-gates-8L.compile: the plan says default, by sitting.compile; {described}: a sitting's trainings "
+        f"would reach D-gates-8L 0.84x the steps they reach eager, under 1.1x: set off"]
+    assert gpu_plan.stale_compile(compiled_but_d, slower) == []
+    assert gpu_plan.compile_line(compiled_but_d, slower) == (
+        f"compile: {described}; a sitting's trainings would reach A-T1-deep 1.52x, C-core-base 1.49x, B-base-dhicm "
+        f"1.49x, D-gates-8L 0.84x, A-lowres 1.49x the steps they reach eager: pays in A-T1-deep, C-core-base, "
+        f"B-base-dhicm, A-lowres, not in D-gates-8L; the plan trains A-T1-deep, C-core-base, B-base-dhicm, A-lowres "
+        f"compiled (default); D-gates-8L eager")
+    # where most slices' windows do not pay, sitting.compile goes off and the one that pays keeps its own
+    # mode: compiled only in A's 420 s, the others on their own key
+    only_a = gpu_measures.CompileMeasured("A-T1-deep/x", "2026-12-02 11:00:00 UTC", "h100", "default", 100.0, 80.0,
+                                          50.0)
+    assert gpu_plan.compile_wanted(shipped, only_a) == {"A-T1-deep": "default", "C-core-base": "off",
+                                                        "B-base-dhicm": "off", "D-gates-8L": "off", "A-lowres": "off"}
+    assert gpu_plan.stale_compile(compiled, only_a)[0].endswith(
+        ": set off, and slices.A-T1-deep.compile: default")
+    assert gpu_plan.stale_compile(shipped, only_a) == [
+        "slices.A-T1-deep.compile: the plan says off, by sitting.compile; the sitting A-T1-deep/x's probe ran its "
+        "model compiled (default) 1.25x as fast as eager (80 against 100 ms a step alone) after 50 s of compile: a "
+        "sitting's trainings would reach A-T1-deep 1.10x the steps they reach eager: set default"]
 
     # stopped while compiling after 150 s (a lower bound): D's 172 s might still pay, so not known;
     # after 500 s, longer than every window: it pays nowhere
@@ -1043,7 +1088,14 @@ def test_a_plans_compile_mode_is_checked_against_headlab_trains(tmp_path):
     import yaml
 
     schema = yaml.safe_load(gpu_plan.SCHEMA.read_text())
-    assert set(schema["properties"]["sitting"]["properties"]["compile"]["enum"]) - {False} == set(COMPILE_MODES)
+    assert set(schema["definitions"]["compile"]["enum"]) - {False} == set(COMPILE_MODES)
+    assert schema["properties"]["sitting"]["properties"]["compile"]["$ref"] == "#/definitions/compile"
+    assert schema["properties"]["slices"]["items"]["properties"]["compile"]["$ref"] == "#/definitions/compile"
+    path = _bad_plan(tmp_path, "  - name: C-core-base\n", "  - name: C-core-base\n    compile: max-autotune\n")
+    with pytest.raises(ConfigError) as caught:
+        gpu_plan.load(path)
+    number = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text == "    compile: max-autotune")
+    assert str(caught.value).startswith(f"{path}:{number}: [compile] ") and "\n" not in str(caught.value)
     path = _bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: fast\n")
     with pytest.raises(ConfigError) as caught:
         gpu_plan.load(path)

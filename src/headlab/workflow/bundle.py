@@ -336,9 +336,9 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
             "chain_stage_s": {str(stage): seconds for stage, seconds in choice.slice.chain_stage_s.items()},
             # the budget, packing and evaluation reserve the window above is made of: run.py
             # keeps these, so the sitting trains in the window the queue forecast from; and
-            # its trainings' -compile (run.py --compile's default)
+            # its trainings' -compile (the slice's, else sitting.compile: run.py --compile's default)
             "sitting": {**choice.slice.plan.sitting, "eval_reserve_s": choice.slice.eval_reserve_s,
-                        "compile": choice.slice.plan.compile},
+                        "compile": choice.slice.compile},
             # the probe side by side after the publication: one seed more a sitting of every
             # ready slice, measured with this slice's models (run.py's crowd_probe)
             "probe_side_by_side": choice.slice.plan.probe_side_by_side}

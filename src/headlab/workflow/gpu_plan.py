@@ -25,9 +25,9 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
   seed's state, are never read from figures a later sitting measured otherwise; and where
   a slice's evaluation reserve is short of what the newest sitting's evaluation took a row,
   times the rows the slice scores (:func:`headlab.workflow.gpu_measures.measured_evaluation`);
-  and where the plan's ``sitting.compile`` is off the newest compiled probe
-  (:func:`stale_compile`: off where compiling a sitting's trainings would buy them at least
-  10% more steps, or a mode that buys them less).
+  and where the plan's ``sitting.compile`` or a slice's ``compile`` is off the newest
+  compiled probe (:func:`stale_compile`: off where compiling a sitting's trainings would buy
+  them at least 10% more steps, or a mode that buys them less).
 """
 from __future__ import annotations
 
@@ -152,6 +152,18 @@ class Slice:
         return self.entry.get("eval_reserve_s", self.plan.sitting["eval_reserve_s"])
 
     @property
+    def compile(self) -> str:
+        """Its trainings' ``-compile``: the slice's own ``compile``, else the plan's
+        ``sitting.compile`` (one sitting trains one slice: a slice whose window a compile would
+        not pay back stays eager where the others compile)."""
+        return _compile_mode(self.entry["compile"]) if "compile" in self.entry else self.plan.compile
+
+    @property
+    def compile_key(self) -> str:
+        """The plan's key its ``-compile`` comes from."""
+        return f"slices.{self.name}.compile" if "compile" in self.entry else "sitting.compile"
+
+    @property
     def train_window_s(self) -> float:
         """The sitting's budget less packing and this slice's evaluation reserve."""
         return self.plan.sitting["budget_s"] - self.plan.sitting["pack_s"] - self.eval_reserve_s
@@ -177,6 +189,12 @@ class Slice:
         return self.steps_in_window >= self.entry["min_steps"]
 
 
+def _compile_mode(written: str | bool) -> str:
+    """A plan's compile mode as ``headlab train -compile`` spells it: YAML reads a bare ``off``
+    as false."""
+    return "off" if written is False else written
+
+
 @dataclass(frozen=True)
 class Plan:
     data: dict
@@ -195,8 +213,7 @@ class Plan:
     def compile(self) -> str:
         """The sitting's trainings' ``-compile`` (``sitting.compile``; YAML's bare ``off``
         reads as false): off unless the plan sets a mode."""
-        mode = self.sitting.get("compile", "off")
-        return "off" if mode is False else mode
+        return _compile_mode(self.sitting.get("compile", "off"))
 
     @property
     def slices(self) -> list[Slice]:
@@ -660,54 +677,108 @@ def compile_gains(plan: Plan, measure: CompileMeasured) -> dict[str, float | Non
 
 
 def compile_pays(gains: dict[str, float | None]) -> bool | None:
-    """Whether compiling pays in every ready slice's sitting: at least :data:`RERUN_MIN_GAIN`
+    """Whether compiling pays in each of these slices' sittings: at least :data:`RERUN_MIN_GAIN`
     times the steps (what a rerun must add too; under it, a compile's risks buy too little).
-    None: not known (a probe stopped while compiling, before the window would have run out)."""
+    None: not known (a probe stopped while compiling, before a window would have run out)."""
     if not gains or any(gain is None for gain in gains.values()):
         return None
     return all(gain >= RERUN_MIN_GAIN for gain in gains.values())
+
+
+def compile_wanted(plan: Plan, measure: CompileMeasured | None) -> dict[str, str]:
+    """Ready slice -> the ``-compile`` the newest compiled probe says its sitting should train
+    with: the probe's mode where it pays in that slice's window, else off (no probe, or not
+    known to pay: a mode is set only where a measure says it pays)."""
+    if measure is None:
+        return {found.name: "off" for found in plan.slices if found.entry["ready"]}
+    return {name: measure.mode if compile_pays({name: gain}) else "off"
+            for name, gain in compile_gains(plan, measure).items()}
 
 
 def _gains_text(gains: dict[str, float | None]) -> str:
     return ", ".join(f"{name} {'?' if gain is None else f'{gain:.2f}x'}" for name, gain in gains.items())
 
 
-def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
-    """A line where the plan's ``sitting.compile`` disagrees with the newest sitting's compiled
-    probe: off where compiling pays (:func:`compile_pays`), or a mode that no probe measured
-    as the newest, or that does not pay or is not known to. The plan's ``seconds_per_step``
-    stay eager ones until a compiled sitting's own clock is written in: a mode is set only
-    where it pays, so until then they underestimate the steps, never overestimate them."""
-    mode = plan.compile
+def _compile_line(key: str, mode: str, measure: CompileMeasured | None, gains: dict[str, float | None],
+                  wanted: str, inherited: bool = False) -> str:
+    """One ``throughput stale`` line: the plan's ``key`` says ``mode`` (``inherited``: by
+    ``sitting.compile``, the key itself absent) where the measure says ``wanted`` (``gains``:
+    the slices the key decides)."""
+    said = f"{mode}, by sitting.compile" if inherited else mode
     if measure is None:
-        return [] if mode == "off" else [
-            f"sitting.compile: the plan says {mode}, and no published sitting's probe has compiled its model: "
-            f"off until one has measured what it buys"]
-    gains = compile_gains(plan, measure)
-    pays = compile_pays(gains)
-    if mode == "off":
-        return [f"sitting.compile: the plan says off; {measure.described()}: a sitting's trainings would reach "
-                f"{_gains_text(gains)} the steps they reach eager: set {measure.mode}"] if pays else []
-    if measure.mode != mode:
-        return [f"sitting.compile: the plan says {mode}, and the newest compiled probe ({measure.sitting}) measured "
-                f"{measure.mode}: set {measure.mode if pays else 'off'}"]
-    if not pays:
-        verdict = ("whether it pays is not known" if pays is None else
-                   f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager, under "
-                   f"{RERUN_MIN_GAIN:g}x")
-        return [f"sitting.compile: the plan says {mode}; {measure.described()}: {verdict}: set off"]
-    return []
+        return (f"{key}: the plan says {said}, and no published sitting's probe has compiled its model: "
+                f"off until one has measured what it buys")
+    if mode not in ("off", measure.mode):
+        return f"{key}: the plan says {said}, and the newest compiled probe ({measure.sitting}) measured " \
+               f"{measure.mode}: set {wanted}"
+    if all(gain is None for gain in gains.values()):
+        verdict = "whether it pays is not known"
+    else:
+        verdict = f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager"
+        if wanted == "off":
+            verdict += f", under {RERUN_MIN_GAIN:g}x" + (" or not known" if None in gains.values() else "")
+    return f"{key}: the plan says {said}; {measure.described()}: {verdict}: set {wanted}"
+
+
+def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
+    """A line for each key of the plan whose ``-compile`` disagrees with the newest sitting's
+    compiled probe in a ready slice's window (:func:`compile_wanted`): off where compiling pays,
+    a mode that no probe measured as the newest, or one that does not pay or is not known to.
+    ``sitting.compile`` is judged by the slices without their own ``compile``, and should say
+    what most of them want (a tie: off); a line on it names the slices' keys that must then say
+    otherwise, and a slice wanting other than ``sitting.compile`` says gets a line of its own.
+    The plan's ``seconds_per_step`` stay eager ones until a compiled sitting's own clock is
+    written in: a mode is set only where it pays, so until then they underestimate the steps,
+    never overestimate them."""
+    wanted = compile_wanted(plan, measure)
+    gains = compile_gains(plan, measure) if measure is not None else {name: None for name in wanted}
+    ready = [found for found in plan.slices if found.entry["ready"]]
+    lines = [_compile_line(found.compile_key, found.compile, measure, {found.name: gains[found.name]},
+                           wanted[found.name])
+             for found in ready if "compile" in found.entry and found.compile != wanted[found.name]]
+    inheriting = [found for found in ready if "compile" not in found.entry]
+    modes = [wanted[found.name] for found in inheriting]
+    # the mode most of them want (a tie: off, the mode nothing has to pay back)
+    most = max(dict.fromkeys(modes), key=lambda mode: (modes.count(mode), mode == "off"), default=plan.compile)
+    if most != plan.compile:
+        line = _compile_line("sitting.compile", plan.compile, measure,
+                             {found.name: gains[found.name] for found in inheriting}, most)
+        lines.append(line + "".join(f", and slices.{found.name}.compile: {wanted[found.name]}"
+                                    for found in inheriting if wanted[found.name] != most))
+    else:
+        lines += [_compile_line(f"slices.{found.name}.compile", plan.compile, measure,
+                                {found.name: gains[found.name]}, wanted[found.name], inherited=True)
+                  for found in inheriting if wanted[found.name] != plan.compile]
+    return lines
 
 
 def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
     """The queue's line on compiled trainings: the newest measure, what it buys each ready
-    slice's sitting and how the plan trains."""
-    trains = "eager (sitting.compile off)" if plan.compile == "off" else f"compiled ({plan.compile})"
+    slice's sitting and how the plan trains them."""
+    ready = [found for found in plan.slices if found.entry["ready"]]
+    trained: dict[str, list[str]] = {}
+    for found in ready:
+        trained.setdefault(found.compile, []).append(found.name)
+
+    def how(mode: str) -> str:
+        return "eager" if mode == "off" else f"compiled ({mode})"
+
+    if all("compile" not in found.entry for found in ready):
+        trains = "eager (sitting.compile off)" if plan.compile == "off" else how(plan.compile)
+    else:
+        trains = "; ".join(f"{', '.join(names)} {how(mode)}" for mode, names in trained.items())
     if measure is None:
         return f"compile: no published sitting's probe has compiled its model yet; the plan trains {trains}"
     gains = compile_gains(plan, measure)
-    pays = compile_pays(gains)
-    verdict = {True: "pays", False: f"does not pay (under {RERUN_MIN_GAIN:g}x)", None: "not known to pay"}[pays]
+    paying = [name for name, mode in compile_wanted(plan, measure).items() if mode != "off"]
+    if all(gain is None for gain in gains.values()):
+        verdict = "not known to pay"
+    elif len(paying) == len(gains):
+        verdict = "pays"
+    elif not paying:
+        verdict = f"does not pay (under {RERUN_MIN_GAIN:g}x)"
+    else:
+        verdict = f"pays in {', '.join(paying)}, not in {', '.join(name for name in gains if name not in paying)}"
     return (f"compile: {measure.described()}; a sitting's trainings would reach {_gains_text(gains)} the steps they "
             f"reach eager: {verdict}; the plan trains {trains}")
 

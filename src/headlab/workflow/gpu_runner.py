@@ -163,7 +163,8 @@ def sitting_figures(manifest: dict, device: str) -> dict:
     """The call's budget, packing and evaluation reserve (seconds): the GPU plan's
     ``sitting`` block as the bundle copied it into the manifest, so that a reserve changed
     in config/gpu-plan.yaml changes the sitting's training window and not only the queue's
-    forecast; and its trainings' ``-compile`` (``sitting.compile``, off without it). A CPU
+    forecast; and its trainings' ``-compile`` (the slice's, else ``sitting.compile``; off
+    without either). A CPU
     rehearsal keeps its own reserve (two cores translate ~2x slower than the reserve a GPU
     needs) and is given its budget (``--budget 300``)."""
     plan = (manifest.get("slice") or {}).get("sitting") or {}
@@ -1064,12 +1065,13 @@ def main(argv=None) -> int:
     parser.add_argument("--mps", choices=("off", "on"), default="on",
                         help="on (default): the trainings share the GPU through CUDA MPS where its daemon starts "
                              "and a client connects, else without (throughput.csv's mps column says which)")
-    # by default the GPU plan's sitting.compile, off until a sitting's probe alone has measured
-    # that compiling pays (throughput.csv: step_ms_alone_compiled, compile_s; gpu_plan's
-    # stale_compile); not in any recipe (the same function)
+    # by default the GPU plan's (the slice's compile, else sitting.compile), off until a
+    # sitting's probe alone has measured that compiling pays (throughput.csv:
+    # step_ms_alone_compiled, compile_s; gpu_plan's stale_compile); not in any recipe (the
+    # same function)
     parser.add_argument("--compile", choices=TRAIN_COMPILE_MODES, default=None,
-                        help="the trainings' -compile (headlab train; default: the GPU plan's sitting.compile, else "
-                             "off); throughput.csv's train_compile column records it")
+                        help="the trainings' -compile (headlab train; default: the GPU plan's, the slice's compile "
+                             "else sitting.compile, else off); throughput.csv's train_compile column records it")
     args = parser.parse_args(argv)
     if not args.out:
         parser.error("--out (or $OUT) is required")
