@@ -1082,6 +1082,32 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     assert str(caught.value) == f"{table}:2: [compile_s] compile_s 'soon' is not a number"
 
 
+def test_a_compiled_trainings_clock_is_no_measure_of_the_plans_eager_steps(tmp_path):
+    """seconds_per_step are eager (a slice may train eager where others compile): a newer
+    sitting whose trainings compiled (70 ms a step side by side) leaves the eager 130 ms of
+    three side by side measured before; its probe alone (eager, 100 ms; validation and
+    checkpoints 10% of its training's 70 ms: 107 ms) and its start-up (to the first batch,
+    before the compile) count."""
+    eager = {"8L": 130.0, "7Ftoken+1L": 130.0, "8Ftoken": 130.0}
+    _clock(tmp_path, "A-T1-deep", "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", eager, 55)
+    compiled = {model: {"train_compile": "default"} for model in eager}
+    compiled["8L"].update(step_ms_alone=100.0, validation_share=0.1)
+    _clock(tmp_path, "A-T1-deep", "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC",
+           {model: 70.0 for model in eager}, 58, compiled)
+    measured = gpu_measures.measured_speed(tmp_path)
+    assert measured[3] == gpu_measures.Measured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
+                                                "h100", 3, 0.13, 55)
+    assert measured[1].sitting == "A-T1-deep/2026-12-02-h100-bbbbbbb" and measured[1].probe
+    assert measured[1].step_s == pytest.approx(0.107) and measured[1].startup_s == 58
+    assert gpu_plan.stale_throughput(gpu_plan.load(), tmp_path) == []
+    # the same sitting trained eager (an empty train_compile: before the column, or off) is one
+    for folder in ("2026-12-03-h100-ccccccc", "2026-12-04-h100-ddddddd"):
+        mode = {"2026-12-03-h100-ccccccc": "", "2026-12-04-h100-ddddddd": "off"}[folder]
+        _clock(tmp_path, "A-T1-deep", folder, f"2026-12-0{folder[9]} 10:00:00 UTC", {model: 70.0 for model in eager},
+               55, {model: {"train_compile": mode} for model in eager})
+        assert gpu_measures.measured_speed(tmp_path)[3].step_s == 0.07
+
+
 def test_a_plans_compile_mode_is_checked_against_headlab_trains(tmp_path):
     from headlab.engine.opts import COMPILE_MODES
 

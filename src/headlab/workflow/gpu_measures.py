@@ -136,7 +136,11 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
     none, and are left out). One model alone is measured by a sitting that trained one, or
     else by its probe (:func:`_probe_step_s`; the slowest model probed); more models than it
     trained, by its probe side by side (:func:`_probed_side_by_side`, the slowest model).
-    ``tables``: already read (:func:`speed_tables`)."""
+    Eager steps only, as the plan's ``seconds_per_step`` are: a compiled training's clock
+    (``train_compile`` a mode) counts for no number of models (its step is faster, with its
+    compile spread over it, and a slice of the plan may train eager), while its probes, which
+    train eagerly whatever the sitting's mode, and its start-up (to the first batch, before
+    the first forward compiles) still count. ``tables``: already read (:func:`speed_tables`)."""
     newest: dict[int, Measured] = {}
     for table in speed_tables(published) if tables is None else tables:
         by_count: dict[int, list[float]] = {}
@@ -159,7 +163,8 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
             startup = _measure(row.get("start_first_batch_s"), table.path, line, "start_first_batch_s")
             startups += [startup] if startup is not None else []
             gpu = row.get("gpu") or gpu
-            by_count.setdefault(int(count or 1), []).append(step_ms / 1000)
+            if (row.get("train_compile") or "off").strip() == "off":
+                by_count.setdefault(int(count or 1), []).append(step_ms / 1000)
         sitting, when = table.sitting, table.published
         for count, steps in by_count.items():
             newest[count] = Measured(sitting, when, gpu, count, max(steps), max(startups, default=None))
@@ -198,7 +203,8 @@ class CompileMeasured:
         reaches eager: it compiles for ``compile_s``, then steps :attr:`speedup` times faster
         (0: the compile alone outlasts the window; None: stopped while compiling, before
         the window ran out, so unknown). The probe's ratio alone stands for the trainings'
-        side by side, each as launch-bound as it (a compiled sitting's own clock replaces it)."""
+        side by side, each as launch-bound as it (a compiled sitting's own clock is not yet
+        read for that)."""
         if self.compile_s >= window_s:
             return 0.0
         if self.speedup is None:

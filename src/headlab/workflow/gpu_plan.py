@@ -727,9 +727,9 @@ def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
     ``sitting.compile`` is judged by the slices without their own ``compile``, and should say
     what most of them want (a tie: off); a line on it names the slices' keys that must then say
     otherwise, and a slice wanting other than ``sitting.compile`` says gets a line of its own.
-    The plan's ``seconds_per_step`` stay eager ones until a compiled sitting's own clock is
-    written in: a mode is set only where it pays, so until then they underestimate the steps,
-    never overestimate them."""
+    The plan's ``seconds_per_step`` are eager ones (:func:`measured_speed` leaves compiled
+    trainings' clocks out): a mode is set only where it pays, so they underestimate a compiled
+    slice's steps, never overestimate them."""
     wanted = compile_wanted(plan, measure)
     gains = compile_gains(plan, measure) if measure is not None else {name: None for name in wanted}
     ready = [found for found in plan.slices if found.entry["ready"]]
