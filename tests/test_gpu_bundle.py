@@ -326,7 +326,7 @@ def test_the_sitting_trains_in_the_window_of_the_plans_sitting_figures(figures, 
         assert "min_steps" not in status.get("error", "") and "phases" in status["calls"][0]
 
 
-def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner():
+def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner(tmp_path):
     """What ``make gpu-bundle`` writes into the manifest for the shipped plan's next slice."""
     plan = gpu_plan.load()
     choice = gpu_plan.choose(plan)
@@ -340,11 +340,11 @@ def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner():
     assert figures["compile"] == "off"
     compiled = gpu_plan.Plan({**plan.data, "sitting": {**plan.sitting, "compile": "default"}}, plan.path)
     assert bundle.slice_manifest(gpu_plan.choose(compiled))["sitting"]["compile"] == "default"
-    # a slice's own compile is its sitting's (YAML's bare off: false)
+    # a slice's own compile is its sitting's (YAML's bare off: false); nothing published yet
     own = [{**entry, "compile": False} if entry["name"] == "D-gates-8L" else entry for entry in compiled.data["slices"]]
     own_plan = gpu_plan.Plan({**compiled.data, "slices": own}, plan.path)
-    assert bundle.slice_manifest(gpu_plan.choose(own_plan, name="D-gates-8L"))["sitting"]["compile"] == "off"
-    assert bundle.slice_manifest(gpu_plan.choose(own_plan, name="C-core-base"))["sitting"]["compile"] == "default"
+    for name, mode in (("D-gates-8L", "off"), ("C-core-base", "default")):
+        assert bundle.slice_manifest(gpu_plan.choose(own_plan, tmp_path, name))["sitting"]["compile"] == mode
     assert written["train_window_s"] == figures["budget_s"] - figures["pack_s"] - figures["eval_reserve_s"]
     assert gpu_runner.sitting_figures({"slice": written}, "cpu")["eval_reserve_s"] == gpu_runner.EVAL_RESERVE_S["cpu"]
     # the probe side by side after the publication: one seed more of the ready slice that

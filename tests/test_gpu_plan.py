@@ -1039,8 +1039,8 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     described = described.replace("12-01-h100-aaaaaaa", "12-02-h100-bbbbbbb").replace("60 s", "100 s")
     assert gpu_plan.stale_throughput(shipped, tmp_path) == [
         f"sitting.compile: the plan says off; {described}: a sitting's trainings would reach A-T1-deep 1.52x, "
-        f"C-core-base 1.49x, B-base-dhicm 1.49x, D-gates-8L 0.84x, A-lowres 1.49x the steps they reach eager: "
-        f"set default, and slices.D-gates-8L.compile: off"]
+        f"C-core-base 1.49x, B-base-dhicm 1.49x, A-lowres 1.49x the steps they reach eager: set default, and "
+        f"slices.D-gates-8L.compile: off (D-gates-8L 0.84x)"]
     assert gpu_plan.stale_compile(compiled, slower) == [
         f"slices.D-gates-8L.compile: the plan says default, by sitting.compile; {described}: a sitting's trainings "
         f"would reach D-gates-8L 0.84x the steps they reach eager, under 1.1x: set off"]
@@ -1056,8 +1056,11 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
                                           50.0)
     assert gpu_plan.compile_wanted(shipped, only_a) == {"A-T1-deep": "default", "C-core-base": "off",
                                                         "B-base-dhicm": "off", "D-gates-8L": "off", "A-lowres": "off"}
-    assert gpu_plan.stale_compile(compiled, only_a)[0].endswith(
-        ": set off, and slices.A-T1-deep.compile: default")
+    assert gpu_plan.stale_compile(compiled, only_a) == [
+        "sitting.compile: the plan says default; the sitting A-T1-deep/x's probe ran its model compiled (default) "
+        "1.25x as fast as eager (80 against 100 ms a step alone) after 50 s of compile: a sitting's trainings would "
+        "reach C-core-base 1.09x, B-base-dhicm 1.09x, D-gates-8L 0.89x, A-lowres 1.09x the steps they reach eager, "
+        "under 1.1x: set off, and slices.A-T1-deep.compile: default (A-T1-deep 1.10x)"]
     assert gpu_plan.stale_compile(shipped, only_a) == [
         "slices.A-T1-deep.compile: the plan says off, by sitting.compile; the sitting A-T1-deep/x's probe ran its "
         "model compiled (default) 1.25x as fast as eager (80 against 100 ms a step alone) after 50 s of compile: a "
@@ -1072,6 +1075,14 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     assert gpu_plan.stale_compile(compiled, cut) == [
         "sitting.compile: the plan says default; the sitting A-T1-deep/2026-12-03-h100-ccccccc's probe was stopped "
         "after 150 s compiling its model (default): whether it pays is not known: set off"]
+    # after 200 s: D's 172 s cannot pay, the others' windows are not known to
+    cut_200 = gpu_measures.CompileMeasured("A-T1-deep/y", "2026-12-03 11:00:00 UTC", "h100", "default", 100.0, None,
+                                           200.0)
+    assert gpu_plan.compile_line(shipped, cut_200) == (
+        "compile: the sitting A-T1-deep/y's probe was stopped after 200 s compiling its model (default); a sitting's "
+        "trainings would reach A-T1-deep ?, C-core-base ?, B-base-dhicm ?, D-gates-8L 0.00x, A-lowres ? the steps "
+        "they reach eager: not in D-gates-8L, not known in A-T1-deep, C-core-base, B-base-dhicm, A-lowres; the plan "
+        "trains eager (sitting.compile off)")
     _compiled_probe(tmp_path, "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", 100.0, "", 500.0)
     assert set(gpu_plan.compile_gains(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {0.0}
 
@@ -1080,6 +1091,35 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     with pytest.raises(DataError) as caught:
         gpu_measures.measured_compile(tmp_path)
     assert str(caught.value) == f"{table}:2: [compile_s] compile_s 'soon' is not a number"
+
+
+def test_a_compile_key_that_decides_no_ready_slice_still_names_a_measured_mode():
+    """A slice not ready, or sitting.compile where every ready slice has its own: not weighed
+    (no sitting of theirs is next), but a mode no probe measured is still a stale line."""
+    shipped = gpu_plan.load()
+    measure = gpu_measures.CompileMeasured("A-T1-deep/x", "2026-12-01 10:00:00 UTC", "h100", "default", 100.0, 50.0,
+                                           60.0)
+
+    def plan_with(**by_slice) -> gpu_plan.Plan:
+        slices = [{**entry, **by_slice.get(entry["name"], {})} for entry in shipped.data["slices"]]
+        return gpu_plan.Plan({**shipped.data, "slices": slices}, shipped.path)
+
+    resting = plan_with(**{"A-lowres": {"ready": False, "compile": "reduce-overhead"}})
+    assert gpu_plan.stale_compile(resting, None) == [
+        "slices.A-lowres.compile: the plan says reduce-overhead, and no published sitting's probe has compiled its "
+        "model: off until one has measured what it buys"]
+    assert gpu_plan.stale_compile(resting, measure)[-1] == (
+        "slices.A-lowres.compile: the plan says reduce-overhead, and the newest compiled probe (A-T1-deep/x) "
+        "measured default: set off")
+    assert not any(line.startswith("slices.A-lowres") for line in
+                   gpu_plan.stale_compile(plan_with(**{"A-lowres": {"ready": False, "compile": "default"}}), measure))
+    # every ready slice on its own key (each as the probe wants it): sitting.compile decides none
+    own = plan_with(**{entry["name"]: {"compile": "default"} for entry in shipped.data["slices"]})
+    assert gpu_plan.stale_compile(own, measure) == []
+    other = gpu_plan.Plan({**own.data, "sitting": {**own.sitting, "compile": "max-autotune-no-cudagraphs"}}, own.path)
+    assert gpu_plan.stale_compile(other, measure) == [
+        "sitting.compile: the plan says max-autotune-no-cudagraphs, and the newest compiled probe (A-T1-deep/x) "
+        "measured default: set off"]
 
 
 def test_a_compiled_trainings_clock_is_no_measure_of_the_plans_eager_steps(tmp_path):

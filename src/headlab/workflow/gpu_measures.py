@@ -139,8 +139,10 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
     Eager steps only, as the plan's ``seconds_per_step`` are: a compiled training's clock
     (``train_compile`` a mode) counts for no number of models (its step is faster, with its
     compile spread over it, and a slice of the plan may train eager), while its probes, which
-    train eagerly whatever the sitting's mode, and its start-up (to the first batch, before
-    the first forward compiles) still count. ``tables``: already read (:func:`speed_tables`)."""
+    train eagerly whatever the sitting's mode, still count, with their start-up (to the first
+    batch, before the first forward compiles); the validation and checkpoints a probe's figure
+    adds are its compiled training's (seconds a step, the validation compiled too: an estimate
+    of the eager ones). ``tables``: already read (:func:`speed_tables`)."""
     newest: dict[int, Measured] = {}
     for table in speed_tables(published) if tables is None else tables:
         by_count: dict[int, list[float]] = {}

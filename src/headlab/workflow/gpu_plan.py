@@ -627,7 +627,8 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
     :data:`SPEED_TOLERANCE` from the newest published sitting's measure: seconds a step at
     each number of models side by side measured, and the start-up of the newest sitting of
     all; each slice's evaluation reserve short of the newest sitting's rate; and
-    ``sitting.compile`` where the newest compiled probe says otherwise (:func:`stale_compile`).
+    ``sitting.compile`` or a slice's ``compile`` where the newest compiled probe says otherwise
+    (:func:`stale_compile`).
     Empty: the plan agrees with what the sittings measured (or none measured its clock).
     The newest sitting is the best guess of the next one, whatever its GPU: each line names
     a GPU other than the plan's. ``measured``, ``evaluation``, ``tables``: already read
@@ -741,14 +742,22 @@ def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
     # the mode most of them want (a tie: off, the mode nothing has to pay back)
     most = max(dict.fromkeys(modes), key=lambda mode: (modes.count(mode), mode == "off"), default=plan.compile)
     if most != plan.compile:
+        # the gains of the slices it decides; those that want otherwise are named after it
         line = _compile_line("sitting.compile", plan.compile, measure,
-                             {found.name: gains[found.name] for found in inheriting}, most)
-        lines.append(line + "".join(f", and slices.{found.name}.compile: {wanted[found.name]}"
+                             {found.name: gains[found.name] for found in inheriting if wanted[found.name] == most}, most)
+        lines.append(line + "".join(f", and slices.{found.name}.compile: {wanted[found.name]} "
+                                    f"({_gains_text({found.name: gains[found.name]})})"
                                     for found in inheriting if wanted[found.name] != most))
     else:
         lines += [_compile_line(f"slices.{found.name}.compile", plan.compile, measure,
                                 {found.name: gains[found.name]}, wanted[found.name], inherited=True)
                   for found in inheriting if wanted[found.name] != plan.compile]
+    # a key that decides no ready slice (a slice not ready, sitting.compile where every ready
+    # slice has its own) is not weighed; a mode on it is still one a probe must have measured
+    idle = [(found.compile_key, found.compile) for found in plan.slices if not found.entry["ready"]
+            and "compile" in found.entry] + ([] if inheriting else [("sitting.compile", plan.compile)])
+    lines += [_compile_line(key, mode, measure, {}, "off") for key, mode in idle
+              if mode != "off" and (measure is None or measure.mode != mode)]
     return lines
 
 
@@ -770,15 +779,15 @@ def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
     if measure is None:
         return f"compile: no published sitting's probe has compiled its model yet; the plan trains {trains}"
     gains = compile_gains(plan, measure)
-    paying = [name for name, mode in compile_wanted(plan, measure).items() if mode != "off"]
-    if all(gain is None for gain in gains.values()):
-        verdict = "not known to pay"
-    elif len(paying) == len(gains):
-        verdict = "pays"
-    elif not paying:
-        verdict = f"does not pay (under {RERUN_MIN_GAIN:g}x)"
+    # each slice's verdict: pays (True), not (False), not known (None: a probe stopped while compiling)
+    verdicts = {name: compile_pays({name: gain}) for name, gain in gains.items()}
+    if len(set(verdicts.values())) <= 1:
+        verdict = {True: "pays", False: f"does not pay (under {RERUN_MIN_GAIN:g}x)",
+                   None: "not known to pay"}[next(iter(verdicts.values()), None)]
     else:
-        verdict = f"pays in {', '.join(paying)}, not in {', '.join(name for name in gains if name not in paying)}"
+        verdict = ", ".join(f"{label} {', '.join(name for name, said in verdicts.items() if said is value)}"
+                            for value, label in ((True, "pays in"), (False, "not in"), (None, "not known in"))
+                            if value in verdicts.values())
     return (f"compile: {measure.described()}; a sitting's trainings would reach {_gains_text(gains)} the steps they "
             f"reach eager: {verdict}; the plan trains {trains}")
 
