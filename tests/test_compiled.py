@@ -244,6 +244,44 @@ def test_a_probe_stopped_while_compiling_keeps_its_eager_figures_and_says_how_lo
     assert set(found["compiled"]["8L"]) == {"mode", "cut_s"} and found["compiled"]["8L"]["cut_s"] >= 0
 
 
+def test_a_probe_whose_compile_fails_keeps_its_eager_figures_and_says_why(tmp_path, monkeypatch):
+    """A compile that raises (the compiler's error, pages long) is no stop: the probe exits
+    with it, its eager figures stay, and the compiled entry says the error's first line, not
+    a ``cut_s`` that would read as a compile still under way (a lower bound to wait on); the
+    speed row carries it as ``compile_error``."""
+    import json
+
+    from test_onmt_run import toy_training
+
+    from headlab.workflow import sitting_probe
+    from headlab.workflow.sitting_speed import compiled_columns
+
+    from headlab.engine import compiled
+
+    def compile_model(model, mode, backend="inductor"):
+        # as torch.compile fails: lazily, at the compiled model's first forward
+        def fail(*args, **kwargs):
+            raise RuntimeError("backend='inductor' raised:\nLoweringException: no lowering for aten.foo\n  (more)")
+        if mode != "off":
+            model.forward = fail
+        return model
+
+    monkeypatch.setattr(compiled, "compile_model", compile_model)
+    config = toy_training(tmp_path, name="probe", model="probe", train_steps=4)
+    extra = tmp_path / "speed-extra.json"
+    with pytest.raises(RuntimeError):
+        sitting_probe.main(["--config", str(config), "--name", "8L", "--out", str(extra), "--steps", "8",
+                            "--warmup", "2", "--profile-steps", "2", "--compile", "default"])
+    found = json.loads(extra.read_text())
+    assert found["alone_step_ms"]["8L"] > 0
+    entry = found["compiled"]["8L"]
+    assert set(entry) == {"mode", "error", "failed_after_s"} and entry["failed_after_s"] >= 0
+    assert entry["error"] == "RuntimeError: backend='inductor' raised:"
+    assert compiled_columns(entry) == {"compile_mode": "default", "step_ms_alone_compiled": "", "compile_s": "",
+                                       "compile_error": "RuntimeError: backend='inductor' raised:"}
+    assert len(sitting_probe.error_line(ValueError("x" * 500))) == sitting_probe.ERROR_CHARS
+
+
 def test_the_compile_cost_is_the_warmup_less_as_many_eager_steps():
     """``compile_s``: from the compile's start to the first timed compiled step, less the
     warm-up's steps at the eager step time: 90 s - 5 x 0.12 s = 89.4 s."""

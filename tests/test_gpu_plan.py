@@ -1086,6 +1086,24 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     _compiled_probe(tmp_path, "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", 100.0, "", 500.0)
     assert set(gpu_plan.compile_gains(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {0.0}
 
+    # a compile that failed: never pays, whatever the windows; it is the sitting's measure over
+    # a model of the same sitting that compiled
+    _clock(tmp_path, "A-T1-deep", "2026-12-04-h100-fffffff", "2026-12-04 11:00:00 UTC",
+           {"8L": 130.0, "7Ftoken+1L": 130.0, "8Ftoken": 130.0}, 55,
+           {"8L": {"step_ms_alone": 100.0, "compile_mode": "default", "step_ms_alone_compiled": 50.0, "compile_s": 60},
+            "8Ftoken": {"step_ms_alone": 100.0, "compile_mode": "default",
+                        "compile_error": "RuntimeError: backend='inductor' raised:"}})
+    failed = gpu_measures.measured_compile(tmp_path)
+    assert failed.error == "RuntimeError: backend='inductor' raised:" and failed.speedup is None
+    assert set(gpu_plan.compile_gains(shipped, failed).values()) == {0.0}
+    failure = ("the sitting A-T1-deep/2026-12-04-h100-fffffff's probe failed to compile its model (default): "
+               "RuntimeError: backend='inductor' raised:")
+    assert gpu_plan.stale_compile(shipped, failed) == []
+    assert gpu_plan.stale_compile(compiled, failed) == [
+        f"sitting.compile: the plan says default; {failure}: a compiled training would stop there: set off"]
+    assert gpu_plan.compile_line(shipped, failed) == (
+        f"compile: {failure}: a compiled training would stop there; the plan trains eager (sitting.compile off)")
+
     # a compile time that is no number: one line naming its file, line and column
     table = _compiled_probe(tmp_path, "2026-12-05-h100-eeeeeee", "2026-12-05 10:00:00 UTC", 100.0, 50.0, "soon")
     with pytest.raises(DataError) as caught:

@@ -193,8 +193,10 @@ class CompileMeasured:
     #: its wall ms a step once compiled; None: the probe was stopped while compiling
     compiled_ms: float | None
     #: what the compile cost before the steps pay it back (stopped while compiling: how long
-    #: it had compiled, a lower bound)
+    #: it had compiled, a lower bound; 0 where it failed)
     compile_s: float
+    #: the compile (or the compiled steps) raised: the error's first line (``compile_error``)
+    error: str | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -203,17 +205,19 @@ class CompileMeasured:
     def steps_gain(self, window_s: float) -> float | None:
         """Steps a training of ``window_s`` wall seconds reaches compiled over the steps it
         reaches eager: it compiles for ``compile_s``, then steps :attr:`speedup` times faster
-        (0: the compile alone outlasts the window; None: stopped while compiling, before
-        the window ran out, so unknown). The probe's ratio alone stands for the trainings'
-        side by side, each as launch-bound as it (a compiled sitting's own clock is not yet
-        read for that)."""
-        if self.compile_s >= window_s:
+        (0: the compile alone outlasts the window, or it failed, which would end the training
+        there; None: stopped while compiling, before the window ran out, so unknown). The
+        probe's ratio alone stands for the trainings' side by side, each as launch-bound as it
+        (a compiled sitting's own clock is not yet read for that)."""
+        if self.error is not None or self.compile_s >= window_s:
             return 0.0
         if self.speedup is None:
             return None
         return (window_s - self.compile_s) * self.speedup / window_s
 
     def described(self) -> str:
+        if self.error is not None:
+            return f"the sitting {self.sitting}'s probe failed to compile its model ({self.mode}): {self.error}"
         if self.speedup is None:
             return (f"the sitting {self.sitting}'s probe was stopped after {self.compile_s:.0f} s compiling its model "
                     f"({self.mode})")
@@ -225,8 +229,8 @@ class CompileMeasured:
 def measured_compile(published: Path | str = PUBLISHED,
                      tables: list[SpeedTable] | None = None) -> CompileMeasured | None:
     """The newest published sitting's compiled probe (None: no sitting's probe compiled its
-    model; of several rows in one sitting, the least speedup). ``tables``: already read
-    (:func:`speed_tables`, oldest first)."""
+    model; of several rows in one sitting, a failed compile, else the least speedup).
+    ``tables``: already read (:func:`speed_tables`, oldest first)."""
     newest = None
     for table in speed_tables(published) if tables is None else tables:
         found = []
@@ -235,6 +239,12 @@ def measured_compile(published: Path | str = PUBLISHED,
             if not mode:
                 continue
             eager = _measure(row.get("step_ms_alone"), table.path, line, "step_ms_alone")
+            error = (row.get("compile_error") or "").strip()
+            if error:
+                # it never stepped compiled: a failure to judge by, whatever the eager step took
+                found.append(CompileMeasured(table.sitting, table.published, row.get("gpu") or "?", mode,
+                                             eager or math.nan, None, 0.0, error))
+                continue
             # a warm-up quicker than as many eager steps (a compile under a second) costs nothing
             compile_s = cell_number(row.get("compile_s"))
             if compile_s is not None and math.isnan(compile_s):
@@ -247,7 +257,7 @@ def measured_compile(published: Path | str = PUBLISHED,
             found.append(CompileMeasured(table.sitting, table.published, row.get("gpu") or "?", mode, eager,
                                          compiled, compile_s))
         if found:
-            newest = min(found, key=lambda measure: measure.speedup or 0.0)
+            newest = min(found, key=lambda measure: (measure.error is None, measure.speedup or 0.0))
     return newest
 
 

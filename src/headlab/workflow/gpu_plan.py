@@ -712,7 +712,9 @@ def _compile_line(key: str, mode: str, measure: CompileMeasured | None, gains: d
     if mode not in ("off", measure.mode):
         return f"{key}: the plan says {said}, and the newest compiled probe ({measure.sitting}) measured " \
                f"{measure.mode}: set {wanted}"
-    if all(gain is None for gain in gains.values()):
+    if measure.error is not None:
+        verdict = "a compiled training would stop there"
+    elif all(gain is None for gain in gains.values()):
         verdict = "whether it pays is not known"
     else:
         verdict = f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager"
@@ -778,6 +780,8 @@ def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
         trains = "; ".join(f"{', '.join(names)} {how(mode)}" for mode, names in trained.items())
     if measure is None:
         return f"compile: no published sitting's probe has compiled its model yet; the plan trains {trains}"
+    if measure.error is not None:
+        return f"compile: {measure.described()}: a compiled training would stop there; the plan trains {trains}"
     gains = compile_gains(plan, measure)
     # each slice's verdict: pays (True), not (False), not known (None: a probe stopped while compiling)
     verdicts = {name: compile_pays({name: gain}) for name, gain in gains.items()}

@@ -35,7 +35,8 @@ graphs dynamo compiled during the timed steps (a recompile there would make the 
 slower than it is). One process for both saves a second start-up (~55 s of a GPU call:
 imports, data, vocabulary, model), and both figures come from the same batches, model and
 machine state. A probe stopped while compiling (SIGTERM: the runner's cap) writes how long it
-had compiled, ``cut_s``: a lower bound of the compile.
+had compiled, ``cut_s``: a lower bound of the compile; one whose compile (or compiled steps)
+raised writes the error's first line, ``error``, and exits with it (the eager figures stay).
 
 Options after ``--`` are OpenNMT-py's, after the config's (a CPU rehearsal's: one process,
 fp32, small buckets and batches). Checkpoints go to a scratch folder: the sitting's models
@@ -58,6 +59,8 @@ from headlab.engine.opts import COMPILE_MODES
 #: from the same configs: their start-ups differ by seconds)
 BARRIER_S = 20.0
 POLL_S = 0.05
+#: a failed compile's error, as much of its first line as a speed row keeps
+ERROR_CHARS = 200
 
 
 def _merge(out: Path, section: str, name: str, value) -> None:
@@ -68,6 +71,13 @@ def _merge(out: Path, section: str, name: str, value) -> None:
 
 def _stopped(signum, frame) -> None:
     raise SystemExit(128 + signum)
+
+
+def error_line(failure: BaseException) -> str:
+    """An exception as one line of a speed row: its type and its message's first line (a
+    compiler's errors run to pages; the probe's log keeps them whole)."""
+    text = str(failure).strip()
+    return f"{type(failure).__name__}: {text.splitlines()[0] if text else ''}".strip()[:ERROR_CHARS]
 
 
 def barrier(folder: Path, name: str, size: int, timeout: float = BARRIER_S) -> dict:
@@ -131,14 +141,20 @@ class ThenCompiled:
             self.compiled = ProfileWindow(number + self.warmup + self.steps, 0, lead=self.steps)
         return closed
 
-    def result(self, eager_step_ms: float | None) -> dict | None:
+    def result(self, eager_step_ms: float | None, failure: BaseException | None = None) -> dict | None:
         """The ``compiled`` entry: mode, step_ms, compile_s and graphs_in_lead, or (stopped
-        before its timed steps ended) ``cut_s``, the seconds it had compiled; None: never began."""
+        before its timed steps ended) ``cut_s``, the seconds it had compiled, or (``failure``
+        ended it otherwise: the compile, or the compiled model's steps, raised) ``error``, its
+        first line, and ``failed_after_s``; None: never began."""
         if self.compile_began is None:
             return None
         lead = self.compiled.lead_step_ms if self.compiled is not None else None
         if lead is None:
-            return {"mode": self.mode, "cut_s": round(time.time() - self.compile_began, 1)}
+            seconds = round(time.time() - self.compile_began, 1)
+            stopped = isinstance(failure, SystemExit) and failure.code == 128 + signal.SIGTERM
+            if failure is None or stopped:
+                return {"mode": self.mode, "cut_s": seconds}
+            return {"mode": self.mode, "error": error_line(failure), "failed_after_s": seconds}
         warmup_s = self.compiled.lead_window[0] - self.compile_began
         cost = round(warmup_s - self.warmup * eager_step_ms / 1000, 1) if eager_step_ms else None
         return {"mode": self.mode, "step_ms": lead, "compile_s": cost, "warmup_steps": self.warmup,
@@ -208,12 +224,16 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
         # it still writes what it timed. (The probe alone keeps the default until its figures
         # are written: its tokens/s from a cut log could be its warm-up's.)
         signal.signal(signal.SIGTERM, _stopped)
+    failure: list[BaseException] = []
     try:
         # eager whatever $HEADLAB_COMPILE says: the probe's eager figures are the baseline
         train(["-config", config, *options, "-compile", "off", "-train_steps", str(total),
                "-save_model", str(scratch / "model"),
                "-save_checkpoint_steps", str(total), "-valid_steps", str(10**6), "-early_stopping", "0",
                "-model_selection", "last", "-report_every", "10", "-log_file", str(log)])
+    except BaseException as err:
+        failure.append(err)     # the stop, or a compile that failed: which, the compiled entry says
+        raise
     finally:
         # (no `return` in here: it would swallow the exception in flight, a crash or the stop)
         clock.undo()
@@ -225,7 +245,7 @@ def probe(config: str, name: str, out: Path, steps: int, profile_steps: int, war
                                            "step_ms": window.lead_step_ms, "window": window.lead_window}, indent=1))
         else:
             eager_figures()
-            found = phases.result(window.lead_step_ms) if compile_mode else None
+            found = phases.result(window.lead_step_ms, *failure) if compile_mode else None
             if found:
                 _merge(out, "compiled", name, found)
 

@@ -37,8 +37,9 @@ SPEED_COLUMNS = ("gpu", "commit", "date", "slice", "sitting", "model", "params",
                  # the same probe's model then compiled in place (headlab train -compile): its mode,
                  # its wall ms a step past the compiled warm-up, and what the compile cost: the
                  # warm-up's wall time less as many eager steps (no step time: stopped while
-                 # compiling, and compile_s how long it had: a lower bound)
-                 "compile_mode", "step_ms_alone_compiled", "compile_s",
+                 # compiling, and compile_s how long it had: a lower bound; or the compile
+                 # failed, and compile_error says how: its first line)
+                 "compile_mode", "step_ms_alone_compiled", "compile_s", "compile_error",
                  # the probe side by side (more models than the sitting trained at once): how many,
                  # this model's wall ms a step there (the mean of its copies), the share of the
                  # copies' timed steps that all ran at once, and whether MPS served them
@@ -191,9 +192,13 @@ def speed_rows(models: list[dict], ident: dict, smi: dict, alone: dict, profile:
 
 def compiled_columns(compiled: dict | None) -> dict:
     """The compiled phase's columns (blank without it). A probe stopped while compiling has no
-    step time, and its ``compile_s`` is how long it had compiled: a lower bound."""
+    step time, and its ``compile_s`` is how long it had compiled: a lower bound. One whose
+    compile failed has neither, and ``compile_error``."""
     if not compiled:
         return {}
+    if "error" in compiled:
+        return {"compile_mode": compiled["mode"], "step_ms_alone_compiled": "", "compile_s": "",
+                "compile_error": compiled["error"]}
     if "step_ms" not in compiled:
         return {"compile_mode": compiled["mode"], "step_ms_alone_compiled": "", "compile_s": compiled["cut_s"]}
     cost = compiled.get("compile_s")
