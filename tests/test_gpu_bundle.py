@@ -1092,7 +1092,8 @@ def test_make_gpu_rehearsal_plan_rehearses_every_slice_in_the_plans_order():
     assert result.stdout.count("-m headlab.workflow.rehearsal --bundle gpu-bundle") == 5
 
 
-def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int | None = 8, device: str = "cuda"):
+def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int | None = 8, device: str = "cuda",
+                probe_first: str | None = None):
     """A runner's second call on a fake clock: each step takes what it is given (the rest
     of the CUDA suite 20 s); what ran, with its timeout and command, and the MPS calls."""
     runner = object.__new__(gpu_runner.Sitting)
@@ -1103,8 +1104,9 @@ def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int |
     # paper D's shape: the parent trains first, its fine-tune after (a chain's stage 1)
     runner.manifest = {"models": [{"name": "8L", "config": "8L/onmt.yaml"},
                                   {"name": "gated", "config": "gated/onmt.yaml", "chain": {"stage": 1}}],
-                       "results": "results", "slice": {} if probe_side_by_side is None else
-                       {"probe_side_by_side": probe_side_by_side}}
+                       "results": "results", "slice": ({} if probe_side_by_side is None else
+                                                        {"probe_side_by_side": probe_side_by_side})
+                       | ({} if probe_first is None else {"probe_first": probe_first})}
     runner.state = {"publication": "pub", "sitting": "s", "gpu": "h100",
                     "calls": [{"gpu_tests_rc": first_suite_rc}, {}]}
     runner.call = runner.state["calls"][-1]
@@ -1192,6 +1194,43 @@ def test_a_short_later_call_keeps_the_probe_side_by_side_over_the_probe_alone(tm
     runner, ran, _, mps = _later_call(tmp_path / "b", 185.0, 0, probe_side_by_side=None)
     assert runner.crowd_size() == 1 and not mps
     assert ran == [("probe", 170), ("speed-rows", 15)]
+
+
+def test_a_short_later_call_runs_first_the_probe_the_published_sittings_measured_longest_ago(tmp_path):
+    """The manifest's ``probe_first``: alone, where the published sittings measured the probe
+    side by side more recently than a compiled probe alone (or it never). 185 s: the probe
+    alone and its compile take 170 s, the 15 s of the speed rows the rest, and the probe side
+    by side (100 s) waits for the next sitting, which the bundle then sends crowd first."""
+    _, ran, _, mps = _later_call(tmp_path / "a", 185.0, 0, probe_first="alone")
+    assert ran == [("probe", 170), ("speed-rows", 15)] and not mps
+    _, ran, _, _ = _later_call(tmp_path / "b", 500.0, 0, probe_first="alone")
+    assert ran[:3] == [("probe", 240), ("probe-side-by-side", 100), ("speed-rows", 15)]
+    _, ran, _, _ = _later_call(tmp_path / "c", 185.0, 0, probe_first="crowd")
+    assert ran[0] == ("probe-side-by-side", 100)
+
+
+def test_the_bundle_sends_first_the_probe_the_published_sittings_measured_longest_ago(tmp_path):
+    """By the column only each probe fills: ``models_probed_side_by_side`` (side by side),
+    ``compile_mode`` (alone, then compiled)."""
+    from test_gpu_plan import _clock
+
+    from headlab.workflow import gpu_measures
+
+    def sitting(folder: str, day: int, **cells) -> None:
+        _clock(tmp_path, "A-T1-deep", folder, f"2026-12-0{day} 10:00:00 UTC", {"8L": 130.0}, 55, {"8L": cells})
+
+    assert gpu_measures.probe_first(tmp_path) == "crowd"           # neither measured
+    sitting("2026-12-01-h100-aaaaaaa", 1)
+    assert gpu_measures.probe_first(tmp_path) == "crowd"
+    sitting("2026-12-02-h100-bbbbbbb", 2, models_probed_side_by_side=8, step_ms_probed_side_by_side=200.0)
+    assert gpu_measures.probe_first(tmp_path) == "alone"           # the compiled probe never
+    sitting("2026-12-03-h100-ccccccc", 3, step_ms_alone=100.0, compile_mode="default", compile_s=150.0)
+    assert gpu_measures.probe_first(tmp_path) == "crowd"           # side by side longer ago
+    sitting("2026-12-04-h100-ddddddd", 4, models_probed_side_by_side=8, step_ms_probed_side_by_side=200.0)
+    assert gpu_measures.probe_first(tmp_path) == "alone"
+    choice = gpu_plan.choose(gpu_plan.load(), tmp_path / "none")
+    assert bundle.slice_manifest(choice, tmp_path)["probe_first"] == "alone"
+    assert bundle.slice_manifest(choice)["probe_first"] == gpu_measures.probe_first()    # by default, the shipped
 
 
 def test_a_row_says_how_its_checkpoint_was_chosen_and_one_no_validation_chose_is_never_averaged(tmp_path,

@@ -46,7 +46,7 @@ from importlib import metadata
 from pathlib import Path
 
 from headlab.errors import ConfigError, HeadlabError
-from headlab.workflow import gpu_plan
+from headlab.workflow import gpu_measures, gpu_plan
 from headlab.workflow.slice_check import SITTING_CONFIGS, stop_overrides
 
 REPO = Path(__file__).resolve().parents[3]
@@ -320,7 +320,7 @@ def slice_overlay(choice: gpu_plan.Choice) -> dict:
     return {"studies": {"baseline": study}, "training": {"overrides": stop_overrides(entry["stop"])}}
 
 
-def slice_manifest(choice: gpu_plan.Choice) -> dict:
+def slice_manifest(choice: gpu_plan.Choice, published: Path | str = gpu_plan.PUBLISHED) -> dict:
     entry = choice.slice.entry
     from headlab.naming import heads_name
 
@@ -341,7 +341,10 @@ def slice_manifest(choice: gpu_plan.Choice) -> dict:
                         "compile": choice.slice.compile},
             # the probe side by side after the publication: one seed more a sitting of every
             # ready slice, measured with this slice's models (run.py's crowd_probe)
-            "probe_side_by_side": choice.slice.plan.probe_side_by_side}
+            "probe_side_by_side": choice.slice.plan.probe_side_by_side,
+            # which probe a later call runs first: the one the published sittings measured
+            # longest ago (a later call rarely holds both)
+            "probe_first": gpu_measures.probe_first(published)}
 
 
 def recipe_changes(choice: gpu_plan.Choice, models: list[dict], published: Path | str) -> list[str]:
@@ -603,7 +606,7 @@ def build(out: Path, *, slice_name: str | None = None, published: Path | str = g
         shutil.copyfile(Path(__file__).with_name("gpu_runner.py"), work / "run.py")
         manifest = {
             "commit": commit, "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "slice": slice_manifest(choice),
+            "slice": slice_manifest(choice, published),
             "python_version": python_version, "configfiles": copies,
             "config_sources": [*map(str, configfiles[:-1]), f"{Path(plan_path).name}: slice {choice.slice.name}"],
             "results": results, "models": models, "test": test, "targets": target_paths,
@@ -657,8 +660,9 @@ The second call's budget B: what the lease has left (`status`: budget_left_s) le
 transfers and the give-back, and at most the {COMMAND_LIMIT_S} s a device command may run less ~15 s. About 270 s
 hold a head atlas the deadline cut (~50 s), the probe side by side ({plan.get('probe_side_by_side', 1)} models
 at once: a start-up and 40 steps, at most 100 s) and the probe alone (at most 90 s), each probe's
-measures published before the idle bench takes what is left; with less, the probe side by side
-comes first and the probe alone waits for a later sitting. It must come within the machine's
+measures published before the idle bench takes what is left; with less, the one the published
+sittings measured longest ago comes first (here the probe {plan.get('probe_first', 'crowd').replace('crowd', 'side by side')})
+and the other waits for a later sitting. It must come within the machine's
 warm time (idle 30 s): a machine given back takes the first call's state with it, and a second call
 there refuses to train anew on a window short of the slice's min_steps. Not both in one device
 command with a fixed budget: the first call alone takes its {plan['sitting']['budget_s']:g} s of the {COMMAND_LIMIT_S}; in

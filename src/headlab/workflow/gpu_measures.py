@@ -6,6 +6,7 @@ holds its speed rows (``throughput.csv``) and its runner's clock (``status-sitti
   newest sitting that measured it with the training's own clock (or its probes);
 - :func:`measured_evaluation`: what the newest sitting's evaluation took a scored row;
 - :func:`measured_compile`: what the newest sitting's probe alone measured of its model compiled;
+- :func:`probe_first`: which of a later call's probes the published sittings measured longest ago;
 - :func:`side_track_line`: what the CUDA suite and the bench beside the trainings cost them.
 
 A malformed measure is one line naming the file, its line and the column.
@@ -259,6 +260,26 @@ def measured_compile(published: Path | str = PUBLISHED,
         if found:
             newest = min(found, key=lambda measure: (measure.error is None, measure.speedup or 0.0))
     return newest
+
+
+#: a later call's probes, each by the ``throughput.csv`` column only it fills: the probe side
+#: by side, and the probe alone's compiled phase (what the probe alone measures first, eager,
+#: a sitting of one model's clock measures too)
+PROBE_COLUMNS = {"crowd": "models_probed_side_by_side", "alone": "compile_mode"}
+
+
+def probe_first(published: Path | str = PUBLISHED, tables: list[SpeedTable] | None = None) -> str:
+    """Which probe a sitting's later call runs first (``crowd`` or ``alone``): the one the
+    published sittings measured longest ago, or never (neither: ``crowd``, one seed more a
+    sitting for every ready slice). A later call rarely holds both (~190 s of probes and their
+    start-ups), so the one run first every time would be the only one ever measured; taken in
+    turn, each is measured every other sitting."""
+    newest = {probe: "" for probe in PROBE_COLUMNS}
+    for table in speed_tables(published) if tables is None else tables:
+        for probe, column in PROBE_COLUMNS.items():
+            if any((row.get(column) or "").strip() for _, row in table.rows):
+                newest[probe] = max(newest[probe], table.published)
+    return "alone" if newest["alone"] < newest["crowd"] else "crowd"
 
 
 @dataclass(frozen=True)

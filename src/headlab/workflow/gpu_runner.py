@@ -35,8 +35,9 @@ a sitting trains in is the one the queue forecast from (:func:`sitting_figures`)
    deadline and ``lacks`` naming what is missing. With time left after it, the probes:
    side by side, more copies of the slice's models at once than the sitting trained (the
    manifest's ``probe_side_by_side``: one seed more a sitting), each timed past its warm-up;
-   then the first model alone for a minute, its steady step timed and 20 steps profiled,
-   and on a GPU the same model compiled in place and timed again (the speed rows gain their
+   and the first model alone for a minute, its steady step timed and 20 steps profiled,
+   and on a GPU the same model compiled in place and timed again (the two probes in the
+   manifest's ``probe_first`` order; the speed rows gain their
    columns; the plan's seconds a step with that many models, with one, and what compiling
    buys). ``--compile MODE`` trains the sitting's models compiled (default off).
 
@@ -928,10 +929,11 @@ class Sitting:
         the CUDA tests not yet passed or skipped (a failure gets another run: it may have
         been the bundle's, fixed since; none at all after a suite that passed whole), then
         the probe side by side (the plan's seconds a step with one seed more a sitting: how
-        many seeds the queue can train at once), then the probe alone (the plan's seconds a
+        many seeds the queue can train at once) and the probe alone (the plan's seconds a
         step with one model, never measured by a slice that trains several) and, in the same
-        process, that model compiled (:meth:`speed_probe`), then the bench on an idle GPU
-        (measured by earlier sittings: it takes what the probes leave)."""
+        process, that model compiled (:meth:`speed_probe`), in the manifest's order
+        (:meth:`probes`), then the bench on an idle GPU (measured by earlier sittings: it
+        takes what the probes leave)."""
         self.complete_evaluation()
         self.phase("remainder")
         earlier = Path(self.state["after"]).with_name("gpu-tests.jsonl") if self.state.get("after") else None
@@ -953,8 +955,7 @@ class Sitting:
             rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
                           {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
             self.call["gpu_tests_rc"] = rc
-        crowd = self.crowd_probe()
-        alone = self.speed_probe()
+        crowd, alone = self.probes()
         if crowd or alone:
             # the probes' measures into the publication before the bench: a call cut in it (the
             # lease's end) keeps them; the pack after the bench would otherwise be the first
@@ -979,9 +980,18 @@ class Sitting:
         probes, then the speed rows with what they added."""
         if self.args.device != "cuda":
             return
-        crowd = self.crowd_probe()
-        if self.speed_probe() or crowd:
+        if any(self.probes()):
             self.speed_rows()
+
+    def probes(self) -> tuple[bool, bool]:
+        """The probe side by side and the probe alone, in the manifest's order
+        (``probe_first``: the one the published sittings measured longest ago; without it, the
+        probe side by side first), the second in what the first leaves; whether each ran."""
+        if (self.manifest.get("slice") or {}).get("probe_first") == "alone":
+            alone = self.speed_probe()
+            return self.crowd_probe(), alone
+        crowd = self.crowd_probe()
+        return crowd, self.speed_probe()
 
     def speed_rows(self, within: float | None = None) -> None:
         """The sitting's speed rows and CUDA suite again, with what this call added (the
