@@ -1008,7 +1008,11 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
 
     # the plan set to the measured mode agrees; set to another, or off in YAML's bare spelling
     compiled = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: default\n"))
-    assert compiled.compile == "default" and gpu_plan.stale_throughput(compiled, tmp_path) == []
+    assert compiled.compile == "default" and gpu_plan.stale_compile(compiled, measure) == []
+    # (and the figures a compiled slice's steps are counted by, which this plan lacks)
+    assert gpu_plan.stale_throughput(compiled, tmp_path) == [
+        f"throughput.compiled: the plan says nothing, and a ready slice compiles in default; {described}: write "
+        f"{{mode: default, speedup: 2.00, compile_s: 60}}"]
     assert gpu_plan.stale_throughput(compiled, tmp_path / "none") == [
         "sitting.compile: the plan says default, and no published sitting's probe has compiled its model: off until "
         "one has measured what it buys"]
@@ -1138,6 +1142,53 @@ def test_a_compile_key_that_decides_no_ready_slice_still_names_a_measured_mode()
     assert gpu_plan.stale_compile(other, measure) == [
         "sitting.compile: the plan says max-autotune-no-cudagraphs, and the newest compiled probe (A-T1-deep/x) "
         "measured default: set off"]
+
+
+def test_a_compiled_slice_reaches_the_steps_the_plans_compiled_figures_give_and_reopens_its_seeds(tmp_path):
+    """throughput.compiled {default, 2x, 60 s}: A-T1-deep compiled steps 420 s less 60 s of
+    compile at twice 1 / 0.135 s: int(420 / 0.135 x 360 x 2 / 420) = 5,333 steps a sitting,
+    not 3,111; its seed trained eager to 3,000 steps (at its limit eager: 3,000 x 1.1 > 3,111)
+    is short of convergence again. D, on its own key off, reaches what it did."""
+    compiled_figures = ("  prepare_s: 10\n", "  prepare_s: 10\n  compiled: {mode: default, speedup: 2.0, compile_s: 60}\n")
+    sitting = ("  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: default\n")
+    d_off = ("  - name: D-gates-8L\n", "  - name: D-gates-8L\n    compile: off\n")
+    shipped = gpu_plan.load()
+    plan = gpu_plan.load(_plan_with(tmp_path, compiled_figures, sitting, d_off))
+    a_slice, eager_a = plan.slice("A-T1-deep"), shipped.slice("A-T1-deep")
+    assert a_slice.compile_gain == pytest.approx(360 * 2 / 420) and eager_a.compile_gain == 1.0
+    assert (eager_a.steps_in_window, a_slice.steps_in_window) == (3111, 5333)
+    assert plan.slice("D-gates-8L").steps_in_window == shipped.slice("D-gates-8L").steps_in_window
+    # figures for another mode than the slice's: counted eager
+    other = gpu_plan.load(_plan_with(tmp_path, compiled_figures, ("  eval_reserve_s: 110\n",
+                                                                   "  eval_reserve_s: 110\n  compile: reduce-overhead\n")))
+    assert other.slice("A-T1-deep").steps_in_window == 3111
+
+    published = tmp_path / "published"
+    _publish(published, "A-T1-deep", "2026-11-28-h100-aaaaaaa", {1: "deadline"}, eager_a.rows,
+             dict.fromkeys(eager_a.heads, 3000))
+    assert gpu_plan.seed_states(eager_a, published).at_limit == [1]
+    assert gpu_plan.seed_states(a_slice, published).short == [1]
+
+    # the figures against the newest compiled probe (2x after 60 s)
+    _compiled_probe(published, "2026-12-01-h100-bbbbbbb", "2026-12-01 10:00:00 UTC", 100.0, 50.0, 60.0)
+    measure = gpu_measures.measured_compile(published)
+    assert gpu_plan.stale_compiled_figures(plan, measure) == []
+    lacking = gpu_plan.load(_plan_with(tmp_path, sitting, d_off))
+    described = ("the sitting A-T1-deep/2026-12-01-h100-bbbbbbb's probe ran its model compiled (default) 2.00x as "
+                 "fast as eager (50 against 100 ms a step alone) after 60 s of compile")
+    assert gpu_plan.stale_compiled_figures(lacking, measure) == [
+        f"throughput.compiled: the plan says nothing, and a ready slice compiles in default; {described}: write "
+        f"{{mode: default, speedup: 2.00, compile_s: 60}}"]
+    assert gpu_plan.stale_compiled_figures(shipped, measure) == []        # nothing compiles: nothing to write
+    slower = gpu_plan.load(_plan_with(tmp_path, (compiled_figures[0], compiled_figures[1].replace("2.0", "1.7")),
+                                      sitting, d_off))
+    assert gpu_plan.stale_compiled_figures(slower, measure) == [
+        f"throughput.compiled: the plan says {{mode: default, speedup: 1.7, compile_s: 60}}; {described}: write "
+        f"{{mode: default, speedup: 2.00, compile_s: 60}}"]
+    assert gpu_plan.stale_throughput(slower, published)[-1].startswith("throughput.compiled: ")
+    bad = _plan_with(tmp_path, ("  prepare_s: 10\n", "  prepare_s: 10\n  compiled: {mode: off, speedup: 2, compile_s: 1}\n"))
+    with pytest.raises(ConfigError, match=r"\[mode\]"):
+        gpu_plan.load(bad)
 
 
 def test_a_compiled_trainings_clock_is_no_measure_of_the_plans_eager_steps(tmp_path):

@@ -180,9 +180,21 @@ class Slice:
         return self.train_window_s - self.plan.throughput["startup_s"] - sum(self.chain_stage_s.values())
 
     @property
+    def compile_gain(self) -> float:
+        """The steps its trainings reach in a sitting over those they would reach eager: by the
+        plan's ``throughput.compiled`` where the slice compiles in its mode (the compile inside
+        the window, then ``speedup`` times the eager steps), else 1 (eager; or a mode the plan
+        has no figures for, counted at eager speed, an underestimate)."""
+        figures = self.plan.throughput.get("compiled")
+        if self.compile == "off" or not figures or figures["mode"] != self.compile:
+            return 1.0
+        return max(self.steps_window_s - figures["compile_s"], 0.0) * figures["speedup"] / self.steps_window_s
+
+    @property
     def steps_in_window(self) -> int:
-        """Steps each model reaches in one sitting's training window (less its chain's stages)."""
-        return int(self.steps_window_s / self.seconds_per_step)
+        """Steps each model reaches in one sitting's training window (less its chain's stages),
+        compiled where it compiles (:attr:`compile_gain`)."""
+        return int(self.steps_window_s / self.seconds_per_step * self.compile_gain)
 
     @property
     def fits(self) -> bool:
@@ -667,7 +679,31 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s to score its {found.evaluations} rows, "
                          f"~{need:.0f} s with the margins kept back from its translations, at the rate of "
                          f"{evaluation.described()}")
-    return lines + stale_compile(plan, measured_compile(published, tables))
+    measure = measured_compile(published, tables)
+    return lines + stale_compile(plan, measure) + stale_compiled_figures(plan, measure)
+
+
+def stale_compiled_figures(plan: Plan, measure: CompileMeasured | None) -> list[str]:
+    """A line where the plan's ``throughput.compiled`` (the steps a compiled slice's sitting
+    reaches) is further than :data:`SPEED_TOLERANCE` (or 5 s of compile) from the newest
+    compiled probe, or in another mode, or absent while a ready slice compiles in the probe's
+    mode. Nothing to check against without a probe that stepped compiled (the compile lines
+    say what to do then)."""
+    figures = plan.throughput.get("compiled")
+    if measure is None or measure.speedup is None:
+        return []
+    compiles = any(found.entry["ready"] and found.compile == measure.mode for found in plan.slices)
+    measured = f"mode: {measure.mode}, speedup: {measure.speedup:.2f}, compile_s: {measure.compile_s:.0f}"
+    if figures is None:
+        return [f"throughput.compiled: the plan says nothing, and a ready slice compiles in {measure.mode}; "
+                f"{measure.described()}: write {{{measured}}}"] if compiles else []
+    off = (figures["mode"] != measure.mode
+           or abs(figures["speedup"] - measure.speedup) > SPEED_TOLERANCE * measure.speedup
+           or abs(figures["compile_s"] - measure.compile_s) > max(SPEED_TOLERANCE * measure.compile_s, 5.0))
+    if not off:
+        return []
+    written = f"mode: {figures['mode']}, speedup: {figures['speedup']:g}, compile_s: {figures['compile_s']:g}"
+    return [f"throughput.compiled: the plan says {{{written}}}; {measure.described()}: write {{{measured}}}"]
 
 
 def compile_gains(plan: Plan, measure: CompileMeasured) -> dict[str, float | None]:
@@ -731,8 +767,8 @@ def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
     what most of them want (a tie: off); a line on it names the slices' keys that must then say
     otherwise, and a slice wanting other than ``sitting.compile`` says gets a line of its own.
     The plan's ``seconds_per_step`` are eager ones (:func:`measured_speed` leaves compiled
-    trainings' clocks out): a mode is set only where it pays, so they underestimate a compiled
-    slice's steps, never overestimate them."""
+    trainings' clocks out); a compiled slice's steps are counted by ``throughput.compiled``
+    (:attr:`Slice.compile_gain`, checked by :func:`stale_compiled_figures`)."""
     wanted = compile_wanted(plan, measure)
     gains = compile_gains(plan, measure) if measure is not None else {name: None for name in wanted}
     ready = [found for found in plan.slices if found.entry["ready"]]
