@@ -281,6 +281,27 @@ def test_a_probe_whose_compile_fails_keeps_its_eager_figures_and_says_why(tmp_pa
                                        "compile_error": "RuntimeError: backend='inductor' raised:"}
     assert len(sitting_probe.error_line(ValueError("x" * 500))) == sitting_probe.ERROR_CHARS
 
+    # refused at the call itself: the clock drops the probe's window and trains on eager, the
+    # process ends well, and the entry still says the compile failed
+    def refuse(model, mode, backend="inductor"):
+        if mode != "off":
+            raise RuntimeError("torch.compile is not supported here")
+        return model
+
+    monkeypatch.setattr(compiled, "compile_model", refuse)
+    extra.unlink()
+    assert sitting_probe.main(["--config", str(config), "--name", "8L", "--out", str(extra), "--steps", "8",
+                               "--warmup", "2", "--profile-steps", "2", "--compile", "default"]) == 0
+    entry = json.loads(extra.read_text())["compiled"]["8L"]
+    assert entry["error"] == "RuntimeError: torch.compile is not supported here" and "cut_s" not in entry
+    # an interrupt is a stop, not an error of the compile's
+    from headlab.workflow.sitting_probe import ThenCompiled
+
+    phases = ThenCompiled(eager=None, mode="default", warmup=5, steps=30, eager_done=None, model=None)
+    phases.compile_began = 0.0
+    assert set(phases.result(100.0, KeyboardInterrupt())) == {"mode", "cut_s"}
+    assert set(phases.result(100.0, SystemExit(143))) == {"mode", "cut_s"}
+
 
 def test_the_compile_cost_is_the_warmup_less_as_many_eager_steps():
     """``compile_s``: from the compile's start to the first timed compiled step, less the

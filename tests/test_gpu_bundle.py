@@ -1207,6 +1207,14 @@ def test_a_short_later_call_runs_first_the_probe_the_published_sittings_measured
     assert ran[:3] == [("probe", 240), ("probe-side-by-side", 100), ("speed-rows", 15)]
     _, ran, _, _ = _later_call(tmp_path / "c", 185.0, 0, probe_first="crowd")
     assert ran[0] == ("probe-side-by-side", 100)
+    # a suite to finish in 150 s (under both probes' 205 s and its own 30): it keeps back the
+    # time of the probe that goes first, 100 s side by side, 90 alone
+    for first, kept in (("crowd", 100), ("alone", 90)):
+        _, ran, _, _ = _later_call(tmp_path / f"d-{first}", 150.0, 1, probe_first=first)
+        assert ran[0] == ("gpu-tests-rest", 150 - kept)
+    # no probe side by side to run (1 model): the probe alone goes first whatever the manifest says
+    _, ran, _, _ = _later_call(tmp_path / "e", 150.0, 1, probe_side_by_side=1, probe_first="crowd")
+    assert ran[0] == ("gpu-tests-rest", 150 - 105) and ran[1][0] == "probe"       # the probe alone and the rows
 
 
 def test_the_bundle_sends_first_the_probe_the_published_sittings_measured_longest_ago(tmp_path):
@@ -1230,7 +1238,24 @@ def test_the_bundle_sends_first_the_probe_the_published_sittings_measured_longes
     assert gpu_measures.probe_first(tmp_path) == "alone"
     choice = gpu_plan.choose(gpu_plan.load(), tmp_path / "none")
     assert bundle.slice_manifest(choice, tmp_path)["probe_first"] == "alone"
-    assert bundle.slice_manifest(choice)["probe_first"] == gpu_measures.probe_first()    # by default, the shipped
+    # a probe that ran and measured nothing (its crowd out of memory) has had its turn
+    (tmp_path / "A-T1-deep" / "2026-12-04-h100-ddddddd" / "status-sitting.json").write_text(
+        json.dumps({"calls": [{"gpu_tests_rc": 0}, {"crowd_rc": 1, "probe_rc": 0}]}))
+    sitting("2026-12-05-h100-eeeeeee", 5)
+    (tmp_path / "A-T1-deep" / "2026-12-05-h100-eeeeeee" / "status-sitting.json").write_text(
+        json.dumps({"calls": [{}, {"crowd_rc": 1}]}))
+    assert gpu_measures.probe_first(tmp_path) == "alone"
+    # both in one sitting (a long call): side by side first again
+    sitting("2026-12-06-h100-fffffff", 6, models_probed_side_by_side=8, compile_mode="default")
+    assert gpu_measures.probe_first(tmp_path) == "crowd"
+    # a plan with no probe side by side (every slice's seeds in one sitting, one model): the probe alone
+    lone = gpu_plan.load()
+    lone = gpu_plan.Plan({**lone.data, "slices": [{**entry, "seeds": [1], "seeds_per_sitting": 1,
+                                                   "models": entry["models"][:1]}
+                                                  for entry in lone.data["slices"] if "chain" not in entry]},
+                         lone.path)
+    assert lone.probe_side_by_side == 1
+    assert bundle.slice_manifest(gpu_plan.choose(lone, tmp_path / "none"), tmp_path)["probe_first"] == "alone"
 
 
 def test_a_row_says_how_its_checkpoint_was_chosen_and_one_no_validation_chose_is_never_averaged(tmp_path,

@@ -846,7 +846,7 @@ def test_a_named_slice_that_cannot_reach_its_min_steps_is_refused_before_the_bun
     assert not found.fits and found.steps_in_window == 3111
     with pytest.raises(ConfigError) as caught:
         gpu_plan.choose(plan, tmp_path, "A-T1-deep")
-    assert str(caught.value).endswith("[min_steps] slice A-T1-deep: 3111 steps in a sitting at the plan's throughput, "
+    assert str(caught.value).endswith("[min_steps] slice A-T1-deep: 3111 steps in a sitting at the plan's eager throughput, "
                                       "under its min_steps 3500: lower min_steps or the models side by side")
     assert gpu_plan.choose(plan, tmp_path).slice.name != "A-T1-deep"
 
@@ -1186,6 +1186,19 @@ def test_a_compiled_slice_reaches_the_steps_the_plans_compiled_figures_give_and_
         f"throughput.compiled: the plan says {{mode: default, speedup: 1.7, compile_s: 60}}; {described}: write "
         f"{{mode: default, speedup: 2.00, compile_s: 60}}"]
     assert gpu_plan.stale_throughput(slower, published)[-1].startswith("throughput.compiled: ")
+    # a probe stopped after 150 s compiling: 60 s written is under that lower bound; 140 s is within 10%
+    cut = gpu_measures.CompileMeasured("A-T1-deep/z", "2026-12-02 10:00:00 UTC", "h100", "default", 100.0, None, 150.0)
+    assert gpu_plan.stale_compiled_figures(plan, cut) == [
+        "throughput.compiled: the plan says compile_s 60; the sitting A-T1-deep/z's probe was stopped after 150 s "
+        "compiling its model (default): write compile_s 150 at least"]
+    within = gpu_plan.load(_plan_with(tmp_path, (compiled_figures[0], compiled_figures[1].replace("60", "140")),
+                                      sitting, d_off))
+    assert gpu_plan.stale_compiled_figures(within, cut) == []
+    # a compile longer than the window: no steps compiled; whether it fits is judged eager, as the runner does
+    long = gpu_plan.load(_plan_with(tmp_path, (compiled_figures[0], compiled_figures[1].replace("60", "500")),
+                                    sitting, d_off))
+    assert long.slice("A-T1-deep").steps_in_window == 0 and long.slice("A-T1-deep").fits
+    assert long.slice("A-T1-deep").eager_steps_in_window == 3111
     bad = _plan_with(tmp_path, ("  prepare_s: 10\n", "  prepare_s: 10\n  compiled: {mode: off, speedup: 2, compile_s: 1}\n"))
     with pytest.raises(ConfigError, match=r"\[mode\]"):
         gpu_plan.load(bad)

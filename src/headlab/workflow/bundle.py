@@ -342,9 +342,10 @@ def slice_manifest(choice: gpu_plan.Choice, published: Path | str = gpu_plan.PUB
             # the probe side by side after the publication: one seed more a sitting of every
             # ready slice, measured with this slice's models (run.py's crowd_probe)
             "probe_side_by_side": choice.slice.plan.probe_side_by_side,
-            # which probe a later call runs first: the one the published sittings measured
-            # longest ago (a later call rarely holds both)
-            "probe_first": gpu_measures.probe_first(published)}
+            # which probe a later call runs first: the one the published sittings ran longest
+            # ago (a later call rarely holds both); the probe alone where none goes side by side
+            "probe_first": gpu_measures.probe_first(published) if choice.slice.plan.probe_side_by_side > 1
+            else "alone"}
 
 
 def recipe_changes(choice: gpu_plan.Choice, models: list[dict], published: Path | str) -> list[str]:
@@ -659,10 +660,10 @@ from `{' '.join(manifest['config_sources'])}`. From the folder that holds `{fold
 The second call's budget B: what the lease has left (`status`: budget_left_s) less ~40 s for the
 transfers and the give-back, and at most the {COMMAND_LIMIT_S} s a device command may run less ~15 s. About 270 s
 hold a head atlas the deadline cut (~50 s), the probe side by side ({plan.get('probe_side_by_side', 1)} models
-at once: a start-up and 40 steps, at most 100 s) and the probe alone (at most 90 s), each probe's
-measures published before the idle bench takes what is left; with less, the one the published
-sittings measured longest ago comes first (here the probe {plan.get('probe_first', 'crowd').replace('crowd', 'side by side')})
-and the other waits for a later sitting. It must come within the machine's
+at once: a start-up and 40 steps, at most 100 s) and the probe alone (at most 90 s, then its compile
+with what is left, up to 150 s), each probe's measures published before the idle bench takes what
+is left; with less, the one the published sittings ran longest ago comes first (here the probe
+{plan.get('probe_first', 'crowd').replace('crowd', 'side by side')}) and the other waits for a later sitting. It must come within the machine's
 warm time (idle 30 s): a machine given back takes the first call's state with it, and a second call
 there refuses to train anew on a window short of the slice's min_steps. Not both in one device
 command with a fixed budget: the first call alone takes its {plan['sitting']['budget_s']:g} s of the {COMMAND_LIMIT_S}; in

@@ -262,22 +262,35 @@ def measured_compile(published: Path | str = PUBLISHED,
     return newest
 
 
-#: a later call's probes, each by the ``throughput.csv`` column only it fills: the probe side
-#: by side, and the probe alone's compiled phase (what the probe alone measures first, eager,
-#: a sitting of one model's clock measures too)
+#: a later call's probes, each by the ``throughput.csv`` column only it fills (the probe side
+#: by side; the probe alone's compiled phase: its eager figures a sitting of one model's clock
+#: measures too) and by its exit status in the runner's calls (``status-sitting.json``), which
+#: says it ran where it measured nothing (a crowd out of memory, a compile cut)
 PROBE_COLUMNS = {"crowd": "models_probed_side_by_side", "alone": "compile_mode"}
+PROBE_RUNS = {"crowd": "crowd_rc", "alone": "probe_rc"}
+
+
+def _probes_run(folder: Path) -> set[str]:
+    """The probes a published sitting's runner started, by its calls' exit statuses."""
+    try:
+        calls = json.loads((folder / "status-sitting.json").read_text(encoding="utf-8")).get("calls") or []
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {probe for probe, key in PROBE_RUNS.items() if any(isinstance(call, dict) and key in call for call in calls)}
 
 
 def probe_first(published: Path | str = PUBLISHED, tables: list[SpeedTable] | None = None) -> str:
     """Which probe a sitting's later call runs first (``crowd`` or ``alone``): the one the
-    published sittings measured longest ago, or never (neither: ``crowd``, one seed more a
-    sitting for every ready slice). A later call rarely holds both (~190 s of probes and their
-    start-ups), so the one run first every time would be the only one ever measured; taken in
-    turn, each is measured every other sitting."""
+    published sittings ran longest ago, or never (neither: ``crowd``, one seed more a sitting
+    for every ready slice). A later call rarely holds both (~190 s of probes and their
+    start-ups, ~330 s with the compile first), so the one run first every time would be the
+    only one ever measured; taken in turn, each is measured every other sitting (a probe that
+    ran and measured nothing counts as run: one that fails every time does not hold the turn)."""
     newest = {probe: "" for probe in PROBE_COLUMNS}
     for table in speed_tables(published) if tables is None else tables:
+        ran = _probes_run(table.path.parent)
         for probe, column in PROBE_COLUMNS.items():
-            if any((row.get(column) or "").strip() for _, row in table.rows):
+            if probe in ran or any((row.get(column) or "").strip() for _, row in table.rows):
                 newest[probe] = max(newest[probe], table.published)
     return "alone" if newest["alone"] < newest["crowd"] else "crowd"
 

@@ -188,7 +188,9 @@ class Slice:
         figures = self.plan.throughput.get("compiled")
         if self.compile == "off" or not figures or figures["mode"] != self.compile:
             return 1.0
-        return max(self.steps_window_s - figures["compile_s"], 0.0) * figures["speedup"] / self.steps_window_s
+        if self.steps_window_s <= figures["compile_s"]:
+            return 0.0                  # the compile alone outlasts the window
+        return (self.steps_window_s - figures["compile_s"]) * figures["speedup"] / self.steps_window_s
 
     @property
     def steps_in_window(self) -> int:
@@ -197,8 +199,16 @@ class Slice:
         return int(self.steps_window_s / self.seconds_per_step * self.compile_gain)
 
     @property
+    def eager_steps_in_window(self) -> int:
+        """Steps each model reaches in one sitting at eager speed: what the runner checks a
+        window against (its manifest's ``seconds_per_step``), whatever the slice compiles."""
+        return int(self.steps_window_s / self.seconds_per_step)
+
+    @property
     def fits(self) -> bool:
-        return self.steps_in_window >= self.entry["min_steps"]
+        """Its window holds ``min_steps`` at eager speed, as the runner judges it on the GPU
+        machine (a compile's gain would not save a call the runner refuses)."""
+        return self.eager_steps_in_window >= self.entry["min_steps"]
 
 
 def _compile_mode(written: str | bool) -> str:
@@ -690,7 +700,14 @@ def stale_compiled_figures(plan: Plan, measure: CompileMeasured | None) -> list[
     mode. Nothing to check against without a probe that stepped compiled (the compile lines
     say what to do then)."""
     figures = plan.throughput.get("compiled")
-    if measure is None or measure.speedup is None:
+    if measure is None or measure.error is not None:
+        return []
+    if measure.speedup is None:
+        # stopped while compiling: its compile_s is a lower bound, which written figures must reach
+        if figures and figures["mode"] == measure.mode and \
+                figures["compile_s"] < measure.compile_s - max(SPEED_TOLERANCE * measure.compile_s, 5.0):
+            return [f"throughput.compiled: the plan says compile_s {figures['compile_s']:g}; {measure.described()}: "
+                    f"write compile_s {measure.compile_s:.0f} at least"]
         return []
     compiles = any(found.entry["ready"] and found.compile == measure.mode for found in plan.slices)
     measured = f"mode: {measure.mode}, speedup: {measure.speedup:.2f}, compile_s: {measure.compile_s:.0f}"
@@ -867,7 +884,7 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
             raise ConfigError(f"slice {name} is not ready for a sitting: {found.entry.get('pending', '')}".strip(),
                               path=str(plan.path), key="ready")
         if not found.fits:      # the sitting would refuse it on the GPU machine, after the bundle's minutes
-            raise ConfigError(f"slice {name}: {found.steps_in_window} steps in a sitting at the plan's throughput, "
+            raise ConfigError(f"slice {name}: {found.eager_steps_in_window} steps in a sitting at the plan's eager throughput, "
                               f"under its min_steps {found.entry['min_steps']}: lower min_steps or the models side "
                               f"by side", path=str(plan.path), key="min_steps")
         return Choice(found, states.pending[:found.entry["seeds_per_sitting"]], [])
@@ -886,7 +903,7 @@ def choose(plan: Plan, published: Path | str = PUBLISHED, name: str | None = Non
         elif not found.entry["ready"]:
             skipped.append(f"{found.name}: not ready ({found.entry.get('pending', 'see the plan')})")
         elif not found.fits:
-            skipped.append(f"{found.name}: {found.steps_in_window} steps in a sitting, under its "
+            skipped.append(f"{found.name}: {found.eager_steps_in_window} steps in a sitting (eager), under its "
                            f"min_steps {found.entry['min_steps']}")
         elif states.first_pass:
             return Choice(found, states.pending[:found.entry["seeds_per_sitting"]], skipped)

@@ -950,7 +950,9 @@ class Sitting:
             device = self.args.device
             # the probes, and the speed rows that publish them before the bench
             probes = (CROWD_S[device] if self.crowd_size() > 1 else 0) + PROBE_S[device] + SPEED_ROWS_S
-            reserve = next((need for need in (probes + 2 * BENCH_S, probes, PROBE_S[device])
+            # at the least, the time of the probe that goes first
+            lead = CROWD_S[device] if self.crowd_first() else PROBE_S[device]
+            reserve = next((need for need in (probes + 2 * BENCH_S, probes, lead)
                             if self.left() >= need + SUITE_REST_MIN_S), 0)
             rc = self.run("gpu-tests-rest", self.suite_args(), self.left() - reserve,
                           {"HEADLAB_TEST_REPORT": str(self.test_report()), "HEADLAB_TESTS_DONE": str(skip)})
@@ -983,11 +985,16 @@ class Sitting:
         if any(self.probes()):
             self.speed_rows()
 
+    def crowd_first(self) -> bool:
+        """Whether the probe side by side goes before the probe alone: the manifest's
+        ``probe_first`` (the one the published sittings measured longest ago; without it, the
+        probe side by side), where there is a probe side by side at all."""
+        return self.crowd_size() > 1 and (self.manifest.get("slice") or {}).get("probe_first") != "alone"
+
     def probes(self) -> tuple[bool, bool]:
-        """The probe side by side and the probe alone, in the manifest's order
-        (``probe_first``: the one the published sittings measured longest ago; without it, the
-        probe side by side first), the second in what the first leaves; whether each ran."""
-        if (self.manifest.get("slice") or {}).get("probe_first") == "alone":
+        """The probe side by side and the probe alone, in :meth:`crowd_first`'s order, the
+        second in what the first leaves; whether each ran."""
+        if not self.crowd_first():
             alone = self.speed_probe()
             return self.crowd_probe(), alone
         crowd = self.crowd_probe()

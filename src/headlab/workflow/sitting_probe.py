@@ -104,6 +104,8 @@ class ThenCompiled:
         self.eager, self.mode, self.warmup, self.steps = eager, mode, warmup, steps
         self.eager_done, self.model = eager_done, model
         self.compiled = None
+        #: the compile's own call raised this (torch.compile refusing the model or the mode)
+        self.failure: Exception | None = None
         #: Unix time the compile began (the device synchronised first), None: not yet
         self.compile_began: float | None = None
         self.graphs_at_lead: int | None = None
@@ -137,22 +139,29 @@ class ThenCompiled:
             self.compile_began = time.time()
             # a stop from here on ends through `finally`, which says how long it had compiled
             signal.signal(signal.SIGTERM, _stopped)
-            compiled.compile_model(self.model(), self.mode)
+            try:
+                compiled.compile_model(self.model(), self.mode)
+            except Exception as err:
+                # the clock drops a profile that raises and the training goes on eager: the
+                # entry must still say that the compile failed, not that it was cut
+                self.failure = err
+                raise
             self.compiled = ProfileWindow(number + self.warmup + self.steps, 0, lead=self.steps)
         return closed
 
     def result(self, eager_step_ms: float | None, failure: BaseException | None = None) -> dict | None:
         """The ``compiled`` entry: mode, step_ms, compile_s and graphs_in_lead, or (stopped
-        before its timed steps ended) ``cut_s``, the seconds it had compiled, or (``failure``
-        ended it otherwise: the compile, or the compiled model's steps, raised) ``error``, its
+        before its timed steps ended: the runner's SIGTERM, an interrupt) ``cut_s``, the
+        seconds it had compiled, or (an error ended it: ``failure`` out of the training, the
+        compile, or the compiled model's steps, or the compile's own call) ``error``, its
         first line, and ``failed_after_s``; None: never began."""
         if self.compile_began is None:
             return None
         lead = self.compiled.lead_step_ms if self.compiled is not None else None
         if lead is None:
             seconds = round(time.time() - self.compile_began, 1)
-            stopped = isinstance(failure, SystemExit) and failure.code == 128 + signal.SIGTERM
-            if failure is None or stopped:
+            failure = self.failure or failure
+            if not isinstance(failure, Exception):         # none, a stop or an interrupt
                 return {"mode": self.mode, "cut_s": seconds}
             return {"mode": self.mode, "error": error_line(failure), "failed_after_s": seconds}
         warmup_s = self.compiled.lead_window[0] - self.compile_began
