@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from headlab.errors import ConfigError
-from headlab.workflow import gpu_measures, gpu_plan
+from headlab.workflow import gpu_compile, gpu_measures, gpu_plan
 
 SLICE_NAMES = ["A-T1-deep", "C-core-base", "B-base-dhicm", "D-gates-8L", "A-lowres"]
 
@@ -983,13 +983,13 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     shipped = gpu_plan.load()
     assert shipped.compile == "off" and "compile" not in shipped.sitting
     assert gpu_measures.measured_compile(tmp_path) is None
-    assert gpu_plan.compile_line(shipped, None) == (
+    assert gpu_compile.compile_line(shipped, None) == (
         "compile: no published sitting's probe has compiled its model yet; the plan trains eager (sitting.compile off)")
     _compiled_probe(tmp_path, "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", 100.0, 50.0, 60.0)
     measure = gpu_measures.measured_compile(tmp_path)
     assert measure == gpu_measures.CompileMeasured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
                                                    "h100", "default", 100.0, 50.0, 60.0)
-    gains = gpu_plan.compile_gains(shipped, measure)
+    gains = gpu_compile.compile_gains(shipped, measure)
     assert gains == pytest.approx({"A-T1-deep": 360 * 2 / 420, "C-core-base": 330 * 2 / 390,
                                    "B-base-dhicm": 330 * 2 / 390, "D-gates-8L": 112 * 2 / 172,
                                    "A-lowres": 330 * 2 / 390})
@@ -1008,7 +1008,7 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
 
     # the plan set to the measured mode agrees; set to another, or off in YAML's bare spelling
     compiled = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: default\n"))
-    assert compiled.compile == "default" and gpu_plan.stale_compile(compiled, measure) == []
+    assert compiled.compile == "default" and gpu_compile.stale_compile(compiled, measure) == []
     # (and the figures a compiled slice's steps are counted by, which this plan lacks)
     assert gpu_plan.stale_throughput(compiled, tmp_path) == [
         f"throughput.compiled: the plan says nothing, and a ready slice compiles in default; {described}: write "
@@ -1018,7 +1018,7 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
         "one has measured what it buys"]
     other = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n",
                                     "  eval_reserve_s: 110\n  compile: reduce-overhead\n"))
-    assert gpu_plan.stale_compile(other, measure) == [
+    assert gpu_compile.stale_compile(other, measure) == [
         "sitting.compile: the plan says reduce-overhead, and the newest compiled probe "
         "(A-T1-deep/2026-12-01-h100-aaaaaaa) measured default: set default"]
     bare_off = gpu_plan.load(_bad_plan(tmp_path, "  eval_reserve_s: 110\n", "  eval_reserve_s: 110\n  compile: off\n"))
@@ -1029,7 +1029,7 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     compiled_but_d = gpu_plan.load(_plan_with(tmp_path, ("  eval_reserve_s: 110\n",
                                                          "  eval_reserve_s: 110\n  compile: default\n"), d_off))
     assert compiled_but_d.slice("D-gates-8L").compile == "off" and compiled_but_d.slice("A-T1-deep").compile == "default"
-    assert gpu_plan.stale_compile(compiled_but_d, measure) == [
+    assert gpu_compile.stale_compile(compiled_but_d, measure) == [
         f"slices.D-gates-8L.compile: the plan says off; {described}: a sitting's trainings would reach D-gates-8L "
         f"1.30x the steps they reach eager: set default"]
 
@@ -1037,7 +1037,7 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     # 290 x 2 / 390 = 1.49x, D (172 - 100) x 2 / 172 = 0.84x: every slice but D compiles, D eager
     _compiled_probe(tmp_path, "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", 100.0, 50.0, 100.0)
     slower = gpu_measures.measured_compile(tmp_path)
-    assert gpu_plan.compile_gains(shipped, slower) == pytest.approx(
+    assert gpu_compile.compile_gains(shipped, slower) == pytest.approx(
         {"A-T1-deep": 320 * 2 / 420, "C-core-base": 290 * 2 / 390, "B-base-dhicm": 290 * 2 / 390,
          "D-gates-8L": 72 * 2 / 172, "A-lowres": 290 * 2 / 390})
     described = described.replace("12-01-h100-aaaaaaa", "12-02-h100-bbbbbbb").replace("60 s", "100 s")
@@ -1045,11 +1045,11 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
         f"sitting.compile: the plan says off; {described}: a sitting's trainings would reach A-T1-deep 1.52x, "
         f"C-core-base 1.49x, B-base-dhicm 1.49x, A-lowres 1.49x the steps they reach eager: set default, and "
         f"slices.D-gates-8L.compile: off (D-gates-8L 0.84x)"]
-    assert gpu_plan.stale_compile(compiled, slower) == [
+    assert gpu_compile.stale_compile(compiled, slower) == [
         f"slices.D-gates-8L.compile: the plan says default, by sitting.compile; {described}: a sitting's trainings "
         f"would reach D-gates-8L 0.84x the steps they reach eager, under 1.1x: set off"]
-    assert gpu_plan.stale_compile(compiled_but_d, slower) == []
-    assert gpu_plan.compile_line(compiled_but_d, slower) == (
+    assert gpu_compile.stale_compile(compiled_but_d, slower) == []
+    assert gpu_compile.compile_line(compiled_but_d, slower) == (
         f"compile: {described}; a sitting's trainings would reach A-T1-deep 1.52x, C-core-base 1.49x, B-base-dhicm "
         f"1.49x, D-gates-8L 0.84x, A-lowres 1.49x the steps they reach eager: pays in A-T1-deep, C-core-base, "
         f"B-base-dhicm, A-lowres, not in D-gates-8L; the plan trains A-T1-deep, C-core-base, B-base-dhicm, A-lowres "
@@ -1058,14 +1058,14 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     # mode: compiled only in A's 420 s, the others on their own key
     only_a = gpu_measures.CompileMeasured("A-T1-deep/x", "2026-12-02 11:00:00 UTC", "h100", "default", 100.0, 80.0,
                                           50.0)
-    assert gpu_plan.compile_wanted(shipped, only_a) == {"A-T1-deep": "default", "C-core-base": "off",
+    assert gpu_compile.compile_wanted(shipped, only_a) == {"A-T1-deep": "default", "C-core-base": "off",
                                                         "B-base-dhicm": "off", "D-gates-8L": "off", "A-lowres": "off"}
-    assert gpu_plan.stale_compile(compiled, only_a) == [
+    assert gpu_compile.stale_compile(compiled, only_a) == [
         "sitting.compile: the plan says default; the sitting A-T1-deep/x's probe ran its model compiled (default) "
         "1.25x as fast as eager (80 against 100 ms a step alone) after 50 s of compile: a sitting's trainings would "
         "reach C-core-base 1.09x, B-base-dhicm 1.09x, D-gates-8L 0.89x, A-lowres 1.09x the steps they reach eager, "
         "under 1.1x: set off, and slices.A-T1-deep.compile: default (A-T1-deep 1.10x)"]
-    assert gpu_plan.stale_compile(shipped, only_a) == [
+    assert gpu_compile.stale_compile(shipped, only_a) == [
         "slices.A-T1-deep.compile: the plan says off, by sitting.compile; the sitting A-T1-deep/x's probe ran its "
         "model compiled (default) 1.25x as fast as eager (80 against 100 ms a step alone) after 50 s of compile: a "
         "sitting's trainings would reach A-T1-deep 1.10x the steps they reach eager: set default"]
@@ -1075,20 +1075,20 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     _compiled_probe(tmp_path, "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", 100.0, "", 150.0)
     cut = gpu_measures.measured_compile(tmp_path)
     assert cut.speedup is None and cut.steps_gain(420) is None and cut.steps_gain(150) == 0.0
-    assert gpu_plan.compile_pays(gpu_plan.compile_gains(shipped, cut)) is None
-    assert gpu_plan.stale_compile(compiled, cut) == [
+    assert gpu_compile.compile_pays(gpu_compile.compile_gains(shipped, cut)) is None
+    assert gpu_compile.stale_compile(compiled, cut) == [
         "sitting.compile: the plan says default; the sitting A-T1-deep/2026-12-03-h100-ccccccc's probe was stopped "
         "after 150 s compiling its model (default): whether it pays is not known: set off"]
     # after 200 s: D's 172 s cannot pay, the others' windows are not known to
     cut_200 = gpu_measures.CompileMeasured("A-T1-deep/y", "2026-12-03 11:00:00 UTC", "h100", "default", 100.0, None,
                                            200.0)
-    assert gpu_plan.compile_line(shipped, cut_200) == (
+    assert gpu_compile.compile_line(shipped, cut_200) == (
         "compile: the sitting A-T1-deep/y's probe was stopped after 200 s compiling its model (default); a sitting's "
         "trainings would reach A-T1-deep ?, C-core-base ?, B-base-dhicm ?, D-gates-8L 0.00x, A-lowres ? the steps "
         "they reach eager: not in D-gates-8L, not known in A-T1-deep, C-core-base, B-base-dhicm, A-lowres; the plan "
         "trains eager (sitting.compile off)")
     _compiled_probe(tmp_path, "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", 100.0, "", 500.0)
-    assert set(gpu_plan.compile_gains(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {0.0}
+    assert set(gpu_compile.compile_gains(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {0.0}
 
     # a compile that failed: never pays, whatever the windows; it is the sitting's measure over
     # a model of the same sitting that compiled
@@ -1099,13 +1099,13 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
                         "compile_error": "RuntimeError: backend='inductor' raised:"}})
     failed = gpu_measures.measured_compile(tmp_path)
     assert failed.error == "RuntimeError: backend='inductor' raised:" and failed.speedup is None
-    assert set(gpu_plan.compile_gains(shipped, failed).values()) == {0.0}
+    assert set(gpu_compile.compile_gains(shipped, failed).values()) == {0.0}
     failure = ("the sitting A-T1-deep/2026-12-04-h100-fffffff's probe failed to compile its model (default): "
                "RuntimeError: backend='inductor' raised:")
-    assert gpu_plan.stale_compile(shipped, failed) == []
-    assert gpu_plan.stale_compile(compiled, failed) == [
+    assert gpu_compile.stale_compile(shipped, failed) == []
+    assert gpu_compile.stale_compile(compiled, failed) == [
         f"sitting.compile: the plan says default; {failure}: a compiled training would stop there: set off"]
-    assert gpu_plan.compile_line(shipped, failed) == (
+    assert gpu_compile.compile_line(shipped, failed) == (
         f"compile: {failure}: a compiled training would stop there; the plan trains eager (sitting.compile off)")
 
     # a compile time that is no number: one line naming its file, line and column
@@ -1127,19 +1127,19 @@ def test_a_compile_key_that_decides_no_ready_slice_still_names_a_measured_mode()
         return gpu_plan.Plan({**shipped.data, "slices": slices}, shipped.path)
 
     resting = plan_with(**{"A-lowres": {"ready": False, "compile": "reduce-overhead"}})
-    assert gpu_plan.stale_compile(resting, None) == [
+    assert gpu_compile.stale_compile(resting, None) == [
         "slices.A-lowres.compile: the plan says reduce-overhead, and no published sitting's probe has compiled its "
         "model: off until one has measured what it buys"]
-    assert gpu_plan.stale_compile(resting, measure)[-1] == (
+    assert gpu_compile.stale_compile(resting, measure)[-1] == (
         "slices.A-lowres.compile: the plan says reduce-overhead, and the newest compiled probe (A-T1-deep/x) "
         "measured default: set off")
     assert not any(line.startswith("slices.A-lowres") for line in
-                   gpu_plan.stale_compile(plan_with(**{"A-lowres": {"ready": False, "compile": "default"}}), measure))
+                   gpu_compile.stale_compile(plan_with(**{"A-lowres": {"ready": False, "compile": "default"}}), measure))
     # every ready slice on its own key (each as the probe wants it): sitting.compile decides none
     own = plan_with(**{entry["name"]: {"compile": "default"} for entry in shipped.data["slices"]})
-    assert gpu_plan.stale_compile(own, measure) == []
+    assert gpu_compile.stale_compile(own, measure) == []
     other = gpu_plan.Plan({**own.data, "sitting": {**own.sitting, "compile": "max-autotune-no-cudagraphs"}}, own.path)
-    assert gpu_plan.stale_compile(other, measure) == [
+    assert gpu_compile.stale_compile(other, measure) == [
         "sitting.compile: the plan says max-autotune-no-cudagraphs, and the newest compiled probe (A-T1-deep/x) "
         "measured default: set off"]
 
@@ -1172,28 +1172,28 @@ def test_a_compiled_slice_reaches_the_steps_the_plans_compiled_figures_give_and_
     # the figures against the newest compiled probe (2x after 60 s)
     _compiled_probe(published, "2026-12-01-h100-bbbbbbb", "2026-12-01 10:00:00 UTC", 100.0, 50.0, 60.0)
     measure = gpu_measures.measured_compile(published)
-    assert gpu_plan.stale_compiled_figures(plan, measure) == []
+    assert gpu_compile.stale_compiled_figures(plan, measure) == []
     lacking = gpu_plan.load(_plan_with(tmp_path, sitting, d_off))
     described = ("the sitting A-T1-deep/2026-12-01-h100-bbbbbbb's probe ran its model compiled (default) 2.00x as "
                  "fast as eager (50 against 100 ms a step alone) after 60 s of compile")
-    assert gpu_plan.stale_compiled_figures(lacking, measure) == [
+    assert gpu_compile.stale_compiled_figures(lacking, measure) == [
         f"throughput.compiled: the plan says nothing, and a ready slice compiles in default; {described}: write "
         f"{{mode: default, speedup: 2.00, compile_s: 60}}"]
-    assert gpu_plan.stale_compiled_figures(shipped, measure) == []        # nothing compiles: nothing to write
+    assert gpu_compile.stale_compiled_figures(shipped, measure) == []        # nothing compiles: nothing to write
     slower = gpu_plan.load(_plan_with(tmp_path, (compiled_figures[0], compiled_figures[1].replace("2.0", "1.7")),
                                       sitting, d_off))
-    assert gpu_plan.stale_compiled_figures(slower, measure) == [
+    assert gpu_compile.stale_compiled_figures(slower, measure) == [
         f"throughput.compiled: the plan says {{mode: default, speedup: 1.7, compile_s: 60}}; {described}: write "
         f"{{mode: default, speedup: 2.00, compile_s: 60}}"]
     assert gpu_plan.stale_throughput(slower, published)[-1].startswith("throughput.compiled: ")
     # a probe stopped after 150 s compiling: 60 s written is under that lower bound; 140 s is within 10%
     cut = gpu_measures.CompileMeasured("A-T1-deep/z", "2026-12-02 10:00:00 UTC", "h100", "default", 100.0, None, 150.0)
-    assert gpu_plan.stale_compiled_figures(plan, cut) == [
+    assert gpu_compile.stale_compiled_figures(plan, cut) == [
         "throughput.compiled: the plan says compile_s 60; the sitting A-T1-deep/z's probe was stopped after 150 s "
         "compiling its model (default): write compile_s 150 at least"]
     within = gpu_plan.load(_plan_with(tmp_path, (compiled_figures[0], compiled_figures[1].replace("60", "140")),
                                       sitting, d_off))
-    assert gpu_plan.stale_compiled_figures(within, cut) == []
+    assert gpu_compile.stale_compiled_figures(within, cut) == []
     # a compile longer than the window: no steps compiled; whether it fits is judged eager, as the runner does
     long = gpu_plan.load(_plan_with(tmp_path, (compiled_figures[0], compiled_figures[1].replace("60", "500")),
                                     sitting, d_off))

@@ -25,9 +25,9 @@ which of them a sitting trains next, read from what ``results/published/`` alrea
   seed's state, are never read from figures a later sitting measured otherwise; and where
   a slice's evaluation reserve is short of what the newest sitting's evaluation took a row,
   times the rows the slice scores (:func:`headlab.workflow.gpu_measures.measured_evaluation`);
-  and where the plan's ``sitting.compile`` or a slice's ``compile`` is off the newest
-  compiled probe (:func:`stale_compile`: off where compiling a sitting's trainings would buy
-  them at least 10% more steps, or a mode that buys them less).
+  and where the plan's ``sitting.compile``, a slice's ``compile`` or ``throughput.compiled``
+  is off the newest compiled probe (:mod:`headlab.workflow.gpu_compile`: off where compiling
+  a sitting's trainings would buy them at least 10% more steps, or a mode that buys them less).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from headlab.errors import ConfigError, DataError, HeadlabError
 from headlab.studies.published import AVERAGED as TRAINED
 from headlab.studies.published import COLUMNS as RENDERED_COLUMNS
 from headlab.studies.published import LATER_COLUMNS
-from headlab.workflow.gpu_measures import (PUBLISHED, CompileMeasured, EvaluationMeasured, Measured, SpeedTable,
+from headlab.workflow.gpu_measures import (PUBLISHED, EvaluationMeasured, Measured, SpeedTable,
                                            cell_number, measured_compile, measured_evaluation, measured_speed,
                                            side_track_line, sitting_time, speed_tables)
 from headlab.workflow.slice_check import check_trainings
@@ -650,7 +650,7 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
     each number of models side by side measured, and the start-up of the newest sitting of
     all; each slice's evaluation reserve short of the newest sitting's rate; and
     ``sitting.compile`` or a slice's ``compile`` where the newest compiled probe says otherwise
-    (:func:`stale_compile`).
+    (:func:`headlab.workflow.gpu_compile.stale_compile`).
     Empty: the plan agrees with what the sittings measured (or none measured its clock).
     The newest sitting is the best guess of the next one, whatever its GPU: each line names
     a GPU other than the plan's. ``measured``, ``evaluation``, ``tables``: already read
@@ -689,164 +689,11 @@ def stale_throughput(plan: Plan, published: Path | str = PUBLISHED, measured: di
             lines.append(f"{key}: {found.name} keeps {found.eval_reserve_s:g} s to score its {found.evaluations} rows, "
                          f"~{need:.0f} s with the margins kept back from its translations, at the rate of "
                          f"{evaluation.described()}")
+    from headlab.workflow.gpu_compile import stale_compile, stale_compiled_figures
+
     measure = measured_compile(published, tables)
     return lines + stale_compile(plan, measure) + stale_compiled_figures(plan, measure)
 
-
-def stale_compiled_figures(plan: Plan, measure: CompileMeasured | None) -> list[str]:
-    """A line where the plan's ``throughput.compiled`` (the steps a compiled slice's sitting
-    reaches) is further than :data:`SPEED_TOLERANCE` (or 5 s of compile) from the newest
-    compiled probe, or in another mode, or absent while a ready slice compiles in the probe's
-    mode. Nothing to check against without a probe that stepped compiled (the compile lines
-    say what to do then)."""
-    figures = plan.throughput.get("compiled")
-    if measure is None or measure.error is not None:
-        return []
-    if measure.speedup is None:
-        # stopped while compiling: its compile_s is a lower bound, which written figures must reach
-        if figures and figures["mode"] == measure.mode and \
-                figures["compile_s"] < measure.compile_s - max(SPEED_TOLERANCE * measure.compile_s, 5.0):
-            return [f"throughput.compiled: the plan says compile_s {figures['compile_s']:g}; {measure.described()}: "
-                    f"write compile_s {measure.compile_s:.0f} at least"]
-        return []
-    compiles = any(found.entry["ready"] and found.compile == measure.mode for found in plan.slices)
-    measured = f"mode: {measure.mode}, speedup: {measure.speedup:.2f}, compile_s: {measure.compile_s:.0f}"
-    if figures is None:
-        return [f"throughput.compiled: the plan says nothing, and a ready slice compiles in {measure.mode}; "
-                f"{measure.described()}: write {{{measured}}}"] if compiles else []
-    off = (figures["mode"] != measure.mode
-           or abs(figures["speedup"] - measure.speedup) > SPEED_TOLERANCE * measure.speedup
-           or abs(figures["compile_s"] - measure.compile_s) > max(SPEED_TOLERANCE * measure.compile_s, 5.0))
-    if not off:
-        return []
-    written = f"mode: {figures['mode']}, speedup: {figures['speedup']:g}, compile_s: {figures['compile_s']:g}"
-    return [f"throughput.compiled: the plan says {{{written}}}; {measure.described()}: write {{{measured}}}"]
-
-
-def compile_gains(plan: Plan, measure: CompileMeasured) -> dict[str, float | None]:
-    """Ready slice -> the steps its trainings would reach compiled over those they reach
-    eager in one sitting (:meth:`CompileMeasured.steps_gain` over :attr:`Slice.steps_window_s`:
-    the compile falls inside the window, after the first batch)."""
-    return {found.name: measure.steps_gain(found.steps_window_s) for found in plan.slices if found.entry["ready"]}
-
-
-def compile_pays(gains: dict[str, float | None]) -> bool | None:
-    """Whether compiling pays in each of these slices' sittings: at least :data:`RERUN_MIN_GAIN`
-    times the steps (what a rerun must add too; under it, a compile's risks buy too little).
-    None: not known (a probe stopped while compiling, before a window would have run out)."""
-    if not gains or any(gain is None for gain in gains.values()):
-        return None
-    return all(gain >= RERUN_MIN_GAIN for gain in gains.values())
-
-
-def compile_wanted(plan: Plan, measure: CompileMeasured | None) -> dict[str, str]:
-    """Ready slice -> the ``-compile`` the newest compiled probe says its sitting should train
-    with: the probe's mode where it pays in that slice's window, else off (no probe, or not
-    known to pay: a mode is set only where a measure says it pays)."""
-    if measure is None:
-        return {found.name: "off" for found in plan.slices if found.entry["ready"]}
-    return {name: measure.mode if compile_pays({name: gain}) else "off"
-            for name, gain in compile_gains(plan, measure).items()}
-
-
-def _gains_text(gains: dict[str, float | None]) -> str:
-    return ", ".join(f"{name} {'?' if gain is None else f'{gain:.2f}x'}" for name, gain in gains.items())
-
-
-def _compile_line(key: str, mode: str, measure: CompileMeasured | None, gains: dict[str, float | None],
-                  wanted: str, inherited: bool = False) -> str:
-    """One ``throughput stale`` line: the plan's ``key`` says ``mode`` (``inherited``: by
-    ``sitting.compile``, the key itself absent) where the measure says ``wanted`` (``gains``:
-    the slices the key decides)."""
-    said = f"{mode}, by sitting.compile" if inherited else mode
-    if measure is None:
-        return (f"{key}: the plan says {said}, and no published sitting's probe has compiled its model: "
-                f"off until one has measured what it buys")
-    if mode not in ("off", measure.mode):
-        return f"{key}: the plan says {said}, and the newest compiled probe ({measure.sitting}) measured " \
-               f"{measure.mode}: set {wanted}"
-    if measure.error is not None:
-        verdict = "a compiled training would stop there"
-    elif all(gain is None for gain in gains.values()):
-        verdict = "whether it pays is not known"
-    else:
-        verdict = f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager"
-        if wanted == "off":
-            verdict += f", under {RERUN_MIN_GAIN:g}x" + (" or not known" if None in gains.values() else "")
-    return f"{key}: the plan says {said}; {measure.described()}: {verdict}: set {wanted}"
-
-
-def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
-    """A line for each key of the plan whose ``-compile`` disagrees with the newest sitting's
-    compiled probe in a ready slice's window (:func:`compile_wanted`): off where compiling pays,
-    a mode that no probe measured as the newest, or one that does not pay or is not known to.
-    ``sitting.compile`` is judged by the slices without their own ``compile``, and should say
-    what most of them want (a tie: off); a line on it names the slices' keys that must then say
-    otherwise, and a slice wanting other than ``sitting.compile`` says gets a line of its own.
-    The plan's ``seconds_per_step`` are eager ones (:func:`measured_speed` leaves compiled
-    trainings' clocks out); a compiled slice's steps are counted by ``throughput.compiled``
-    (:attr:`Slice.compile_gain`, checked by :func:`stale_compiled_figures`)."""
-    wanted = compile_wanted(plan, measure)
-    gains = compile_gains(plan, measure) if measure is not None else {name: None for name in wanted}
-    ready = [found for found in plan.slices if found.entry["ready"]]
-    lines = [_compile_line(found.compile_key, found.compile, measure, {found.name: gains[found.name]},
-                           wanted[found.name])
-             for found in ready if "compile" in found.entry and found.compile != wanted[found.name]]
-    inheriting = [found for found in ready if "compile" not in found.entry]
-    modes = [wanted[found.name] for found in inheriting]
-    # the mode most of them want (a tie: off, the mode nothing has to pay back)
-    most = max(dict.fromkeys(modes), key=lambda mode: (modes.count(mode), mode == "off"), default=plan.compile)
-    if most != plan.compile:
-        # the gains of the slices it decides; those that want otherwise are named after it
-        line = _compile_line("sitting.compile", plan.compile, measure,
-                             {found.name: gains[found.name] for found in inheriting if wanted[found.name] == most}, most)
-        lines.append(line + "".join(f", and slices.{found.name}.compile: {wanted[found.name]} "
-                                    f"({_gains_text({found.name: gains[found.name]})})"
-                                    for found in inheriting if wanted[found.name] != most))
-    else:
-        lines += [_compile_line(f"slices.{found.name}.compile", plan.compile, measure,
-                                {found.name: gains[found.name]}, wanted[found.name], inherited=True)
-                  for found in inheriting if wanted[found.name] != plan.compile]
-    # a key that decides no ready slice (a slice not ready, sitting.compile where every ready
-    # slice has its own) is not weighed; a mode on it is still one a probe must have measured
-    idle = [(found.compile_key, found.compile) for found in plan.slices if not found.entry["ready"]
-            and "compile" in found.entry] + ([] if inheriting else [("sitting.compile", plan.compile)])
-    lines += [_compile_line(key, mode, measure, {}, "off") for key, mode in idle
-              if mode != "off" and (measure is None or measure.mode != mode)]
-    return lines
-
-
-def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
-    """The queue's line on compiled trainings: the newest measure, what it buys each ready
-    slice's sitting and how the plan trains them."""
-    ready = [found for found in plan.slices if found.entry["ready"]]
-    trained: dict[str, list[str]] = {}
-    for found in ready:
-        trained.setdefault(found.compile, []).append(found.name)
-
-    def how(mode: str) -> str:
-        return "eager" if mode == "off" else f"compiled ({mode})"
-
-    if all("compile" not in found.entry for found in ready):
-        trains = "eager (sitting.compile off)" if plan.compile == "off" else how(plan.compile)
-    else:
-        trains = "; ".join(f"{', '.join(names)} {how(mode)}" for mode, names in trained.items())
-    if measure is None:
-        return f"compile: no published sitting's probe has compiled its model yet; the plan trains {trains}"
-    if measure.error is not None:
-        return f"compile: {measure.described()}: a compiled training would stop there; the plan trains {trains}"
-    gains = compile_gains(plan, measure)
-    # each slice's verdict: pays (True), not (False), not known (None: a probe stopped while compiling)
-    verdicts = {name: compile_pays({name: gain}) for name, gain in gains.items()}
-    if len(set(verdicts.values())) <= 1:
-        verdict = {True: "pays", False: f"does not pay (under {RERUN_MIN_GAIN:g}x)",
-                   None: "not known to pay"}[next(iter(verdicts.values()), None)]
-    else:
-        verdict = ", ".join(f"{label} {', '.join(name for name, said in verdicts.items() if said is value)}"
-                            for value, label in ((True, "pays in"), (False, "not in"), (None, "not known in"))
-                            if value in verdicts.values())
-    return (f"compile: {measure.described()}; a sitting's trainings would reach {_gains_text(gains)} the steps they "
-            f"reach eager: {verdict}; the plan trains {trains}")
 
 
 
@@ -1072,6 +919,8 @@ def _queue(args) -> int:
     tables = speed_tables(args.published)
     print(_throughput_line(plan, args.published, evaluation, tables))
     print(side_track_line(args.published, tables))
+    from headlab.workflow.gpu_compile import compile_line
+
     print(compile_line(plan, measured_compile(args.published, tables)))
     print(_evaluation_line(plan, evaluation))
     print(more_seeds_line(plan))

@@ -1084,7 +1084,7 @@ def main(argv=None) -> int:
                              "and a client connects, else without (throughput.csv's mps column says which)")
     # by default the GPU plan's (the slice's compile, else sitting.compile), off until a
     # sitting's probe alone has measured that compiling pays (throughput.csv:
-    # step_ms_alone_compiled, compile_s; gpu_plan's stale_compile); not in any recipe (the
+    # step_ms_alone_compiled, compile_s; gpu_compile.stale_compile); not in any recipe (the
     # same function)
     parser.add_argument("--compile", choices=TRAIN_COMPILE_MODES, default=None,
                         help="the trainings' -compile (headlab train; default: the GPU plan's, the slice's compile "

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from headlab.errors import DataError, HeadlabError
 from headlab.io import ARCHIVE_ERRORS, archive_problem, read_to_the_end
-from headlab.workflow import gpu_measures, gpu_plan
+from headlab.workflow import gpu_compile, gpu_measures, gpu_plan
 
 #: a publication's place in the tarball (and in the checkout): results/published/<slice>/<sitting>/
 PREFIX = ("results", "published")
@@ -242,7 +242,7 @@ def receive(tarball: Path | str, published: Path | str = gpu_plan.PUBLISHED, rep
     for line in gpu_plan.stale_throughput(plan, published, tables=tables):
         print(f"  throughput stale: {line}")
     # what the probe's compiled model says of the next sitting, stale or not
-    print(f"  {gpu_plan.compile_line(plan, gpu_measures.measured_compile(published, tables))}")
+    print(f"  {gpu_compile.compile_line(plan, gpu_measures.measured_compile(published, tables))}")
     print(f"  commit: git add {target} {target.parent / 'learning_curves.png'} {published / 'throughput.csv'}")
     return target
 
