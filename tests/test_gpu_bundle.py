@@ -19,6 +19,7 @@ import gzip
 import io
 import re
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -1114,10 +1115,12 @@ def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int |
     (tmp_path / "pub" / "rows.csv").write_text("model\n8L\n")
     clock = {"left": left}
     ran, commands, mps = [], {}, []
+    runner.envs = {}
 
     def run(name, cmd, timeout, extra_env=None):
         ran.append((name, round(timeout)))
         commands[name] = cmd
+        runner.envs[name] = extra_env or {}
         clock["left"] -= min(timeout, 20.0) if name == "gpu-tests-rest" else timeout
         return 0
 
@@ -1157,10 +1160,52 @@ def test_a_later_call_probes_side_by_side_then_alone_before_the_idle_bench(first
     assert mps == [("start", "crowd_mps"), ("stop", "crowd_mps")] and runner.call["crowd_side_by_side"] == 8
     alone = commands["probe"]
     assert alone[alone.index("--compile"):alone.index("--") + 1] == ["--compile", "default", "--"]
+    # the crowd's 8 copies each their share of the cores; the probe alone compiles with the
+    # workers one training of the slice's first stage (the parent alone) has beside the runner
+    share = {8: str(max(1, os.cpu_count() // 9)), 1: str(max(1, os.cpu_count() // 2))}
+    assert runner.envs["probe-side-by-side"] == {"OMP_NUM_THREADS": share[8], "MKL_NUM_THREADS": share[8],
+                                                 "TORCHINDUCTOR_COMPILE_THREADS": share[8]}
+    assert runner.envs["probe"] == {"TORCHINDUCTOR_COMPILE_THREADS": share[1]}
+    assert runner.call["probe_compile_threads"] == int(share[1])
     # a long call: the probe and its compile end within their 240 s; the idle bench gets the rest
     _, ran, _, _ = _later_call(tmp_path / "long", 500.0, 0)
     assert ran == [("probe-side-by-side", 100), ("probe", 240), ("speed-rows", 15), ("bench-idle-fused", 60),
                    ("bench-idle-blocked", 60), ("speed-rows", 25)]
+
+
+def test_trainings_side_by_side_share_the_cores_for_their_math_and_their_compile_workers(tmp_path, monkeypatch):
+    """Three trainings on 16 cores: 4 threads each (one share kept for the runner), for
+    their math and for inductor's compile workers, which would otherwise start one per core
+    in each compiling training (48 processes holding torch); the CUDA suite beside them
+    compiles with as many workers as one of them; one alone on 2 cores: 1."""
+    runner = object.__new__(gpu_runner.Sitting)
+    runner.src, runner.procs = tmp_path, {}
+    names = ["8L", "7Ftoken+1L", "8Ftoken"]
+    runner.prepared = lambda: [{"name": name, "dir": name} for name in names]
+    runner.train_args = lambda model: ["train", model["name"]]
+    started = {}
+
+    def start(name, cmd, log, extra_env=None):
+        started[name] = extra_env
+        runner.procs[name] = subprocess.Popen(["true"])
+        runner.procs[name].wait()
+        return runner.procs[name]
+
+    runner.start, runner.stop = start, (lambda name: None)
+    runner.elapsed = lambda: 0.0
+    monkeypatch.setattr(gpu_runner.os, "cpu_count", lambda: 16)
+    assert runner.train_stage(names, 100.0, iter(())) == dict.fromkeys(names, 0)
+    assert started == dict.fromkeys(names, {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4",
+                                            "TORCHINDUCTOR_COMPILE_THREADS": "4"})
+    # the CUDA suite beside them compiles its compiled cases with one training's workers
+    runner.manifest, runner.logs, runner.call = {"models": [{"name": name} for name in names]}, tmp_path, {}
+    runner.test_report, runner.suite_args = (lambda: tmp_path / "report.jsonl"), (lambda: ["pytest"])
+    runner.bench_args = lambda name: ["bench", name]
+    next(runner.side_track(100.0))
+    assert started["gpu-tests"] == {"HEADLAB_TEST_REPORT": str(tmp_path / "report.jsonl"),
+                                    "TORCHINDUCTOR_COMPILE_THREADS": "4"}
+    monkeypatch.setattr(gpu_runner.os, "cpu_count", lambda: 2)
+    assert gpu_runner.cores_each(1)["TORCHINDUCTOR_COMPILE_THREADS"] == "1" == gpu_runner.cores_each(3)["OMP_NUM_THREADS"]
 
 
 def test_a_rehearsals_later_call_runs_both_probes_sized_for_two_cores(tmp_path):

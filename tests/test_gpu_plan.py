@@ -4,6 +4,7 @@ trees (each sitting a folder ``<slice>/<sitting>/`` with the contract's ``rows.c
 from __future__ import annotations
 
 import csv
+import shutil
 import re
 from pathlib import Path
 
@@ -964,12 +965,27 @@ def test_a_bundle_says_when_it_trains_by_another_recipe_than_the_published_seeds
 
 
 def _compiled_probe(root: Path, sitting: str, created: str, eager_ms: float, compiled_ms: float | str,
-                    compile_s: float | str, mode: str = "default") -> Path:
+                    compile_s: float | str, mode: str = "default", suite: dict[str, str] | None = None) -> Path:
     """A sitting of A-T1-deep whose clock agrees with the plan (three side by side at 130 ms,
-    55 s to the first batch) and whose probe alone ran 8L eager, then compiled."""
-    return _clock(root, "A-T1-deep", sitting, created, {"8L": 130.0, "7Ftoken+1L": 130.0, "8Ftoken": 130.0}, 55,
-                  {"8L": {"step_ms_alone": eager_ms, "compile_mode": mode, "step_ms_alone_compiled": compiled_ms,
-                          "compile_s": compile_s}})
+    55 s to the first batch), whose probe alone ran 8L eager, then compiled, and whose CUDA
+    suite passed its compiled cases (``suite``: case -> outcome, as its cuda-suite.csv has
+    them; empty: no such file)."""
+    table = _clock(root, "A-T1-deep", sitting, created, {"8L": 130.0, "7Ftoken+1L": 130.0, "8Ftoken": 130.0}, 55,
+                   {"8L": {"step_ms_alone": eager_ms, "compile_mode": mode, "step_ms_alone_compiled": compiled_ms,
+                           "compile_s": compile_s}})
+    outcomes = dict.fromkeys(gpu_measures.COMPILED_CASES, "passed") if suite is None else suite
+    if outcomes:
+        _suite(table.parent, outcomes)
+    return table
+
+
+def _suite(folder: Path, outcomes: dict[str, str]) -> None:
+    """A sitting's cuda-suite.csv: a test of another case first, then ``outcomes``."""
+    with open(folder / "cuda-suite.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["test", "outcome", "when"])
+        writer.writerow(["tests/gpu/test_gpu.py::test_layer_matches_cpu[cuda-enc-8L--fp32]", "passed", "call"])
+        writer.writerows([test, outcome, "call"] for test, outcome in outcomes.items())
 
 
 def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_slices_window(tmp_path, capsys):
@@ -1113,6 +1129,74 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     with pytest.raises(DataError) as caught:
         gpu_measures.measured_compile(tmp_path)
     assert str(caught.value) == f"{table}:2: [compile_s] compile_s 'soon' is not a number"
+
+
+def test_no_slice_compiles_until_the_cuda_suite_shows_a_compiled_model_training_as_the_eager_one(tmp_path, capsys):
+    """A probe 2x as fast after 60 s of compile pays in every window (1.30-1.71x), but a
+    sitting trains compiled only once the newest run of each of the CUDA suite's compiled
+    cases (fixed, learned, syntax kinds in fp16: inductor against eager on the GPU) passed:
+    until one has run them, or where the newest run of one failed, every slice is off, and
+    a plan that compiles is told why."""
+    shipped = gpu_plan.load()
+    compiled = gpu_plan.Plan({**shipped.data, "sitting": {**shipped.sitting, "compile": "default"}}, shipped.path)
+    fixed, learned, syntax = gpu_measures.COMPILED_CASES
+    assert fixed.endswith("::test_the_compiled_model_trains_as_the_eager_one[cuda-fixed-fp16]")
+    # the published sittings ran a CUDA suite without these cases
+    shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
+    _compiled_probe(tmp_path, "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", 100.0, 50.0, 60.0, suite={})
+    measure = gpu_measures.measured_compile(tmp_path)
+    never = (f"no published sitting's CUDA suite has run [cuda-fixed-fp16], [cuda-learned-fp16], "
+             f"[cuda-syntax-fp16] of {gpu_measures.COMPILED_TEST} (a compiled model against the eager one on the GPU)")
+    assert measure.speedup == 2.0 and measure.unproven == never
+    assert set(gpu_compile.compile_wanted(shipped, measure).values()) == {"off"}
+    assert gpu_compile.stale_compile(shipped, measure) == []          # off, as it should be
+    described = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa's probe ran its model compiled (default) 2.00x as "
+                 "fast as eager (50 against 100 ms a step alone) after 60 s of compile")
+    gains = ("A-T1-deep 1.71x, C-core-base 1.69x, B-base-dhicm 1.69x, D-gates-8L 1.30x, A-lowres 1.69x the steps "
+             "they reach eager")
+    assert gpu_compile.stale_compile(compiled, measure) == [
+        f"sitting.compile: the plan says default; {described}: a sitting's trainings would reach {gains}, but "
+        f"{never}: set off"]
+    assert gpu_compile.compile_line(shipped, measure) == (
+        f"compile: {described}; a sitting's trainings would reach {gains}: pays, but {never}; the plan trains "
+        f"eager (sitting.compile off)")
+
+    # a later sitting ran two of them: the third is still missing
+    _suite(tmp_path / "A-T1-deep" / "2026-12-01-h100-aaaaaaa", {fixed: "passed", learned: "passed"})
+    assert gpu_measures.compiled_unproven(tmp_path) == (
+        f"no published sitting's CUDA suite has run [cuda-syntax-fp16] of {gpu_measures.COMPILED_TEST} (a compiled "
+        f"model against the eager one on the GPU)")
+    # all three passed in a newer sitting: the probe decides
+    _compiled_probe(tmp_path, "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", 100.0, 50.0, 60.0)
+    assert gpu_measures.compiled_unproven(tmp_path) is None
+    assert set(gpu_compile.compile_wanted(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {"default"}
+    # the newest run of syntax failed (and learned was skipped), though an older one passed
+    _compiled_probe(tmp_path, "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", 100.0, 50.0, 60.0,
+                    suite={fixed: "passed", learned: "skipped", syntax: "failed"})
+    failed = gpu_measures.measured_compile(tmp_path)
+    assert failed.unproven == (
+        "the CUDA suite's [cuda-learned-fp16] skipped in A-T1-deep/2026-12-03-h100-ccccccc; the CUDA suite's "
+        "[cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: a compiled model trains another function "
+        "there")
+    assert set(gpu_compile.compile_wanted(shipped, failed).values()) == {"off"}
+    assert gpu_compile.stale_compile(compiled, failed)[0].endswith(f"but {failed.unproven}: set off")
+    assert gpu_plan.main(["--published", str(tmp_path)]) == 0
+    assert f"pays, but {failed.unproven}; the plan trains eager (sitting.compile off)" in capsys.readouterr().out
+
+
+def test_the_compiled_cases_the_plan_reads_are_those_the_cuda_suite_runs():
+    """gpu_measures.COMPILED_CASES names the CUDA suite's compiled cases as a sitting's
+    cuda-suite.csv will: a case renamed, added or dropped in tests/gpu/test_gpu.py without it
+    would leave every compiled sitting off, or judged by fewer cases."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                             "tests/gpu/test_gpu.py", "-k", "test_the_compiled_model_trains_as_the_eager_one"],
+                            cwd=gpu_plan.PUBLISHED.parents[1], capture_output=True, text=True, timeout=300)
+    collected = [line for line in result.stdout.splitlines() if "::" in line]
+    assert result.returncode == 0 and len(collected) == 4
+    assert [line for line in collected if "[cuda-" in line] == list(gpu_measures.COMPILED_CASES)
 
 
 def test_a_compile_key_that_decides_no_ready_slice_still_names_a_measured_mode():

@@ -3,7 +3,8 @@
 trainings").
 
 - :func:`compile_gains`: the steps each ready slice's trainings would reach compiled over
-  eager in one sitting; :func:`compile_wanted`: the mode each should train with;
+  eager in one sitting; :func:`compile_wanted`: the mode each should train with (none until
+  the CUDA suite has shown a compiled model training as the eager one);
 - :func:`stale_compile`: a ``throughput stale`` line for each compile key of the plan
   (``sitting.compile``, a slice's ``compile``) that says otherwise;
 - :func:`stale_compiled_figures`: the plan's ``throughput.compiled`` (what a compiled slice's
@@ -35,8 +36,11 @@ def compile_pays(gains: dict[str, float | None]) -> bool | None:
 def compile_wanted(plan: Plan, measure: CompileMeasured | None) -> dict[str, str]:
     """Ready slice -> the ``-compile`` the newest compiled probe says its sitting should train
     with: the probe's mode where it pays in that slice's window, else off (no probe, or not
-    known to pay: a mode is set only where a measure says it pays)."""
-    if measure is None:
+    known to pay: a mode is set only where a measure says it pays). Off everywhere until the
+    CUDA suite has shown a compiled model training as the eager one on the GPU
+    (:attr:`CompileMeasured.unproven`): a faster training of another function would publish
+    rows of a model nobody asked for."""
+    if measure is None or measure.unproven is not None:
         return {found.name: "off" for found in plan.slices if found.entry["ready"]}
     return {name: measure.mode if compile_pays({name: gain}) else "off"
             for name, gain in compile_gains(plan, measure).items()}
@@ -64,7 +68,9 @@ def _compile_line(key: str, mode: str, measure: CompileMeasured | None, gains: d
         verdict = "whether it pays is not known"
     else:
         verdict = f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager"
-        if wanted == "off":
+        if measure.unproven is not None:
+            verdict += f", but {measure.unproven}"
+        elif wanted == "off":
             verdict += f", under {RERUN_MIN_GAIN:g}x" + (" or not known" if None in gains.values() else "")
     return f"{key}: the plan says {said}; {measure.described()}: {verdict}: set {wanted}"
 
@@ -138,6 +144,8 @@ def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
         verdict = ", ".join(f"{label} {', '.join(name for name, said in verdicts.items() if said is value)}"
                             for value, label in ((True, "pays in"), (False, "not in"), (None, "not known in"))
                             if value in verdicts.values())
+    if measure.unproven is not None:
+        verdict += f", but {measure.unproven}"
     return (f"compile: {measure.described()}; a sitting's trainings would reach {_gains_text(gains)} the steps they "
             f"reach eager: {verdict}; the plan trains {trains}")
 

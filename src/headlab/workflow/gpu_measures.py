@@ -5,7 +5,8 @@ holds its speed rows (``throughput.csv``) and its runner's clock (``status-sitti
 - :func:`measured_speed`: seconds a step at each number of models side by side, from the
   newest sitting that measured it with the training's own clock (or its probes);
 - :func:`measured_evaluation`: what the newest sitting's evaluation took a scored row;
-- :func:`measured_compile`: what the newest sitting's probe alone measured of its model compiled;
+- :func:`measured_compile`: what the newest sitting's probe alone measured of its model compiled,
+  and whether the CUDA suites showed a compiled model training as the eager one;
 - :func:`probe_first`: which of a later call's probes the published sittings measured longest ago;
 - :func:`side_track_line`: what the CUDA suite and the bench beside the trainings cost them.
 
@@ -14,6 +15,7 @@ A malformed measure is one line naming the file, its line and the column.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import statistics
@@ -198,6 +200,9 @@ class CompileMeasured:
     compile_s: float
     #: the compile (or the compiled steps) raised: the error's first line (``compile_error``)
     error: str | None = None
+    #: why the published CUDA suites do not show that a compiled model trains as the eager
+    #: one on the GPU (:func:`compiled_unproven`); None: they show it
+    unproven: str | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -227,11 +232,44 @@ class CompileMeasured:
                 f"{self.compile_s:.0f} s of compile")
 
 
+#: the CUDA suite's cases (tests/gpu/test_gpu.py, one per kind of model a sitting trains,
+#: in its fp16) that train a model compiled as a compiled sitting does (inductor) against the
+#: same model eager: as a sitting's ``cuda-suite.csv`` names them
+COMPILED_TEST = "tests/gpu/test_gpu.py::test_the_compiled_model_trains_as_the_eager_one"
+COMPILED_CASES = tuple(f"{COMPILED_TEST}[cuda-{case}-fp16]" for case in ("fixed", "learned", "syntax"))
+
+
+def compiled_unproven(published: Path | str = PUBLISHED) -> str | None:
+    """Why no compiled training should publish rows yet: the newest outcome of each of
+    :data:`COMPILED_CASES` in the published sittings' ``cuda-suite.csv`` is not a pass (a
+    failure there: the compiled model computes another function than the eager one on the
+    GPU), or no sitting has run it. None: every case passed in its newest run."""
+    newest: dict[str, tuple[str, str]] = {}
+    suites = sorted(Path(published).glob("*/*/cuda-suite.csv"), key=lambda path: (sitting_time(path.parent),
+                                                                                 path.parent.name))
+    for path in suites:
+        with open(path, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("test") in COMPILED_CASES:
+                    newest[row["test"]] = ((row.get("outcome") or "").strip(),
+                                           f"{path.parent.parent.name}/{path.parent.name}")
+    failed = [(case, *newest[case]) for case in COMPILED_CASES if case in newest and newest[case][0] != "passed"]
+    if failed:
+        return "; ".join(f"the CUDA suite's {case.removeprefix(COMPILED_TEST)} {outcome or 'ended'} in {sitting}"
+                         for case, outcome, sitting in failed) + ": a compiled model trains another function there"
+    missing = [case.removeprefix(COMPILED_TEST) for case in COMPILED_CASES if case not in newest]
+    if missing:
+        return (f"no published sitting's CUDA suite has run {', '.join(missing)} of {COMPILED_TEST} (a compiled "
+                f"model against the eager one on the GPU)")
+    return None
+
+
 def measured_compile(published: Path | str = PUBLISHED,
                      tables: list[SpeedTable] | None = None) -> CompileMeasured | None:
     """The newest published sitting's compiled probe (None: no sitting's probe compiled its
-    model; of several rows in one sitting, a failed compile, else the least speedup).
-    ``tables``: already read (:func:`speed_tables`, oldest first)."""
+    model; of several rows in one sitting, a failed compile, else the least speedup), with
+    what the CUDA suites say of a compiled model (:func:`compiled_unproven`). ``tables``:
+    already read (:func:`speed_tables`, oldest first)."""
     newest = None
     for table in speed_tables(published) if tables is None else tables:
         found = []
@@ -259,7 +297,9 @@ def measured_compile(published: Path | str = PUBLISHED,
                                          compiled, compile_s))
         if found:
             newest = min(found, key=lambda measure: (measure.error is None, measure.speedup or 0.0))
-    return newest
+    if newest is None:
+        return None
+    return dataclasses.replace(newest, unproven=compiled_unproven(published))
 
 
 #: a later call's probes, each by the ``throughput.csv`` column only it fills (the probe side

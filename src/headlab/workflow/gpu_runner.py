@@ -284,6 +284,16 @@ def choose_wheels(wheels: list[Path]) -> tuple[list[Path], list[str]]:
     return chosen, skipped
 
 
+def cores_each(processes: int) -> dict[str, str]:
+    """The environment of each of ``processes`` trainings side by side: its share of the
+    machine's cores (one kept for the runner, the suite and the bench), for its math threads
+    and for inductor's compile workers. Inductor otherwise starts a worker per core in every
+    compiling process (three trainings on 16 cores: 48 processes, each holding torch), and a
+    training that finished its compile would launch its steps among the others' workers."""
+    threads = str(max(1, (os.cpu_count() or 4) // (processes + 1)))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TORCHINDUCTOR_COMPILE_THREADS": threads}
+
+
 class Sitting:
     def __init__(self, args):
         self.args = args
@@ -666,15 +676,19 @@ class Sitting:
         self.end_phase("train", stopped_at_s=round(self.elapsed(), 1), models=self.model_progress())
         self.status(force=True)
 
+    def compile_workers(self) -> str:
+        """Inductor's compile workers of one training of the slice's first stage beside the
+        others (:func:`cores_each`)."""
+        return cores_each(len(chain_stages(self.manifest["models"])[0]))["TORCHINDUCTOR_COMPILE_THREADS"]
+
     def train_stage(self, names: list[str], end: float, side) -> dict:
         """Train ``names`` side by side until they all stop or ``end``; who exited by itself."""
         models = [model for model in self.prepared() if model["name"] in names]
-        threads = str(max(1, (os.cpu_count() or 4) // (len(models) + 1)))
+        share = cores_each(len(models))
         for model in models:
             # train.log is headlab train's own (its logger); the console (warnings, a
             # traceback) goes beside it
-            self.start(model["name"], self.train_args(model), self.src / model["dir"] / "console.log",
-                       {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+            self.start(model["name"], self.train_args(model), self.src / model["dir"] / "console.log", share)
         while models and self.elapsed() < end and any(self.procs[m["name"]].poll() is None for m in models):
             next(side)
             time.sleep(POLL_S)
@@ -727,7 +741,9 @@ class Sitting:
         generator the training loop advances every poll."""
         report = self.test_report()
         cmd = self.suite_args()
-        self.start("gpu-tests", cmd, self.logs / "gpu-tests.log", {"HEADLAB_TEST_REPORT": str(report)})
+        # its compiled cases compile beside the trainings: with one training's compile workers
+        self.start("gpu-tests", cmd, self.logs / "gpu-tests.log",
+                   {"HEADLAB_TEST_REPORT": str(report), "TORCHINDUCTOR_COMPILE_THREADS": self.compile_workers()})
         self.call["gpu_tests_started_s"] = round(self.elapsed(), 1)
         while self.procs["gpu-tests"].poll() is None:
             if self.elapsed() > stop_at - BENCH_S:
@@ -1030,11 +1046,11 @@ class Sitting:
         for model in models:
             cmd += ["--config", model["config"], "--name", model["name"]]
         cmd += ["--", *onmt_overrides(self.args.device)]
-        threads = str(max(1, (os.cpu_count() or 4) // (size + 1)))
+        share = cores_each(size)
         self.start_mps(record="crowd_mps")
         try:
             self.call["crowd_rc"] = self.run("probe-side-by-side", cmd, min(self.left() - SPEED_ROWS_S, CROWD_S[device]),
-                                             {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+                                             share)
         finally:
             self.stop_mps(record="crowd_mps")
         self.call["crowd_side_by_side"] = size
@@ -1053,11 +1069,16 @@ class Sitting:
         model = self.manifest["models"][0]
         extra = self.logs / "speed-extra.json"
         compiled = ["--compile", COMPILE_MODE] if COMPILE_S[device] else []
+        # alone on the machine, but compiling with the workers one of the slice's trainings
+        # has beside the others: its compile_s is what a compiled sitting pays
+        workers = self.compile_workers()
+        self.call["probe_compile_threads"] = int(workers)
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
                                                    model["config"], "--name", model["name"], "--out", str(extra),
                                                    *PROBE_ARGS[device], *compiled, "--",
                                                    *onmt_overrides(self.args.device)],
-                                         min(self.left() - SPEED_ROWS_S, PROBE_S[device] + COMPILE_S[device]))
+                                         min(self.left() - SPEED_ROWS_S, PROBE_S[device] + COMPILE_S[device]),
+                                         {"TORCHINDUCTOR_COMPILE_THREADS": workers})
         return True
 
 
