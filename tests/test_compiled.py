@@ -80,7 +80,13 @@ def test_a_pruned_model_traces_its_mask_into_the_graph(monkeypatch):
 def test_the_compiled_model_trains_as_the_eager_one(case, monkeypatch):
     """One training loss (OpenNMT-py's, with the aux terms) and every parameter's gradient
     through the compiled model (``compile_model``, dynamic shapes; aot_eager) against the
-    eager model, on two batches of different shapes (one graph serves both)."""
+    eager model, on two batches whose sizes all differ (sentences, source and target
+    lengths), with one graph: nothing in a forward fixes a size (a per-batch constant keyed
+    by a length, a slice of the batch's bounds, OpenNMT-py's decoder state filled after the
+    first step, the first batch's source length equal to its target's and, for syntax, to
+    its source's feature columns), or every new length of a training would compile anew."""
+    from torch._dynamo.utils import counters
+
     from headlab.engine import compiled
     from headlab.heads.executor import PATH_VARIABLE
 
@@ -89,8 +95,9 @@ def test_the_compiled_model_trains_as_the_eager_one(case, monkeypatch):
     eager.train()
     ours = compiled.compile_model(copy.deepcopy(eager), "default", backend="aot_eager")
     assert ours._compiled_call_impl is not None
-    for seed, lengths in ((1, (7, 1, 4)), (2, (5, 9, 3, 2))):
-        batch = make_batch(eager, vocab, seed=seed, lengths=lengths)
+    graphs = counters["stats"]["unique_graphs"]
+    for seed, lengths, tgt_len in ((1, (7, 1, 4), 7), (2, (5, 9, 3, 2), 8)):
+        batch = make_batch(eager, vocab, seed=seed, lengths=lengths, tgt_len=tgt_len)
         values = []
         for model in (eager, ours):
             model.zero_grad(set_to_none=True)
@@ -105,6 +112,7 @@ def test_the_compiled_model_trains_as_the_eager_one(case, monkeypatch):
                 continue
             scale = float(param.grad.norm()) or 1.0
             assert float((grads[name].grad - param.grad).norm()) / scale <= 1e-5, name
+    assert counters["stats"]["unique_graphs"] - graphs == 1
     assert set(ours.state_dict()) == set(eager.state_dict())     # checkpoints keep their keys
 
 

@@ -19,7 +19,6 @@ import gzip
 import io
 import re
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -351,6 +350,10 @@ def test_the_bundle_hands_the_plans_sitting_figures_to_the_runner(tmp_path):
     # the probe side by side after the publication: one seed more of the ready slice that
     # would train the most at once (C-core-base: 4 models, 2 seeds), A's models copied to it
     assert written["probe_side_by_side"] == 8
+    # the probe's compile: the workers of one of the 4 trainings C, B and A-lowres run at once
+    # (A trains 3, D 1), in whichever slice's sitting it runs
+    assert written["compile_side_by_side"] == 4
+    assert bundle.slice_manifest(gpu_plan.choose(plan, tmp_path, "D-gates-8L"))["compile_side_by_side"] == 4
     runner = object.__new__(gpu_runner.Sitting)
     runner.manifest, runner.args = {"slice": written}, argparse.Namespace(device="cuda")
     assert runner.crowd_size() == 8
@@ -842,6 +845,36 @@ def test_the_rehearsal_checks_the_second_calls_probes_reached_the_speed_rows(tmp
     assert rehearsal.probe_check(nothing)[1] is False
 
 
+def test_the_rehearsal_fails_a_cuda_suite_stand_in_that_failed_under_the_machines_torch(tmp_path):
+    """The suite's CPU stand-ins run in the rehearsal's venv, the GPU machine's torch 2.11,
+    whose dynamo breaks graphs where this checkout's torch does not (the compiled case counts
+    them): a failed one fails the check, by name; those passed or skipped are counted, and a
+    suite the calls' time cut before any test finished is said, not a failure."""
+    from headlab.workflow import rehearsal
+
+    folder = "results/published/A-T1-deep/2026-11-27-cpu-abcdef0"
+
+    def second(name, suite):
+        files = {f"{folder}/provenance.json": "{}"} | ({} if suite is None else {f"{folder}/cuda-suite.csv": suite})
+        return _rehearsal_out(tmp_path / name, {"publication": folder, "calls": [{}, {}]}, files)
+
+    head = "test,outcome,when\n"
+    case = "tests/gpu/test_gpu.py::test_the_compiled_model_trains_as_the_eager_one[cpu-fixed-bf16]"
+    passed = head + f"tests/gpu/test_gpu.py::test_layer_matches_cpu[cpu-enc-4Local--bf16],passed,call\n{case},passed,call\n"
+    assert rehearsal.suite_check(second("ok", passed)) == (
+        "the CUDA suite's CPU stand-ins under the machine's torch: 2 passed", True)
+    failed = head + f"{case},failed,call\ntests/gpu/test_base_size.py::test_x[cpu-enc-8L-bf16],skipped,setup\n"
+    assert rehearsal.suite_check(second("failed", failed)) == (
+        "the CUDA suite's CPU stand-ins under the machine's torch: 1 skipped; failed: "
+        "test_the_compiled_model_trains_as_the_eager_one[cpu-fixed-bf16]", False)
+    assert rehearsal.suite_check(second("cut", None)) == (
+        "the CUDA suite's CPU stand-ins under the machine's torch: none finished", True)
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    (nothing / "status.json").write_text("{}")
+    assert rehearsal.suite_check(nothing)[1] is False
+
+
 def test_the_rehearsal_reads_the_sittings_clock_back_as_the_plan_does():
     """The sitting's throughput.csv as gpu_measures.measured_speed reads it: the slowest model's
     step with both side by side (900.5 ms), the later first batch (31 s); and what the side
@@ -1094,7 +1127,7 @@ def test_make_gpu_rehearsal_plan_rehearses_every_slice_in_the_plans_order():
 
 
 def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int | None = 8, device: str = "cuda",
-                probe_first: str | None = None):
+                probe_first: str | None = None, compile_side_by_side: int | None = None):
     """A runner's second call on a fake clock: each step takes what it is given (the rest
     of the CUDA suite 20 s); what ran, with its timeout and command, and the MPS calls."""
     runner = object.__new__(gpu_runner.Sitting)
@@ -1107,7 +1140,8 @@ def _later_call(tmp_path, left: float, first_suite_rc, probe_side_by_side: int |
                                   {"name": "gated", "config": "gated/onmt.yaml", "chain": {"stage": 1}}],
                        "results": "results", "slice": ({} if probe_side_by_side is None else
                                                         {"probe_side_by_side": probe_side_by_side})
-                       | ({} if probe_first is None else {"probe_first": probe_first})}
+                       | ({} if probe_first is None else {"probe_first": probe_first})
+                       | ({} if compile_side_by_side is None else {"compile_side_by_side": compile_side_by_side})}
     runner.state = {"publication": "pub", "sitting": "s", "gpu": "h100",
                     "calls": [{"gpu_tests_rc": first_suite_rc}, {}]}
     runner.call = runner.state["calls"][-1]
@@ -1162,11 +1196,14 @@ def test_a_later_call_probes_side_by_side_then_alone_before_the_idle_bench(first
     assert alone[alone.index("--compile"):alone.index("--") + 1] == ["--compile", "default", "--"]
     # the crowd's 8 copies each their share of the cores; the probe alone compiles with the
     # workers one training of the slice's first stage (the parent alone) has beside the runner
-    share = {8: str(max(1, os.cpu_count() // 9)), 1: str(max(1, os.cpu_count() // 2))}
+    share = {n: str(max(1, gpu_runner.usable_cores() // (n + 1))) for n in (1, 4, 8)}
     assert runner.envs["probe-side-by-side"] == {"OMP_NUM_THREADS": share[8], "MKL_NUM_THREADS": share[8],
                                                  "TORCHINDUCTOR_COMPILE_THREADS": share[8]}
     assert runner.envs["probe"] == {"TORCHINDUCTOR_COMPILE_THREADS": share[1]}
     assert runner.call["probe_compile_threads"] == int(share[1])
+    # a bundle that says how many trainings the plan's largest stage runs: one of those's workers
+    runner, _, _, _ = _later_call(tmp_path / "planned", 285.0, 0, compile_side_by_side=4)
+    assert runner.envs["probe"] == {"TORCHINDUCTOR_COMPILE_THREADS": share[4]}
     # a long call: the probe and its compile end within their 240 s; the idle bench gets the rest
     _, ran, _, _ = _later_call(tmp_path / "long", 500.0, 0)
     assert ran == [("probe-side-by-side", 100), ("probe", 240), ("speed-rows", 15), ("bench-idle-fused", 60),
@@ -1193,7 +1230,7 @@ def test_trainings_side_by_side_share_the_cores_for_their_math_and_their_compile
 
     runner.start, runner.stop = start, (lambda name: None)
     runner.elapsed = lambda: 0.0
-    monkeypatch.setattr(gpu_runner.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(gpu_runner, "usable_cores", lambda: 16)
     assert runner.train_stage(names, 100.0, iter(())) == dict.fromkeys(names, 0)
     assert started == dict.fromkeys(names, {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4",
                                             "TORCHINDUCTOR_COMPILE_THREADS": "4"})
@@ -1204,7 +1241,7 @@ def test_trainings_side_by_side_share_the_cores_for_their_math_and_their_compile
     next(runner.side_track(100.0))
     assert started["gpu-tests"] == {"HEADLAB_TEST_REPORT": str(tmp_path / "report.jsonl"),
                                     "TORCHINDUCTOR_COMPILE_THREADS": "4"}
-    monkeypatch.setattr(gpu_runner.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(gpu_runner, "usable_cores", lambda: 2)
     assert gpu_runner.cores_each(1)["TORCHINDUCTOR_COMPILE_THREADS"] == "1" == gpu_runner.cores_each(3)["OMP_NUM_THREADS"]
 
 

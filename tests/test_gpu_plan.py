@@ -1176,8 +1176,8 @@ def test_no_slice_compiles_until_the_cuda_suite_shows_a_compiled_model_training_
     failed = gpu_measures.measured_compile(tmp_path)
     assert failed.unproven == (
         "the CUDA suite's [cuda-learned-fp16] skipped in A-T1-deep/2026-12-03-h100-ccccccc; the CUDA suite's "
-        "[cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: a compiled model trains another function "
-        "there")
+        "[cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: no compiled model is shown to train as the "
+        "eager one on the GPU")
     assert set(gpu_compile.compile_wanted(shipped, failed).values()) == {"off"}
     assert gpu_compile.stale_compile(compiled, failed)[0].endswith(f"but {failed.unproven}: set off")
     assert gpu_plan.main(["--published", str(tmp_path)]) == 0

@@ -173,41 +173,53 @@ COMPILED_CASES = [(name, "fp16") for name in ("fixed", "learned", "syntax")]
 def test_the_compiled_model_trains_as_the_eager_one(target, name, precision, monkeypatch):
     """``compile_model`` as a compiled sitting's trainings run it (inductor's generated
     kernels, dynamic shapes, the mode the probe measures, under the trainings' autocast)
-    against the eager model on the same device: the training loss and every parameter's
-    gradient on two batches of other shapes (one graph serves both), within the tolerances
-    of half precision against float32 (the compiled kernels keep fused intermediates in
-    float32 where eager rounds them to fp16). Inductor draws random numbers its own way:
-    ``fallback_random`` makes the gates' noise eager's draws. The CPU stand-in compiles with
-    ``aot_eager`` (the same graphs, no generated code: tests/test_compiled.py)."""
+    against the same model eager on the same device, on two batches whose sizes all differ,
+    with one graph (a new length compiled anew would make every step of a training a
+    compile): the training loss and every parameter's gradient are as close to the eager
+    model's in float32 as the eager model's in half precision are (1.5 times as far, or 8
+    and 32 epsilons, or the ReLU kinks this case's eager run has: inductor keeps fused
+    intermediates in float32 where eager rounds them, which moves a pre-activation by an
+    ulp). Inductor draws random numbers its own way: ``fallback_random`` makes the gates'
+    noise eager's draws. The CPU stand-in compiles with ``aot_eager`` (the same graphs, no
+    generated code: tests/test_compiled.py)."""
     import torch._inductor.config as inductor_config
+    from torch._dynamo.utils import counters
+
     from headlab.engine import compiled
     from headlab.heads.executor import PATH_VARIABLE
 
     monkeypatch.setenv(PATH_VARIABLE, "fused")
-    monkeypatch.setattr(inductor_config, "fallback_random", True)
     torch._dynamo.reset()
     eager, opt, vocab = hc.build_case(name)
     eager.to(target).train()
     ours = compiled.compile_model(copy.deepcopy(eager), "default",
                                   backend="inductor" if target == "cuda" else "aot_eager")
     cast = autocast(target, precision)
+    graphs = counters["stats"]["unique_graphs"]
+
+    def run(model, seed, batch, context):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)                 # the gates' noise: the same draws
+        with context():
+            value = hc.loss(model, opt, vocab, batch, hc.loss_compute(model, opt, vocab))
+        value.backward()
+        return value.detach().float(), torch.cat([
+            param.grad.detach().float().flatten() if param.grad is not None
+            else torch.zeros(param.numel(), device=param.device) for param in model.parameters()])
+
     try:
-        for seed, lengths in ((1, (7, 1, 4)), (2, (5, 9, 3, 2))):
-            batch = hc.to(hc.make_batch(eager, vocab, seed=seed, lengths=lengths), target)
-            values, grads = [], []
-            for model in (eager, ours):
-                model.zero_grad(set_to_none=True)
-                torch.manual_seed(seed)                 # the gates' noise: the same draws
-                with (cast or contextlib.nullcontext)():
-                    value = hc.loss(model, opt, vocab, batch, hc.loss_compute(model, opt, vocab))
-                value.backward()
-                values.append(value.detach().float())
-                grads.append(torch.cat([param.grad.detach().float().flatten() if param.grad is not None
-                                        else torch.zeros(param.numel(), device=param.device)
-                                        for param in model.parameters()]))
-            assert torch.isfinite(values[1]) and torch.isfinite(grads[1]).all()
-            assert abs(float(values[1] - values[0])) <= tolerance(precision, 8, 1e-4) * abs(float(values[0]))
-            assert hc.grad_error(grads[1], grads[0]) <= max(tolerance(precision, 32, 1e-4),
-                                                            RELU_KINKS.get((name, precision), 0.0))
+        with inductor_config.patch(fallback_random=True):
+            for seed, lengths, tgt_len in ((1, (7, 1, 4), 7), (2, (5, 9, 3, 2), 8)):
+                batch = hc.to(hc.make_batch(eager, vocab, seed=seed, lengths=lengths, tgt_len=tgt_len), target)
+                ref_loss, ref_grads = run(eager, seed, batch, contextlib.nullcontext)
+                half_loss, half_grads = run(eager, seed, batch, cast or contextlib.nullcontext)
+                loss, grads = run(ours, seed, batch, cast or contextlib.nullcontext)
+                assert torch.isfinite(loss) and torch.isfinite(grads).all()
+                assert abs(float(loss - ref_loss)) <= max(tolerance(precision, 8, 1e-4) * abs(float(ref_loss)),
+                                                          1.5 * abs(float(half_loss - ref_loss)))
+                assert hc.grad_error(grads, ref_grads) <= max(tolerance(precision, 32, 1e-4),
+                                                              RELU_KINKS.get((name, precision), 0.0),
+                                                              1.5 * hc.grad_error(half_grads, ref_grads))
+            assert counters["stats"]["unique_graphs"] - graphs == 1
     finally:
         torch._dynamo.reset()

@@ -25,6 +25,7 @@ attention path is not.
 from __future__ import annotations
 
 import torch
+import torch.fx.experimental._config
 
 from headlab.engine.opts import COMPILE_MODES as MODES
 from headlab.heads.attention import HeadlabAttention
@@ -47,6 +48,18 @@ def compile_model(model: torch.nn.Module, mode: str, backend: str = "inductor") 
     if mode == "off":
         return model
     prime(model)
+    # OpenNMT-py's decoder keeps the last batch's source in its ``state`` (``init_state``):
+    # empty before the first forward, a key after it. Dynamo guards on that dict, so the
+    # first step's graph would not serve the second (one more compile): the key is there
+    # from the start (None: what ``map_state``, the only reader outside a forward, skips)
+    state = getattr(getattr(model, "decoder", None), "state", None)
+    if isinstance(state, dict):
+        state.setdefault("src", None)
+    # sizes equal in the first batch (its source and target lengths, a length and the source's
+    # feature columns) would otherwise be one symbol, and the next batch, where they differ,
+    # a second compile: a training's sizes are independent of each other (process-wide: a
+    # process that compiles a model is a training)
+    torch.fx.experimental._config.use_duck_shape = False
     if backend == "inductor":
         model.compile(mode=mode, dynamic=True)
     else:

@@ -104,13 +104,18 @@ class HeadlabAttention(nn.Module):
         ``map_state`` expects)."""
         return self.project_kv_keys(kv), self.linear_values(kv)
 
-    def _per_group(self, kv: tuple[Tensor, Tensor | list[Tensor]]):
+    def _per_group(self, kv: tuple[Tensor, Tensor | list[Tensor]]) -> list[tuple]:
+        """(group, its values (B, Nk, count, d_head), its keys or None) of each group: a
+        list, not a generator (torch 2.11's dynamo cannot resume a graph around a generator
+        that advances an iterator of its own)."""
         keys, values = kv
         if isinstance(values, Tensor):
             values = values.split(self.widths, -1)
-        key_parts = iter(keys.split(self.key_widths, -1)) if self.key_widths else iter(())
-        for group, v in zip(self.heads, values):
-            yield group, v.view(*v.shape[:2], group.count, group.d_head), (next(key_parts) if group.key_width else None)
+        key_parts = list(keys.split(self.key_widths, -1)) if self.key_widths else []
+        keyed = [group for group in self.heads if group.key_width]
+        return [(group, v.view(*v.shape[:2], group.count, group.d_head),
+                 key_parts[keyed.index(group)] if group.key_width else None)
+                for group, v in zip(self.heads, values)]
 
     def _self_kv(self, x: Tensor) -> tuple[Tensor, Tensor | list[Tensor]]:
         """:meth:`project_kv` for self-attention, each learned group's values a tensor of its

@@ -54,12 +54,16 @@ class HeadContext:
     allowed: Tensor | None = None
     constants: dict = field(default_factory=dict, repr=False)
 
-    def constant(self, key, build: Callable[[], object]):
+    def constant(self, key, build: Callable[[], object], size=None):
         """The per-batch constant ``key`` (a hashable naming it and whatever besides this
-        context it depends on), built by ``build()`` the first time it is asked for."""
-        if key not in self.constants:
-            self.constants[key] = build()
-        return self.constants[key]
+        context it depends on), built by ``build()`` the first time it is asked for.
+        ``size``: the length it is built for, kept beside it (a constant asked for at another
+        length is built anew) and never in the key: under ``torch.compile`` a length is
+        symbolic, and hashing it would fix the compiled graph to this batch's length."""
+        entry = self.constants.get(key)
+        if entry is None or (size is not None and entry[0] != size):
+            entry = self.constants[key] = (size, build())
+        return entry[1]
 
     @property
     def key_mask(self) -> Tensor:
@@ -185,6 +189,10 @@ def scale_heads(heads: list[Tensor], scale: Tensor) -> list[Tensor]:
     return out
 
 
+#: device types torch's autocast serves in every build (no_autocast asks torch of others)
+AUTOCAST_DEVICES = frozenset({"cpu", "cuda"})
+
+
 def no_autocast(like: Tensor):
     """A region where autocast is off on ``like``'s device: inside, every op runs in its
     inputs' dtype, so a kind keeps a computation in float32 by casting its inputs (and the
@@ -192,7 +200,9 @@ def no_autocast(like: Tensor):
     Mixed precision (autocast) would otherwise run linear layers and matmuls in
     fp16/bf16 whatever their inputs."""
     kind = like.device.type
-    if torch.amp.is_autocast_available(kind):
+    # the devices autocast always serves first: torch 2.11's dynamo (a GPU sitting's) cannot
+    # trace is_autocast_available, and a compiled model would break its graph at every call
+    if kind in AUTOCAST_DEVICES or torch.amp.is_autocast_available(kind):
         return torch.autocast(kind, enabled=False)
     return contextlib.nullcontext()
 

@@ -50,6 +50,10 @@ class Block(NamedTuple):
     head: int | None
 
 
+#: every sentence and query row of the batch (the fused path's one block)
+WHOLE = Block(slice(None), slice(None), None)
+
+
 class ScoreBias:
     """What a kind adds to the logits of one :class:`Block`, from differentiable ``tensors``.
 
@@ -82,8 +86,10 @@ class ScoreBias:
     def whole(self, batch: int, n_queries: int, tensors: tuple[Tensor, ...]) -> tuple[Tensor | None, Tensor | None]:
         """:meth:`rows` of the whole batch and all heads, (B, 1|H, Nq, Nk): the fused path's
         one call per layer. A bias with per-batch constants overrides it to take them from
-        ``HeadContext.constant`` (built once, shared by every layer)."""
-        return self.rows(Block(slice(0, batch), slice(0, n_queries), None), tensors)
+        ``HeadContext.constant`` (built once, shared by every layer). Full slices: a
+        compiled graph would be fixed to this batch's sizes by ``slice(0, batch)`` (dynamo
+        specialises a slice's symbolic bounds)."""
+        return self.rows(WHOLE, tensors)
 
     def sdpa_mask(self, key_mask: Tensor, dtype: torch.dtype) -> Tensor:
         """The mask torch's SDPA takes for a bias that needs no gradient (MaskRows, DenseRows)."""
@@ -156,12 +162,13 @@ def biased_attention(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor, bias: Sc
 class _Collect(torch.autograd.Function):
     @staticmethod
     def forward(ctx, probs, bias):
-        ctx.bias, ctx.n_queries = bias, probs.size(1)
-        return bias.value_collect(probs, slice(0, probs.size(1)))
+        # every row (the kinds read the rows' start only): no symbolic bound to specialise
+        ctx.bias = bias
+        return bias.value_collect(probs, slice(0, None))
 
     @staticmethod
     def backward(ctx, grad):
-        return ctx.bias.value_expand(grad.contiguous(), slice(0, ctx.n_queries)), None
+        return ctx.bias.value_expand(grad.contiguous(), slice(0, None)), None
 
 
 def whole_sentences(Nq: int, Nk: int, block: int = BLOCK_ELEMENTS) -> bool:

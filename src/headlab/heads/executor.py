@@ -54,7 +54,7 @@ from torch import Tensor
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext, no_autocast
-from headlab.heads.chunked import Block, DenseRows, MaskRows, ScoreBias, biased_attention, whole_sentences
+from headlab.heads.chunked import DenseRows, MaskRows, ScoreBias, biased_attention, whole_sentences
 
 #: environment variable selecting the attention path of every layer
 PATH_VARIABLE = "HEADLAB_ATTENTION_PATH"
@@ -143,9 +143,9 @@ def _fixed(declared: Fixed, values: Tensor, ctx: HeadContext, path: str) -> Tens
     if path == "blocked":
         return apply_patterns(declared.names, values, ctx.lengths, declared.word_ids).to(values.dtype)
     N = values.size(1)
-    key = ("patterns", declared.names, declared.word_ids is not None, N)
+    key = ("patterns", declared.names, declared.word_ids is not None)
     weights = ctx.constant(key, lambda: pattern_matrix(declared.names, ctx.lengths.to(values.device), N,
-                                                        declared.word_ids))
+                                                        declared.word_ids), size=N)
     with no_autocast(values):   # float32: (j+1)^3-weighted averages (see headlab.heads.patterns)
         out = torch.matmul(weights, values.float().transpose(1, 2))          # (B, H, N, d)
     return out.transpose(1, 2).to(values.dtype)
@@ -187,11 +187,10 @@ def _blocked(declared: Scores, v: Tensor, ctx: HeadContext, scale: float) -> Ten
 def _fused(declared: Scores, v: Tensor, ctx: HeadContext, scale: float) -> Tensor:
     q, k, bias, choice = declared.q, declared.k, declared.bias, declared.choice
     B, H, Nq, _ = q.shape
-    whole = Block(slice(0, B), slice(0, Nq), None)
     exact = bias is not None and (bias.exact or bias.value_table is not None)
     explicit = exact or declared.dropout_keep is not None
     dtype = _accumulate(q.dtype) if explicit else q.dtype
-    add, empty = _additive_whole(bias, ctx.key_mask, whole, dtype)
+    add, empty = _additive_whole(bias, ctx.key_mask, B, Nq, dtype)
     if choice is not None:
         own = _additive(ctx.key_mask, None, dtype)
         important = _dense_labels(choice, q, k, ctx, scale)
@@ -280,14 +279,14 @@ class _Labeller:
         return important[:, 0]
 
 
-def _additive_whole(bias: ScoreBias | None, key_mask: Tensor, whole: Block, dtype: torch.dtype
+def _additive_whole(bias: ScoreBias | None, key_mask: Tensor, batch: int, n_queries: int, dtype: torch.dtype
                     ) -> tuple[Tensor, Tensor | None]:
     """(additive mask (B, 1|H, Nq, Nk) in ``dtype``: the bias where a key is kept, else the
     dtype's lowest finite value; rows without any kept key (B, 1|H, Nq, 1), or None when
     the bias keeps no mask of its own)."""
     if bias is None:
         return _additive(key_mask, None, dtype), None
-    bias_rows, keep = bias.whole(whole.batch.stop, whole.rows.stop, bias.tensors)
+    bias_rows, keep = bias.whole(batch, n_queries, bias.tensors)
     if keep is None:
         return _additive(key_mask, bias_rows, dtype), None
     keep = keep & key_mask

@@ -132,7 +132,7 @@ class RelativeRows(ScoreBias):
     def _index(self, like: Tensor) -> Tensor:
         """(B, H, N, N) view of the (N, N) relative index, built once per batch and length."""
         n = self.n_keys
-        index = self.ctx.constant(("relative_index", n, self.k), lambda: relative_index(n, self.k, like.device))
+        index = self.ctx.constant(("relative_index", self.k), lambda: relative_index(n, self.k, like.device), size=n)
         return index.expand(*like.shape[:2], n, n)
 
     def whole(self, batch, n_queries, tensors):

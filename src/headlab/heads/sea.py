@@ -55,7 +55,7 @@ from torch import Tensor, nn
 
 from headlab.errors import ConfigError
 from headlab.heads.base import HeadContext, no_autocast
-from headlab.heads.chunked import Block, MaskRows, ScoreBias
+from headlab.heads.chunked import WHOLE, MaskRows, ScoreBias
 from headlab.heads.kinds import LearnedHeads
 from headlab.heads.spec import register_head_kind
 
@@ -256,8 +256,7 @@ class PhraseRows(ScoreBias):
         """The whole batch, its index and mask built once per batch (every layer's LPEA
         heads share them through ``HeadContext.constant``)."""
         (table,) = tensors
-        block = Block(slice(0, batch), slice(0, n_queries), None)
-        index, keep = self.ctx.constant(("lpea_index", self.k, self.mask), lambda: self.index(block))
+        index, keep = self.ctx.constant(("lpea_index", self.k, self.mask), lambda: self.index(WHOLE))
         return TableLookup.apply(table, index).unsqueeze(1), None if keep is None else keep.unsqueeze(1)
 
 

@@ -342,6 +342,11 @@ def slice_manifest(choice: gpu_plan.Choice, published: Path | str = gpu_plan.PUB
             # the probe side by side after the publication: one seed more a sitting of every
             # ready slice, measured with this slice's models (run.py's crowd_probe)
             "probe_side_by_side": choice.slice.plan.probe_side_by_side,
+            # the most trainings a ready slice runs side by side: the probe compiles with the
+            # workers one of them has (run.py's cores_each), in whatever slice's sitting, so
+            # that one compile_s stands for every slice's
+            "compile_side_by_side": max((found.side_by_side for found in choice.slice.plan.slices
+                                         if found.entry["ready"]), default=choice.slice.side_by_side),
             # which probe a later call runs first: the one the published sittings ran longest
             # ago (a later call rarely holds both); the probe alone where none goes side by side
             "probe_first": gpu_measures.probe_first(published) if choice.slice.plan.probe_side_by_side > 1

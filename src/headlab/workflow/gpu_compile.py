@@ -65,7 +65,7 @@ def _compile_line(key: str, mode: str, measure: CompileMeasured | None, gains: d
     if measure.error is not None:
         verdict = "a compiled training would stop there"
     elif all(gain is None for gain in gains.values()):
-        verdict = "whether it pays is not known"
+        verdict = "whether it pays is not known" + (f", and {measure.unproven}" if measure.unproven else "")
     else:
         verdict = f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager"
         if measure.unproven is not None:

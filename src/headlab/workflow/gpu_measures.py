@@ -243,7 +243,8 @@ def compiled_unproven(published: Path | str = PUBLISHED) -> str | None:
     """Why no compiled training should publish rows yet: the newest outcome of each of
     :data:`COMPILED_CASES` in the published sittings' ``cuda-suite.csv`` is not a pass (a
     failure there: the compiled model computes another function than the eager one on the
-    GPU), or no sitting has run it. None: every case passed in its newest run."""
+    GPU, or an error of the test), or no sitting has run it. None: every case passed in its
+    newest run."""
     newest: dict[str, tuple[str, str]] = {}
     suites = sorted(Path(published).glob("*/*/cuda-suite.csv"), key=lambda path: (sitting_time(path.parent),
                                                                                  path.parent.name))
@@ -255,8 +256,11 @@ def compiled_unproven(published: Path | str = PUBLISHED) -> str | None:
                                            f"{path.parent.parent.name}/{path.parent.name}")
     failed = [(case, *newest[case]) for case in COMPILED_CASES if case in newest and newest[case][0] != "passed"]
     if failed:
+        # a failure may be another function or an error of the test (out of memory beside the
+        # trainings): either way nothing shows the compiled model trains as the eager one
         return "; ".join(f"the CUDA suite's {case.removeprefix(COMPILED_TEST)} {outcome or 'ended'} in {sitting}"
-                         for case, outcome, sitting in failed) + ": a compiled model trains another function there"
+                         for case, outcome, sitting in failed) + \
+            ": no compiled model is shown to train as the eager one on the GPU"
     missing = [case.removeprefix(COMPILED_TEST) for case in COMPILED_CASES if case not in newest]
     if missing:
         return (f"no published sitting's CUDA suite has run {', '.join(missing)} of {COMPILED_TEST} (a compiled "

@@ -284,13 +284,21 @@ def choose_wheels(wheels: list[Path]) -> tuple[list[Path], list[str]]:
     return chosen, skipped
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, which inductor counts too)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 4
+    except AttributeError:                  # no affinity on this platform
+        return os.cpu_count() or 4
+
+
 def cores_each(processes: int) -> dict[str, str]:
     """The environment of each of ``processes`` trainings side by side: its share of the
     machine's cores (one kept for the runner, the suite and the bench), for its math threads
     and for inductor's compile workers. Inductor otherwise starts a worker per core in every
     compiling process (three trainings on 16 cores: 48 processes, each holding torch), and a
     training that finished its compile would launch its steps among the others' workers."""
-    threads = str(max(1, (os.cpu_count() or 4) // (processes + 1)))
+    threads = str(max(1, usable_cores() // (processes + 1)))
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TORCHINDUCTOR_COMPILE_THREADS": threads}
 
 
@@ -676,10 +684,14 @@ class Sitting:
         self.end_phase("train", stopped_at_s=round(self.elapsed(), 1), models=self.model_progress())
         self.status(force=True)
 
-    def compile_workers(self) -> str:
+    def compile_workers(self, probe: bool = False) -> str:
         """Inductor's compile workers of one training of the slice's first stage beside the
-        others (:func:`cores_each`)."""
-        return cores_each(len(chain_stages(self.manifest["models"])[0]))["TORCHINDUCTOR_COMPILE_THREADS"]
+        others (:func:`cores_each`); ``probe``: of one training of the plan's largest stage
+        (the manifest's ``compile_side_by_side``), whatever slice the probe's sitting trains."""
+        trainings = len(chain_stages(self.manifest["models"])[0])
+        if probe:
+            trainings = int((self.manifest.get("slice") or {}).get("compile_side_by_side") or trainings)
+        return cores_each(trainings)["TORCHINDUCTOR_COMPILE_THREADS"]
 
     def train_stage(self, names: list[str], end: float, side) -> dict:
         """Train ``names`` side by side until they all stop or ``end``; who exited by itself."""
@@ -1069,9 +1081,10 @@ class Sitting:
         model = self.manifest["models"][0]
         extra = self.logs / "speed-extra.json"
         compiled = ["--compile", COMPILE_MODE] if COMPILE_S[device] else []
-        # alone on the machine, but compiling with the workers one of the slice's trainings
-        # has beside the others: its compile_s is what a compiled sitting pays
-        workers = self.compile_workers()
+        # alone on the machine, but compiling with the workers a training has beside the
+        # others in the plan's largest stage: its compile_s is what any compiled sitting pays
+        # at most, whichever slice's sitting measured it
+        workers = self.compile_workers(probe=True)
         self.call["probe_compile_threads"] = int(workers)
         self.call["probe_rc"] = self.run("probe", [sys.executable, "-m", "headlab.workflow.sitting_probe", "--config",
                                                    model["config"], "--name", model["name"], "--out", str(extra),

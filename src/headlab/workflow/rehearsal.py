@@ -176,6 +176,31 @@ def probe_check(second: Path) -> tuple[str, bool]:
             not errors and not missing and error is None)
 
 
+def suite_check(second: Path) -> tuple[str, bool]:
+    """The CUDA suite's CPU stand-ins as the publication has them after the second call
+    (``cuda-suite.csv``), run by the machine's torch, whose dynamo is not this checkout's:
+    one that failed fails the check (the compiled cases count a model's graphs there, which
+    another torch can break); those the calls' time left unrun are said, not a failure."""
+    import csv
+
+    try:
+        later = json.loads((second / "status.json").read_text())
+        published = later["publication"]
+        with tarfile.open(second / "headlab-sitting.tar.gz") as tar:
+            names = tar.getnames()
+            suite = (tar.extractfile(f"{published}/cuda-suite.csv").read().decode()
+                     if f"{published}/cuda-suite.csv" in names else "")
+    except (OSError, KeyError, TypeError, ValueError, AttributeError, tarfile.TarError) as err:
+        return (f"the CUDA suite's stand-ins: no publication to read ({type(err).__name__}: {err})", False)
+    outcomes: dict[str, list[str]] = {}
+    for row in csv.DictReader(suite.splitlines()):
+        outcomes.setdefault(row["outcome"], []).append(row["test"].split("::", 1)[-1])
+    failed = outcomes.pop("failed", [])
+    counts = ", ".join(f"{len(tests)} {outcome}" for outcome, tests in sorted(outcomes.items())) or "none finished"
+    return (f"the CUDA suite's CPU stand-ins under the machine's torch: {counts}"
+            + (f"; failed: {', '.join(failed)}" if failed else ""), not failed)
+
+
 def evaluation_check(published: str, provenance: dict, rows: bytes | None, status: dict) -> tuple[str, bool]:
     """The call's status read back as the GPU plan reads a received sitting's
     (:func:`headlab.workflow.gpu_measures.measured_evaluation`: its ``evaluate`` phase, per row
@@ -260,6 +285,7 @@ def checks(out: Path, second: Path, budget: float, seconds: tuple[float, float],
         (f"the second call's speed rows rewritten without an error (status {later['calls'][-1].get('speed_rows_rc')})",
          later["calls"][-1].get("speed_rows_rc") in (0, None)),
         probe_check(second),
+        suite_check(second),
     ]
 
 
