@@ -979,6 +979,11 @@ def _compiled_probe(root: Path, sitting: str, created: str, eager_ms: float, com
     return table
 
 
+def _proven(sitting: str = "A-T1-deep/x") -> gpu_measures.CompiledSuite:
+    """CUDA suites whose compiled cases all passed, newest in ``sitting``."""
+    return gpu_measures.CompiledSuite(dict.fromkeys(gpu_measures.COMPILED_KINDS, ("passed", sitting)))
+
+
 def _suite(folder: Path, outcomes: dict[str, str]) -> None:
     """A sitting's cuda-suite.csv: a test of another case first, then ``outcomes``."""
     with open(folder / "cuda-suite.csv", "w", newline="") as handle:
@@ -1004,7 +1009,8 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     _compiled_probe(tmp_path, "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", 100.0, 50.0, 60.0)
     measure = gpu_measures.measured_compile(tmp_path)
     assert measure == gpu_measures.CompileMeasured("A-T1-deep/2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC",
-                                                   "h100", "default", 100.0, 50.0, 60.0)
+                                                   "h100", "default", 100.0, 50.0, 60.0,
+                                                   suite=_proven("A-T1-deep/2026-12-01-h100-aaaaaaa"))
     gains = gpu_compile.compile_gains(shipped, measure)
     assert gains == pytest.approx({"A-T1-deep": 360 * 2 / 420, "C-core-base": 330 * 2 / 390,
                                    "B-base-dhicm": 330 * 2 / 390, "D-gates-8L": 112 * 2 / 172,
@@ -1073,7 +1079,7 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     # where most slices' windows do not pay, sitting.compile goes off and the one that pays keeps its own
     # mode: compiled only in A's 420 s, the others on their own key
     only_a = gpu_measures.CompileMeasured("A-T1-deep/x", "2026-12-02 11:00:00 UTC", "h100", "default", 100.0, 80.0,
-                                          50.0)
+                                          50.0, suite=_proven())
     assert gpu_compile.compile_wanted(shipped, only_a) == {"A-T1-deep": "default", "C-core-base": "off",
                                                         "B-base-dhicm": "off", "D-gates-8L": "off", "A-lowres": "off"}
     assert gpu_compile.stale_compile(compiled, only_a) == [
@@ -1097,7 +1103,7 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
         "after 150 s compiling its model (default): whether it pays is not known: set off"]
     # after 200 s: D's 172 s cannot pay, the others' windows are not known to
     cut_200 = gpu_measures.CompileMeasured("A-T1-deep/y", "2026-12-03 11:00:00 UTC", "h100", "default", 100.0, None,
-                                           200.0)
+                                           200.0, suite=_proven())
     assert gpu_compile.compile_line(shipped, cut_200) == (
         "compile: the sitting A-T1-deep/y's probe was stopped after 200 s compiling its model (default); a sitting's "
         "trainings would reach A-T1-deep ?, C-core-base ?, B-base-dhicm ?, D-gates-8L 0.00x, A-lowres ? the steps "
@@ -1131,13 +1137,19 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
     assert str(caught.value) == f"{table}:2: [compile_s] compile_s 'soon' is not a number"
 
 
-def test_no_slice_compiles_until_the_cuda_suite_shows_a_compiled_model_training_as_the_eager_one(tmp_path, capsys):
+def test_a_slice_compiles_once_the_cuda_suite_shows_its_own_kinds_compiled_training_as_eager(tmp_path, capsys):
     """A probe 2x as fast after 60 s of compile pays in every window (1.30-1.71x), but a
-    sitting trains compiled only once the newest run of each of the CUDA suite's compiled
-    cases (fixed, learned, syntax kinds in fp16: inductor against eager on the GPU) passed:
-    until one has run them, or where the newest run of one failed, every slice is off, and
-    a plan that compiles is told why."""
+    slice's sitting trains compiled only once the newest run of each of the CUDA suite's
+    compiled cases that stand for its kinds and mixers passed (fixed: paper A's patterns;
+    learned: learned heads, the stock decoder, gates and DHICM; syntax: paper C's kinds, in
+    fp16, inductor against eager on the GPU). A-T1-deep and A-lowres need fixed and learned,
+    C-core-base learned and syntax, B and D learned alone: until a sitting has run a slice's
+    cases, or where the newest run of one failed, that slice is off, and a plan that
+    compiles it is told why."""
     shipped = gpu_plan.load()
+    assert {found.name: sorted(found.compiled_kinds) for found in shipped.slices} == {
+        "A-T1-deep": ["Ftoken", "L"], "C-core-base": ["DEA", "L", "LPEA", "RHElpea"], "B-base-dhicm": ["L", "dhicm"],
+        "D-gates-8L": ["L"], "A-lowres": ["Ftoken", "L"]}
     compiled = gpu_plan.Plan({**shipped.data, "sitting": {**shipped.sitting, "compile": "default"}}, shipped.path)
     fixed, learned, syntax = gpu_measures.COMPILED_CASES
     assert fixed.endswith("::test_the_compiled_model_trains_as_the_eager_one[cuda-fixed-fp16]")
@@ -1147,7 +1159,10 @@ def test_no_slice_compiles_until_the_cuda_suite_shows_a_compiled_model_training_
     measure = gpu_measures.measured_compile(tmp_path)
     never = (f"no published sitting's CUDA suite has run [cuda-fixed-fp16], [cuda-learned-fp16], "
              f"[cuda-syntax-fp16] of {gpu_measures.COMPILED_TEST} (a compiled model against the eager one on the GPU)")
-    assert measure.speedup == 2.0 and measure.unproven == never
+    assert measure.speedup == 2.0 and measure.unproven() == never
+    assert measure.unproven({"L", "dhicm"}) == (
+        f"no published sitting's CUDA suite has run [cuda-learned-fp16] of {gpu_measures.COMPILED_TEST} (a compiled "
+        f"model against the eager one on the GPU)")
     assert set(gpu_compile.compile_wanted(shipped, measure).values()) == {"off"}
     assert gpu_compile.stale_compile(shipped, measure) == []          # off, as it should be
     described = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa's probe ran its model compiled (default) 2.00x as "
@@ -1161,27 +1176,73 @@ def test_no_slice_compiles_until_the_cuda_suite_shows_a_compiled_model_training_
         f"compile: {described}; a sitting's trainings would reach {gains}: pays, but {never}; the plan trains "
         f"eager (sitting.compile off)")
 
-    # a later sitting ran two of them: the third is still missing
+    # a later sitting ran fixed and learned: every slice but C may compile
     _suite(tmp_path / "A-T1-deep" / "2026-12-01-h100-aaaaaaa", {fixed: "passed", learned: "passed"})
-    assert gpu_measures.compiled_unproven(tmp_path) == (
-        f"no published sitting's CUDA suite has run [cuda-syntax-fp16] of {gpu_measures.COMPILED_TEST} (a compiled "
-        f"model against the eager one on the GPU)")
+    measure = gpu_measures.measured_compile(tmp_path)
+    no_syntax = (f"no published sitting's CUDA suite has run [cuda-syntax-fp16] of {gpu_measures.COMPILED_TEST} "
+                 f"(a compiled model against the eager one on the GPU)")
+    assert measure.unproven() == gpu_measures.compiled_unproven(tmp_path) == no_syntax
+    assert measure.unproven({"Ftoken", "L", "gate", "dhicm", "Lwide", "Fword"}) is None
+    assert gpu_compile.compile_wanted(shipped, measure) == {
+        "A-T1-deep": "default", "C-core-base": "off", "B-base-dhicm": "default", "D-gates-8L": "default",
+        "A-lowres": "default"}
+    assert gpu_compile.stale_compile(shipped, measure) == [
+        f"sitting.compile: the plan says off; {described}: a sitting's trainings would reach A-T1-deep 1.71x, "
+        f"B-base-dhicm 1.69x, D-gates-8L 1.30x, A-lowres 1.69x the steps they reach eager: set default, and "
+        f"slices.C-core-base.compile: off (C-core-base 1.69x)"]
+    assert gpu_compile.stale_compile(compiled, measure) == [
+        f"slices.C-core-base.compile: the plan says default, by sitting.compile; {described}: a sitting's trainings "
+        f"would reach C-core-base 1.69x the steps they reach eager, but {no_syntax}: set off"]
+    assert gpu_compile.compile_line(shipped, measure) == (
+        f"compile: {described}; a sitting's trainings would reach {gains}: pays, but {no_syntax} (kept eager: "
+        f"C-core-base); the plan trains eager (sitting.compile off)")
     # all three passed in a newer sitting: the probe decides
     _compiled_probe(tmp_path, "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", 100.0, 50.0, 60.0)
     assert gpu_measures.compiled_unproven(tmp_path) is None
     assert set(gpu_compile.compile_wanted(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {"default"}
-    # the newest run of syntax failed (and learned was skipped), though an older one passed
+    # the newest run of syntax failed, though an older one passed: C alone is off
     _compiled_probe(tmp_path, "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", 100.0, 50.0, 60.0,
-                    suite={fixed: "passed", learned: "skipped", syntax: "failed"})
+                    suite={fixed: "passed", learned: "passed", syntax: "failed"})
     failed = gpu_measures.measured_compile(tmp_path)
-    assert failed.unproven == (
-        "the CUDA suite's [cuda-learned-fp16] skipped in A-T1-deep/2026-12-03-h100-ccccccc; the CUDA suite's "
-        "[cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: no compiled model is shown to train as the "
-        "eager one on the GPU")
-    assert set(gpu_compile.compile_wanted(shipped, failed).values()) == {"off"}
-    assert gpu_compile.stale_compile(compiled, failed)[0].endswith(f"but {failed.unproven}: set off")
+    assert failed.unproven() == (
+        "the CUDA suite's [cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: no compiled model of DEA, "
+        "LPEA, RelPos, Local, RHEdea, RHElpea, RHErel, RHEloc is shown to train as the eager one on the GPU")
+    assert [name for name, mode in gpu_compile.compile_wanted(shipped, failed).items() if mode == "off"] == [
+        "C-core-base"]
+    c_failed = ("the CUDA suite's [cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: no compiled model "
+                "of DEA, LPEA, RHElpea is shown to train as the eager one on the GPU")
+    assert gpu_compile.stale_compile(compiled, failed)[0].endswith(f"but {c_failed}: set off")
+    # and then learned was skipped: every slice trains learned heads, so every slice is off
+    _compiled_probe(tmp_path, "2026-12-04-h100-ddddddd", "2026-12-04 10:00:00 UTC", 100.0, 50.0, 60.0,
+                    suite={fixed: "passed", learned: "skipped"})
+    skipped = gpu_measures.measured_compile(tmp_path)
+    assert set(gpu_compile.compile_wanted(shipped, skipped).values()) == {"off"}
+    assert gpu_compile.unproven(shipped, skipped, ["B-base-dhicm"]) == (
+        "the CUDA suite's [cuda-learned-fp16] skipped in A-T1-deep/2026-12-04-h100-ddddddd: no compiled model of L, "
+        "dhicm is shown to train as the eager one on the GPU")
+    everything = ("the CUDA suite's [cuda-learned-fp16] skipped in A-T1-deep/2026-12-04-h100-ddddddd; the CUDA "
+                  "suite's [cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: no compiled model of DEA, "
+                  "L, LPEA, RHElpea, dhicm is shown to train as the eager one on the GPU")
+    assert gpu_compile.stale_compile(compiled, skipped)[0].endswith(f"but {everything}: set off")
     assert gpu_plan.main(["--published", str(tmp_path)]) == 0
-    assert f"pays, but {failed.unproven}; the plan trains eager (sitting.compile off)" in capsys.readouterr().out
+    assert f"pays, but {everything}; the plan trains eager (sitting.compile off)" in capsys.readouterr().out
+
+
+def test_each_kind_and_mixer_has_one_compiled_case_that_trains_it():
+    """gpu_measures.COMPILED_KINDS gives every registered kind and mixer one case of the CUDA
+    suite's compiled test, and that case's model (tests/headcases.py) trains it: a kind added
+    without a case would keep every slice that trains it eager, one listed under a case that
+    does not train it would let a slice compile on a proof of something else."""
+    import headcases
+
+    from headlab.heads.spec import HEAD_KINDS, HEAD_MIXERS, kinds_used
+
+    listed = [kind for kinds in gpu_measures.COMPILED_KINDS.values() for kind in kinds]
+    assert sorted(listed) == sorted([*HEAD_KINDS, *HEAD_MIXERS])
+    for case, kinds in gpu_measures.COMPILED_KINDS.items():
+        specs = headcases.CASES[case]
+        trained = kinds_used(f"{specs['enc_heads']}@dec={specs['dec_heads']}@cross={specs['cross_heads']}")
+        assert set(kinds) <= trained, case
 
 
 def test_the_compiled_cases_the_plan_reads_are_those_the_cuda_suite_runs():
@@ -1204,7 +1265,7 @@ def test_a_compile_key_that_decides_no_ready_slice_still_names_a_measured_mode()
     (no sitting of theirs is next), but a mode no probe measured is still a stale line."""
     shipped = gpu_plan.load()
     measure = gpu_measures.CompileMeasured("A-T1-deep/x", "2026-12-01 10:00:00 UTC", "h100", "default", 100.0, 50.0,
-                                           60.0)
+                                           60.0, suite=_proven())
 
     def plan_with(**by_slice) -> gpu_plan.Plan:
         slices = [{**entry, **by_slice.get(entry["name"], {})} for entry in shipped.data["slices"]]
@@ -1271,7 +1332,8 @@ def test_a_compiled_slice_reaches_the_steps_the_plans_compiled_figures_give_and_
         f"{{mode: default, speedup: 2.00, compile_s: 60}}"]
     assert gpu_plan.stale_throughput(slower, published)[-1].startswith("throughput.compiled: ")
     # a probe stopped after 150 s compiling: 60 s written is under that lower bound; 140 s is within 10%
-    cut = gpu_measures.CompileMeasured("A-T1-deep/z", "2026-12-02 10:00:00 UTC", "h100", "default", 100.0, None, 150.0)
+    cut = gpu_measures.CompileMeasured("A-T1-deep/z", "2026-12-02 10:00:00 UTC", "h100", "default", 100.0, None, 150.0,
+                                       suite=_proven())
     assert gpu_compile.stale_compiled_figures(plan, cut) == [
         "throughput.compiled: the plan says compile_s 60; the sitting A-T1-deep/z's probe was stopped after 150 s "
         "compiling its model (default): write compile_s 150 at least"]

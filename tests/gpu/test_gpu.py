@@ -164,8 +164,9 @@ def test_headlab_train_and_translate(target, precision, tmp_path):
 
 
 #: what the GPU plan's compile judgement reads of a sitting's cuda-suite.csv
-#: (headlab.workflow.gpu_measures.COMPILED_CASES): a compiled sitting trains fp16 models of
-#: every slice's kinds (A's fixed heads, B's DHICM and D's gates, C's syntax kinds)
+#: (headlab.workflow.gpu_measures.COMPILED_CASES): a compiled sitting trains fp16 models, and
+#: each case stands for some kinds (gpu_measures.COMPILED_KINDS: A's fixed heads; learned
+#: heads, B's DHICM and D's gates; C's syntax kinds); a slice compiles once its kinds' cases pass
 COMPILED_CASES = [(name, "fp16") for name in ("fixed", "learned", "syntax")]
 
 

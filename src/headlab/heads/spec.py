@@ -286,6 +286,15 @@ def _any_kind(heads: str, flag: str) -> bool:
     return False
 
 
+def kinds_used(heads: str) -> set[str]:
+    """The kinds and mixers of a model path's head specs (``ENC[@dec=..][@cross=..]``, the
+    sites not named being :data:`headlab.naming.STOCK_HEADS`), at every site."""
+    from headlab.naming import parse_heads_name
+
+    return {name for site, spec in parse_heads_name(str(heads)).items() for layer in parse_spec(spec, None, site=site)
+            for name in (*(term.kind for term in layer.terms), *layer.mixers)}
+
+
 def needs_syntax(heads: str) -> bool:
     """True if a model path's head specs (``ENC[@dec=..][@cross=..]``, or one spec) use a
     head kind whose class sets ``needs_syntax = True``: such a model trains and translates

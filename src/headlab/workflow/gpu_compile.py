@@ -33,16 +33,25 @@ def compile_pays(gains: dict[str, float | None]) -> bool | None:
     return all(gain >= RERUN_MIN_GAIN for gain in gains.values())
 
 
+def unproven(plan: Plan, measure: CompileMeasured, names) -> str | None:
+    """Why the CUDA suites do not yet show that compiled models of these slices' kinds and
+    mixers train as the eager ones on the GPU (:meth:`CompileMeasured.unproven`); None: they
+    show it."""
+    kinds = set().union(*(found.compiled_kinds for found in plan.slices if found.name in names))
+    return measure.unproven(kinds) if kinds else None
+
+
 def compile_wanted(plan: Plan, measure: CompileMeasured | None) -> dict[str, str]:
     """Ready slice -> the ``-compile`` the newest compiled probe says its sitting should train
     with: the probe's mode where it pays in that slice's window, else off (no probe, or not
-    known to pay: a mode is set only where a measure says it pays). Off everywhere until the
-    CUDA suite has shown a compiled model training as the eager one on the GPU
-    (:attr:`CompileMeasured.unproven`): a faster training of another function would publish
-    rows of a model nobody asked for."""
-    if measure is None or measure.unproven is not None:
+    known to pay: a mode is set only where a measure says it pays). Off until the CUDA suite
+    has shown compiled models of the slice's kinds and mixers training as the eager ones on
+    the GPU (:func:`unproven`): a faster training of another function would publish rows of a
+    model nobody asked for. Each slice is judged by its own kinds' cases, so a failure of
+    paper C's kinds keeps C eager, not paper A's patterns."""
+    if measure is None:
         return {found.name: "off" for found in plan.slices if found.entry["ready"]}
-    return {name: measure.mode if compile_pays({name: gain}) else "off"
+    return {name: measure.mode if compile_pays({name: gain}) and unproven(plan, measure, [name]) is None else "off"
             for name, gain in compile_gains(plan, measure).items()}
 
 
@@ -50,7 +59,7 @@ def _gains_text(gains: dict[str, float | None]) -> str:
     return ", ".join(f"{name} {'?' if gain is None else f'{gain:.2f}x'}" for name, gain in gains.items())
 
 
-def _compile_line(key: str, mode: str, measure: CompileMeasured | None, gains: dict[str, float | None],
+def _compile_line(plan: Plan, key: str, mode: str, measure: CompileMeasured | None, gains: dict[str, float | None],
                   wanted: str, inherited: bool = False) -> str:
     """One ``throughput stale`` line: the plan's ``key`` says ``mode`` (``inherited``: by
     ``sitting.compile``, the key itself absent) where the measure says ``wanted`` (``gains``:
@@ -62,14 +71,15 @@ def _compile_line(key: str, mode: str, measure: CompileMeasured | None, gains: d
     if mode not in ("off", measure.mode):
         return f"{key}: the plan says {said}, and the newest compiled probe ({measure.sitting}) measured " \
                f"{measure.mode}: set {wanted}"
+    held = unproven(plan, measure, gains)
     if measure.error is not None:
         verdict = "a compiled training would stop there"
     elif all(gain is None for gain in gains.values()):
-        verdict = "whether it pays is not known" + (f", and {measure.unproven}" if measure.unproven else "")
+        verdict = "whether it pays is not known" + (f", and {held}" if held else "")
     else:
         verdict = f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager"
-        if measure.unproven is not None:
-            verdict += f", but {measure.unproven}"
+        if held is not None:
+            verdict += f", but {held}"
         elif wanted == "off":
             verdict += f", under {RERUN_MIN_GAIN:g}x" + (" or not known" if None in gains.values() else "")
     return f"{key}: the plan says {said}; {measure.described()}: {verdict}: set {wanted}"
@@ -88,7 +98,7 @@ def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
     wanted = compile_wanted(plan, measure)
     gains = compile_gains(plan, measure) if measure is not None else {name: None for name in wanted}
     ready = [found for found in plan.slices if found.entry["ready"]]
-    lines = [_compile_line(found.compile_key, found.compile, measure, {found.name: gains[found.name]},
+    lines = [_compile_line(plan, found.compile_key, found.compile, measure, {found.name: gains[found.name]},
                            wanted[found.name])
              for found in ready if "compile" in found.entry and found.compile != wanted[found.name]]
     inheriting = [found for found in ready if "compile" not in found.entry]
@@ -97,20 +107,20 @@ def stale_compile(plan: Plan, measure: CompileMeasured | None) -> list[str]:
     most = max(dict.fromkeys(modes), key=lambda mode: (modes.count(mode), mode == "off"), default=plan.compile)
     if most != plan.compile:
         # the gains of the slices it decides; those that want otherwise are named after it
-        line = _compile_line("sitting.compile", plan.compile, measure,
+        line = _compile_line(plan, "sitting.compile", plan.compile, measure,
                              {found.name: gains[found.name] for found in inheriting if wanted[found.name] == most}, most)
         lines.append(line + "".join(f", and slices.{found.name}.compile: {wanted[found.name]} "
                                     f"({_gains_text({found.name: gains[found.name]})})"
                                     for found in inheriting if wanted[found.name] != most))
     else:
-        lines += [_compile_line(f"slices.{found.name}.compile", plan.compile, measure,
+        lines += [_compile_line(plan, f"slices.{found.name}.compile", plan.compile, measure,
                                 {found.name: gains[found.name]}, wanted[found.name], inherited=True)
                   for found in inheriting if wanted[found.name] != plan.compile]
     # a key that decides no ready slice (a slice not ready, sitting.compile where every ready
     # slice has its own) is not weighed; a mode on it is still one a probe must have measured
     idle = [(found.compile_key, found.compile) for found in plan.slices if not found.entry["ready"]
             and "compile" in found.entry] + ([] if inheriting else [("sitting.compile", plan.compile)])
-    lines += [_compile_line(key, mode, measure, {}, "off") for key, mode in idle
+    lines += [_compile_line(plan, key, mode, measure, {}, "off") for key, mode in idle
               if mode != "off" and (measure is None or measure.mode != mode)]
     return lines
 
@@ -144,8 +154,10 @@ def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
         verdict = ", ".join(f"{label} {', '.join(name for name, said in verdicts.items() if said is value)}"
                             for value, label in ((True, "pays in"), (False, "not in"), (None, "not known in"))
                             if value in verdicts.values())
-    if measure.unproven is not None:
-        verdict += f", but {measure.unproven}"
+    held = unproven(plan, measure, gains)
+    if held is not None:
+        eager = [name for name in gains if unproven(plan, measure, [name]) is not None]
+        verdict += f", but {held}" + (f" (kept eager: {', '.join(eager)})" if len(eager) < len(gains) else "")
     return (f"compile: {measure.described()}; a sitting's trainings would reach {_gains_text(gains)} the steps they "
             f"reach eager: {verdict}; the plan trains {trains}")
 

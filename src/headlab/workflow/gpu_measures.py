@@ -19,7 +19,7 @@ import dataclasses
 import json
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from headlab.errors import DataError
@@ -182,6 +182,56 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
     return newest
 
 
+#: the CUDA suite's cases (tests/gpu/test_gpu.py, tests/headcases.py's models in a sitting's
+#: fp16) that train a model compiled as a compiled sitting does (inductor) against the same
+#: model eager, as a sitting's ``cuda-suite.csv`` names them, each with the kinds and mixers
+#: it stands for. Every case also trains learned heads (its decoder) and most a gate: those are
+#: the ``learned`` case's, so each kind has one case, and a failure of paper C's kinds leaves a
+#: slice of paper A's patterns and learned heads free to compile (``tests/test_gpu_plan.py``
+#: keeps this in step with the registry and with the cases' models). A stock OpenNMT-py decoder
+#: counts as learned heads (``naming.STOCK_HEADS``): the same attention, OpenNMT-py's module.
+COMPILED_TEST = "tests/gpu/test_gpu.py::test_the_compiled_model_trains_as_the_eager_one"
+COMPILED_KINDS = {
+    "fixed": ("Ftoken", "Fword"),
+    "learned": ("L", "Lwide", "gate", "dhicm"),
+    "syntax": ("DEA", "LPEA", "RelPos", "Local", "RHEdea", "RHElpea", "RHErel", "RHEloc"),
+}
+COMPILED_CASES = tuple(f"{COMPILED_TEST}[cuda-{case}-fp16]" for case in COMPILED_KINDS)
+
+
+@dataclass(frozen=True)
+class CompiledSuite:
+    """The newest outcome of each of :data:`COMPILED_CASES` in the published sittings'
+    ``cuda-suite.csv``: case (``"fixed"``) -> (outcome, ``<slice>/<sitting>``)."""
+    newest: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def unproven(self, kinds=None) -> str | None:
+        """Why a compiled training of these kinds and mixers should not publish rows yet (all
+        of :data:`COMPILED_KINDS` where None): the newest run of a case that stands for one of
+        them is not a pass (a failure: the compiled model computes another function than the
+        eager one on the GPU, or an error of the test), or no sitting has run it, or no case
+        trains one of them. None: each of their cases passed in its newest run."""
+        kinds = [kind for cases in COMPILED_KINDS.values() for kind in cases] if kinds is None else sorted(kinds)
+        cases = [case for case, covered in COMPILED_KINDS.items() if set(covered) & set(kinds)]
+        uncovered = [kind for kind in kinds if not any(kind in covered for covered in COMPILED_KINDS.values())]
+        failed = [(case, *self.newest[case]) for case in cases if case in self.newest
+                  and self.newest[case][0] != "passed"]
+        if failed:
+            # a failure may be another function or an error of the test (out of memory beside the
+            # trainings): either way nothing shows the compiled model trains as the eager one
+            held = [kind for kind in kinds if any(kind in COMPILED_KINDS[case] for case, *_ in failed)]
+            return "; ".join(f"the CUDA suite's [cuda-{case}-fp16] {outcome or 'ended'} in {sitting}"
+                             for case, outcome, sitting in failed) + \
+                f": no compiled model of {', '.join(held)} is shown to train as the eager one on the GPU"
+        missing = [f"[cuda-{case}-fp16]" for case in cases if case not in self.newest]
+        if missing:
+            return (f"no published sitting's CUDA suite has run {', '.join(missing)} of {COMPILED_TEST} (a compiled "
+                    f"model against the eager one on the GPU)")
+        if uncovered:
+            return f"no compiled case of {COMPILED_TEST} trains {', '.join(uncovered)}"
+        return None
+
+
 @dataclass(frozen=True)
 class CompileMeasured:
     """What a sitting's probe alone measured of its model compiled in place, in the same
@@ -200,9 +250,14 @@ class CompileMeasured:
     compile_s: float
     #: the compile (or the compiled steps) raised: the error's first line (``compile_error``)
     error: str | None = None
-    #: why the published CUDA suites do not show that a compiled model trains as the eager
-    #: one on the GPU (:func:`compiled_unproven`); None: they show it
-    unproven: str | None = None
+    #: what the published CUDA suites show of compiled models training as the eager ones on
+    #: the GPU, kind by kind (:meth:`CompiledSuite.unproven`)
+    suite: CompiledSuite = field(default_factory=CompiledSuite)
+
+    def unproven(self, kinds=None) -> str | None:
+        """Why a compiled training of these kinds should not publish rows yet (None: the
+        suites show it trains as the eager one)."""
+        return self.suite.unproven(kinds)
 
     @property
     def speedup(self) -> float | None:
@@ -232,40 +287,24 @@ class CompileMeasured:
                 f"{self.compile_s:.0f} s of compile")
 
 
-#: the CUDA suite's cases (tests/gpu/test_gpu.py, one per kind of model a sitting trains,
-#: in its fp16) that train a model compiled as a compiled sitting does (inductor) against the
-#: same model eager: as a sitting's ``cuda-suite.csv`` names them
-COMPILED_TEST = "tests/gpu/test_gpu.py::test_the_compiled_model_trains_as_the_eager_one"
-COMPILED_CASES = tuple(f"{COMPILED_TEST}[cuda-{case}-fp16]" for case in ("fixed", "learned", "syntax"))
-
-
-def compiled_unproven(published: Path | str = PUBLISHED) -> str | None:
-    """Why no compiled training should publish rows yet: the newest outcome of each of
-    :data:`COMPILED_CASES` in the published sittings' ``cuda-suite.csv`` is not a pass (a
-    failure there: the compiled model computes another function than the eager one on the
-    GPU, or an error of the test), or no sitting has run it. None: every case passed in its
-    newest run."""
+def compiled_suite(published: Path | str = PUBLISHED) -> CompiledSuite:
+    """The newest outcome of each compiled case in the published sittings' CUDA suites."""
     newest: dict[str, tuple[str, str]] = {}
+    names = {f"{COMPILED_TEST}[cuda-{case}-fp16]": case for case in COMPILED_KINDS}
     suites = sorted(Path(published).glob("*/*/cuda-suite.csv"), key=lambda path: (sitting_time(path.parent),
                                                                                  path.parent.name))
     for path in suites:
         with open(path, newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
-                if row.get("test") in COMPILED_CASES:
-                    newest[row["test"]] = ((row.get("outcome") or "").strip(),
-                                           f"{path.parent.parent.name}/{path.parent.name}")
-    failed = [(case, *newest[case]) for case in COMPILED_CASES if case in newest and newest[case][0] != "passed"]
-    if failed:
-        # a failure may be another function or an error of the test (out of memory beside the
-        # trainings): either way nothing shows the compiled model trains as the eager one
-        return "; ".join(f"the CUDA suite's {case.removeprefix(COMPILED_TEST)} {outcome or 'ended'} in {sitting}"
-                         for case, outcome, sitting in failed) + \
-            ": no compiled model is shown to train as the eager one on the GPU"
-    missing = [case.removeprefix(COMPILED_TEST) for case in COMPILED_CASES if case not in newest]
-    if missing:
-        return (f"no published sitting's CUDA suite has run {', '.join(missing)} of {COMPILED_TEST} (a compiled "
-                f"model against the eager one on the GPU)")
-    return None
+                if row.get("test") in names:
+                    newest[names[row["test"]]] = ((row.get("outcome") or "").strip(),
+                                                  f"{path.parent.parent.name}/{path.parent.name}")
+    return CompiledSuite(newest)
+
+
+def compiled_unproven(published: Path | str = PUBLISHED, kinds=None) -> str | None:
+    """:meth:`CompiledSuite.unproven` of the published sittings' CUDA suites."""
+    return compiled_suite(published).unproven(kinds)
 
 
 def measured_compile(published: Path | str = PUBLISHED,
@@ -303,7 +342,7 @@ def measured_compile(published: Path | str = PUBLISHED,
             newest = min(found, key=lambda measure: (measure.error is None, measure.speedup or 0.0))
     if newest is None:
         return None
-    return dataclasses.replace(newest, unproven=compiled_unproven(published))
+    return dataclasses.replace(newest, suite=compiled_suite(published))
 
 
 #: a later call's probes, each by the ``throughput.csv`` column only it fills (the probe side

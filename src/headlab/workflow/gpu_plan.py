@@ -86,6 +86,14 @@ class Slice:
         return [model["heads"] for model in self.entry["models"]]
 
     @property
+    def compiled_kinds(self) -> set[str]:
+        """The kinds and mixers of the models a compiled sitting of the slice trains compiled
+        (every site; its chain's fine-tunes train eager: ``gpu_runner``'s ``train_args``)."""
+        from headlab.heads.spec import kinds_used
+
+        return set().union(*(kinds_used(heads) for heads in self.heads))
+
+    @property
     def chain(self) -> list[dict]:
         """Fine-tunes trained after the models in the same sitting (paper D), stage by stage."""
         return list(self.entry.get("chain") or [])
