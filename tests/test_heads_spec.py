@@ -111,3 +111,19 @@ def test_a_declared_kind_takes_its_facts_from_the_declaration_only():
     finally:
         del registry["Tdecl"]
     assert "Tdecl" not in registry
+
+
+def test_kinds_used_names_every_kind_and_mixer_at_every_site():
+    """``kinds_used`` of a model path's heads: the encoder's, and the decoder's and cross
+    sites' (stock 8L where the path names none), terms and mixers alike, in every group."""
+    from headlab.heads.spec import kinds_used
+
+    assert kinds_used("7Ftoken+1L") == {"Ftoken", "L"}
+    assert kinds_used("*(8L),8L|dhicm") == {"L", "dhicm"}
+    assert kinds_used("8DEA,*(8L)") == {"DEA", "L"}
+    assert kinds_used("7Fword+1L~gate@dec=4L|dhicm@cross=2L+2Lwide") == {"Fword", "L", "gate", "dhicm", "Lwide"}
+    with pytest.raises(ConfigError, match="Fwrod"):
+        kinds_used("7Fwrod+1L")
+    # a site's spec is checked as that site's: the fixed patterns read the whole source
+    with pytest.raises(ConfigError, match="cannot be used in decoder cross-attention"):
+        kinds_used("8L@cross=2Fword+2L")
