@@ -76,7 +76,8 @@ def test_a_pruned_model_traces_its_mask_into_the_graph(monkeypatch):
     assert not torch.allclose(unmasked, eager, rtol=1e-3, atol=1e-4)       # the mask mattered
 
 
-@pytest.mark.parametrize("case", ["learned", "syntax"])      # every mixer and site; every syntax kind
+# every mixer and site; every syntax kind; OpenNMT-py's own decoder (most presets')
+@pytest.mark.parametrize("case", ["learned", "syntax", "stock_decoder"])
 def test_the_compiled_model_trains_as_the_eager_one(case, monkeypatch):
     """One training loss (OpenNMT-py's, with the aux terms) and every parameter's gradient
     through the compiled model (``compile_model``, dynamic shapes; aot_eager) against the

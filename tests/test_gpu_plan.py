@@ -1140,29 +1140,31 @@ def test_the_plans_compile_is_judged_by_the_newest_compiled_probe_in_each_ready_
 def test_a_slice_compiles_once_the_cuda_suite_shows_its_own_kinds_compiled_training_as_eager(tmp_path, capsys):
     """A probe 2x as fast after 60 s of compile pays in every window (1.30-1.71x), but a
     slice's sitting trains compiled only once the newest run of each of the CUDA suite's
-    compiled cases that stand for its kinds and mixers passed (fixed: paper A's patterns;
-    learned: learned heads, the stock decoder, gates and DHICM; syntax: paper C's kinds, in
-    fp16, inductor against eager on the GPU). A-T1-deep and A-lowres need fixed and learned,
-    C-core-base learned and syntax, B and D learned alone: until a sitting has run a slice's
-    cases, or where the newest run of one failed, that slice is off, and a plan that
-    compiles it is told why."""
+    compiled cases that stand for its kinds and mixers passed (in fp16, inductor against
+    eager on the GPU; gpu_measures.COMPILED_KINDS): fixed for paper A's patterns, learned for
+    learned heads, gates and DHICM, syntax for paper C's kinds, stock_decoder for the plain
+    8L layer (L too) and OpenNMT-py's own decoder. A-T1-deep and A-lowres need fixed, learned
+    and stock_decoder; C-core-base learned, syntax and stock_decoder; B (a headlab decoder)
+    and D learned and stock_decoder. Until a sitting has run a slice's cases, or where the
+    newest run of one failed, that slice is off, and a plan that compiles it is told why."""
+    stock = gpu_measures.STOCK_DECODER
     shipped = gpu_plan.load()
     assert {found.name: sorted(found.compiled_kinds) for found in shipped.slices} == {
-        "A-T1-deep": ["Ftoken", "L"], "C-core-base": ["DEA", "L", "LPEA", "RHElpea"], "B-base-dhicm": ["L", "dhicm"],
-        "D-gates-8L": ["L"], "A-lowres": ["Ftoken", "L"]}
+        "A-T1-deep": ["Ftoken", "L", stock], "C-core-base": ["DEA", "L", "LPEA", "RHElpea", stock],
+        "B-base-dhicm": ["L", "dhicm"], "D-gates-8L": ["L", stock], "A-lowres": ["Ftoken", "L", stock]}
     compiled = gpu_plan.Plan({**shipped.data, "sitting": {**shipped.sitting, "compile": "default"}}, shipped.path)
-    fixed, learned, syntax = gpu_measures.COMPILED_CASES
+    fixed, learned, syntax, stock_case = gpu_measures.COMPILED_CASES
     assert fixed.endswith("::test_the_compiled_model_trains_as_the_eager_one[cuda-fixed-fp16]")
     # the published sittings ran a CUDA suite without these cases
     shutil.copytree(gpu_plan.PUBLISHED / "A-T1-deep", tmp_path / "A-T1-deep")
     _compiled_probe(tmp_path, "2026-12-01-h100-aaaaaaa", "2026-12-01 10:00:00 UTC", 100.0, 50.0, 60.0, suite={})
     measure = gpu_measures.measured_compile(tmp_path)
+    run_of = f"of {gpu_measures.COMPILED_TEST} (a compiled model against the eager one on the GPU)"
     never = (f"no published sitting's CUDA suite has run [cuda-fixed-fp16], [cuda-learned-fp16], "
-             f"[cuda-syntax-fp16] of {gpu_measures.COMPILED_TEST} (a compiled model against the eager one on the GPU)")
+             f"[cuda-syntax-fp16], [cuda-stock_decoder-fp16] {run_of}")
     assert measure.speedup == 2.0 and measure.unproven() == never
     assert measure.unproven({"L", "dhicm"}) == (
-        f"no published sitting's CUDA suite has run [cuda-learned-fp16] of {gpu_measures.COMPILED_TEST} (a compiled "
-        f"model against the eager one on the GPU)")
+        f"no published sitting's CUDA suite has run [cuda-learned-fp16], [cuda-stock_decoder-fp16] {run_of}")
     assert set(gpu_compile.compile_wanted(shipped, measure).values()) == {"off"}
     assert gpu_compile.stale_compile(shipped, measure) == []          # off, as it should be
     described = ("the sitting A-T1-deep/2026-12-01-h100-aaaaaaa's probe ran its model compiled (default) 2.00x as "
@@ -1176,13 +1178,13 @@ def test_a_slice_compiles_once_the_cuda_suite_shows_its_own_kinds_compiled_train
         f"compile: {described}; a sitting's trainings would reach {gains}: pays, but {never}; the plan trains "
         f"eager (sitting.compile off)")
 
-    # a later sitting ran fixed and learned: every slice but C may compile
-    _suite(tmp_path / "A-T1-deep" / "2026-12-01-h100-aaaaaaa", {fixed: "passed", learned: "passed"})
+    # a later sitting ran all but syntax: every slice but C may compile
+    _suite(tmp_path / "A-T1-deep" / "2026-12-01-h100-aaaaaaa", {fixed: "passed", learned: "passed",
+                                                                 stock_case: "passed"})
     measure = gpu_measures.measured_compile(tmp_path)
-    no_syntax = (f"no published sitting's CUDA suite has run [cuda-syntax-fp16] of {gpu_measures.COMPILED_TEST} "
-                 f"(a compiled model against the eager one on the GPU)")
-    assert measure.unproven() == gpu_measures.compiled_unproven(tmp_path) == no_syntax
-    assert measure.unproven({"Ftoken", "L", "gate", "dhicm", "Lwide", "Fword"}) is None
+    no_syntax = f"no published sitting's CUDA suite has run [cuda-syntax-fp16] {run_of}"
+    assert measure.unproven() == gpu_measures.compiled_suite(tmp_path).unproven() == no_syntax
+    assert measure.unproven({"Ftoken", "L", "gate", "dhicm", "Lwide", "Fword", stock}) is None
     assert gpu_compile.compile_wanted(shipped, measure) == {
         "A-T1-deep": "default", "C-core-base": "off", "B-base-dhicm": "default", "D-gates-8L": "default",
         "A-lowres": "default"}
@@ -1196,9 +1198,9 @@ def test_a_slice_compiles_once_the_cuda_suite_shows_its_own_kinds_compiled_train
     assert gpu_compile.compile_line(shipped, measure) == (
         f"compile: {described}; a sitting's trainings would reach {gains}: pays, but {no_syntax} (kept eager: "
         f"C-core-base); the plan trains eager (sitting.compile off)")
-    # all three passed in a newer sitting: the probe decides
+    # all four passed in a newer sitting: the probe decides
     _compiled_probe(tmp_path, "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", 100.0, 50.0, 60.0)
-    assert gpu_measures.compiled_unproven(tmp_path) is None
+    assert gpu_measures.compiled_suite(tmp_path).unproven() is None
     assert set(gpu_compile.compile_wanted(shipped, gpu_measures.measured_compile(tmp_path)).values()) == {"default"}
     # the newest run of syntax failed, though an older one passed: C alone is off
     _compiled_probe(tmp_path, "2026-12-03-h100-ccccccc", "2026-12-03 10:00:00 UTC", 100.0, 50.0, 60.0,
@@ -1217,38 +1219,91 @@ def test_a_slice_compiles_once_the_cuda_suite_shows_its_own_kinds_compiled_train
                     suite={fixed: "passed", learned: "skipped"})
     skipped = gpu_measures.measured_compile(tmp_path)
     assert set(gpu_compile.compile_wanted(shipped, skipped).values()) == {"off"}
-    assert gpu_compile.unproven(shipped, skipped, ["B-base-dhicm"]) == (
+    assert gpu_compile.slices_unproven(shipped, skipped, ["B-base-dhicm"]) == (
         "the CUDA suite's [cuda-learned-fp16] skipped in A-T1-deep/2026-12-04-h100-ddddddd: no compiled model of L, "
         "dhicm is shown to train as the eager one on the GPU")
     everything = ("the CUDA suite's [cuda-learned-fp16] skipped in A-T1-deep/2026-12-04-h100-ddddddd; the CUDA "
-                  "suite's [cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: no compiled model of DEA, "
-                  "L, LPEA, RHElpea, dhicm is shown to train as the eager one on the GPU")
+                  "suite's [cuda-syntax-fp16] failed in A-T1-deep/2026-12-03-h100-ccccccc: no compiled model of L, "
+                  "dhicm, DEA, LPEA, RHElpea is shown to train as the eager one on the GPU")
     assert gpu_compile.stale_compile(compiled, skipped)[0].endswith(f"but {everything}: set off")
     assert gpu_plan.main(["--published", str(tmp_path)]) == 0
     assert f"pays, but {everything}; the plan trains eager (sitting.compile off)" in capsys.readouterr().out
+    # a name the plan lacks proves nothing
+    with pytest.raises(KeyError):
+        gpu_compile.slices_unproven(shipped, skipped, ["A-T1-dep"])
 
 
-def test_each_kind_and_mixer_has_one_compiled_case_that_trains_it():
-    """gpu_measures.COMPILED_KINDS gives every registered kind and mixer one case of the CUDA
-    suite's compiled test, and that case's model (tests/headcases.py) trains it: a kind added
-    without a case would keep every slice that trains it eager, one listed under a case that
-    does not train it would let a slice compile on a proof of something else."""
+def test_a_line_on_several_slices_gives_each_its_own_reason_to_stay_eager(tmp_path):
+    """fixed failed and the compile takes 100 s at 2x: A-T1-deep (1.52x) and A-lowres (1.49x)
+    would pay but are held by the suite; D-gates-8L is shown (it trains no fixed heads) but
+    its 172 s window gains 0.84x; C and B pay and are shown. sitting.compile: default is
+    stale (three of five want off), and its line says which slice is off for which reason."""
+    shipped = gpu_plan.load()
+    compiled = gpu_plan.Plan({**shipped.data, "sitting": {**shipped.sitting, "compile": "default"}}, shipped.path)
+    fixed, learned, syntax, stock_case = gpu_measures.COMPILED_CASES
+    _compiled_probe(tmp_path, "2026-12-05-h100-eeeeeee", "2026-12-05 10:00:00 UTC", 100.0, 50.0, 100.0,
+                    suite={fixed: "failed", learned: "passed", syntax: "passed", stock_case: "passed"})
+    measure = gpu_measures.measured_compile(tmp_path)
+    assert gpu_compile.compile_wanted(shipped, measure) == {
+        "A-T1-deep": "off", "C-core-base": "default", "B-base-dhicm": "default", "D-gates-8L": "off",
+        "A-lowres": "off"}
+    assert gpu_compile.stale_compile(compiled, measure) == [
+        "sitting.compile: the plan says default; the sitting A-T1-deep/2026-12-05-h100-eeeeeee's probe ran its model "
+        "compiled (default) 2.00x as fast as eager (50 against 100 ms a step alone) after 100 s of compile: a "
+        "sitting's trainings would reach A-T1-deep 1.52x, D-gates-8L 0.84x, A-lowres 1.49x the steps they reach "
+        "eager, but the CUDA suite's [cuda-fixed-fp16] failed in A-T1-deep/2026-12-05-h100-eeeeeee: no compiled "
+        "model of Ftoken is shown to train as the eager one on the GPU (A-T1-deep, A-lowres), and D-gates-8L under "
+        "1.1x: set off, and slices.C-core-base.compile: default (C-core-base 1.49x), and "
+        "slices.B-base-dhicm.compile: default (B-base-dhicm 1.49x)"]
+
+
+def test_a_kind_no_compiled_case_stands_for_keeps_its_slice_eager(tmp_path):
+    """OpenNMT-py's own encoder (a preset's encoder_type: transformer) and a kind registered
+    without a case have no compiled case: the suites never show them, so a slice that trains
+    one stays eager whatever else passed, and the reason says which."""
+    stock_encoder = gpu_measures.STOCK_ENCODER
+    shipped = gpu_plan.load()
+    slices = [{**entry, "overrides": {"encoder_type": "transformer"}} if entry["name"] == "D-gates-8L" else entry
+              for entry in shipped.data["slices"]]
+    plan = gpu_plan.Plan({**shipped.data, "slices": slices}, shipped.path)
+    found = next(found for found in plan.slices if found.name == "D-gates-8L")
+    assert found.compiled_kinds == {"L", gpu_measures.STOCK_DECODER, stock_encoder}
+    _compiled_probe(tmp_path, "2026-12-02-h100-bbbbbbb", "2026-12-02 10:00:00 UTC", 100.0, 50.0, 60.0)
+    measure = gpu_measures.measured_compile(tmp_path)
+    assert measure.unproven({"L", stock_encoder, "Tnew"}) == (
+        f"no compiled case of {gpu_measures.COMPILED_TEST} trains Tnew, {stock_encoder}")
+    wanted = gpu_compile.compile_wanted(plan, measure)
+    assert wanted["D-gates-8L"] == "off" and wanted["A-T1-deep"] == "default"
+
+
+def test_each_kind_and_mixer_has_a_compiled_case_that_trains_it():
+    """gpu_measures.COMPILED_KINDS gives every registered kind and mixer a case of the CUDA
+    suite's compiled test, and each case's model (tests/headcases.py) trains what it stands
+    for: a kind added without a case would keep every slice that trains it eager, one listed
+    under a case that does not train it would let a slice compile on a proof of something
+    else. stock_decoder's encoder is plain (one group, no mixer: the 8L baselines' layer) and
+    its decoder OpenNMT-py's; OpenNMT-py's encoder has no case."""
     import headcases
 
-    from headlab.heads.spec import HEAD_KINDS, HEAD_MIXERS, kinds_used
+    from headlab.heads.spec import HEAD_KINDS, HEAD_MIXERS, kinds_used, parse_spec
 
-    listed = [kind for kinds in gpu_measures.COMPILED_KINDS.values() for kind in kinds]
-    assert sorted(listed) == sorted([*HEAD_KINDS, *HEAD_MIXERS])
+    listed = {kind for kinds in gpu_measures.COMPILED_KINDS.values() for kind in kinds}
+    assert listed == {*HEAD_KINDS, *HEAD_MIXERS, gpu_measures.STOCK_DECODER}
     for case, kinds in gpu_measures.COMPILED_KINDS.items():
         specs = headcases.CASES[case]
-        trained = kinds_used(f"{specs['enc_heads']}@dec={specs['dec_heads']}@cross={specs['cross_heads']}")
+        if specs.get("decoder_type") == "transformer":
+            trained = kinds_used(specs["enc_heads"]) | {gpu_measures.STOCK_DECODER}
+        else:
+            trained = kinds_used(f"{specs['enc_heads']}@dec={specs['dec_heads']}@cross={specs['cross_heads']}")
         assert set(kinds) <= trained, case
+    plain = parse_spec(headcases.CASES["stock_decoder"]["enc_heads"], 2)
+    assert all(len(layer.terms) == 1 and not layer.mixers for layer in plain)
 
 
 def test_the_compiled_cases_the_plan_reads_are_those_the_cuda_suite_runs():
     """gpu_measures.COMPILED_CASES names the CUDA suite's compiled cases as a sitting's
     cuda-suite.csv will: a case renamed, added or dropped in tests/gpu/test_gpu.py without it
-    would leave every compiled sitting off, or judged by fewer cases."""
+    would leave the slices of its kinds off, or judged by fewer cases."""
     import subprocess
     import sys
 
@@ -1256,7 +1311,7 @@ def test_the_compiled_cases_the_plan_reads_are_those_the_cuda_suite_runs():
                              "tests/gpu/test_gpu.py", "-k", "test_the_compiled_model_trains_as_the_eager_one"],
                             cwd=gpu_plan.PUBLISHED.parents[1], capture_output=True, text=True, timeout=300)
     collected = [line for line in result.stdout.splitlines() if "::" in line]
-    assert result.returncode == 0 and len(collected) == 4
+    assert result.returncode == 0 and len(collected) == 5
     assert [line for line in collected if "[cuda-" in line] == list(gpu_measures.COMPILED_CASES)
 
 

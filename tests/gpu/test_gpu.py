@@ -166,8 +166,9 @@ def test_headlab_train_and_translate(target, precision, tmp_path):
 #: what the GPU plan's compile judgement reads of a sitting's cuda-suite.csv
 #: (headlab.workflow.gpu_measures.COMPILED_CASES): a compiled sitting trains fp16 models, and
 #: each case stands for some kinds (gpu_measures.COMPILED_KINDS: A's fixed heads; learned
-#: heads, B's DHICM and D's gates; C's syntax kinds); a slice compiles once its kinds' cases pass
-COMPILED_CASES = [(name, "fp16") for name in ("fixed", "learned", "syntax")]
+#: heads, B's DHICM and D's gates; C's syntax kinds; the plain 8L layer and OpenNMT-py's own
+#: decoder); a slice compiles once its kinds' cases pass
+COMPILED_CASES = [(name, "fp16") for name in ("fixed", "learned", "syntax", "stock_decoder")]
 
 
 @params(COMPILED_CASES, [("fixed", "bf16")], "target, name, precision")

@@ -3,8 +3,9 @@
 trainings").
 
 - :func:`compile_gains`: the steps each ready slice's trainings would reach compiled over
-  eager in one sitting; :func:`compile_wanted`: the mode each should train with (none until
-  the CUDA suite has shown a compiled model training as the eager one);
+  eager in one sitting; :func:`compile_wanted`: the mode each should train with (off until
+  the CUDA suite has shown compiled models of the slice's kinds training as the eager ones:
+  :func:`slices_unproven`);
 - :func:`stale_compile`: a ``throughput stale`` line for each compile key of the plan
   (``sitting.compile``, a slice's ``compile``) that says otherwise;
 - :func:`stale_compiled_figures`: the plan's ``throughput.compiled`` (what a compiled slice's
@@ -12,6 +13,8 @@ trainings").
 - :func:`compile_line`: the queue's ``compile:`` line.
 """
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from headlab.workflow.gpu_measures import CompileMeasured
 from headlab.workflow.gpu_plan import RERUN_MIN_GAIN, SPEED_TOLERANCE, Plan
@@ -33,12 +36,19 @@ def compile_pays(gains: dict[str, float | None]) -> bool | None:
     return all(gain >= RERUN_MIN_GAIN for gain in gains.values())
 
 
-def unproven(plan: Plan, measure: CompileMeasured, names) -> str | None:
+def slices_unproven(plan: Plan, measure: CompileMeasured, slice_names: Iterable[str]) -> str | None:
     """Why the CUDA suites do not yet show that compiled models of these slices' kinds and
     mixers train as the eager ones on the GPU (:meth:`CompileMeasured.unproven`); None: they
-    show it."""
-    kinds = set().union(*(found.compiled_kinds for found in plan.slices if found.name in names))
+    show it, or no slice is named. A name the plan lacks is a KeyError, not a proof."""
+    slices = {found.name: found for found in plan.slices}
+    kinds = set().union(*(slices[name].compiled_kinds for name in slice_names))
     return measure.unproven(kinds) if kinds else None
+
+
+def _held(plan: Plan, measure: CompileMeasured, slice_names: Iterable[str]) -> tuple[list[str], str | None]:
+    """(the slices whose kinds the CUDA suites do not show compiled, why)."""
+    held = [name for name in slice_names if slices_unproven(plan, measure, [name]) is not None]
+    return held, slices_unproven(plan, measure, held)
 
 
 def compile_wanted(plan: Plan, measure: CompileMeasured | None) -> dict[str, str]:
@@ -46,12 +56,13 @@ def compile_wanted(plan: Plan, measure: CompileMeasured | None) -> dict[str, str
     with: the probe's mode where it pays in that slice's window, else off (no probe, or not
     known to pay: a mode is set only where a measure says it pays). Off until the CUDA suite
     has shown compiled models of the slice's kinds and mixers training as the eager ones on
-    the GPU (:func:`unproven`): a faster training of another function would publish rows of a
-    model nobody asked for. Each slice is judged by its own kinds' cases, so a failure of
-    paper C's kinds keeps C eager, not paper A's patterns."""
+    the GPU (:func:`slices_unproven`): a faster training of another function would publish
+    rows of a model nobody asked for. Each slice is judged by its own kinds' cases, so a
+    failure of paper C's kinds keeps C eager, not paper A's patterns."""
     if measure is None:
         return {found.name: "off" for found in plan.slices if found.entry["ready"]}
-    return {name: measure.mode if compile_pays({name: gain}) and unproven(plan, measure, [name]) is None else "off"
+    return {name: measure.mode if compile_pays({name: gain}) and slices_unproven(plan, measure, [name]) is None
+            else "off"
             for name, gain in compile_gains(plan, measure).items()}
 
 
@@ -71,17 +82,22 @@ def _compile_line(plan: Plan, key: str, mode: str, measure: CompileMeasured | No
     if mode not in ("off", measure.mode):
         return f"{key}: the plan says {said}, and the newest compiled probe ({measure.sitting}) measured " \
                f"{measure.mode}: set {wanted}"
-    held = unproven(plan, measure, gains)
+    held, why = _held(plan, measure, gains)
+    # the slices the suites show compiled, which the line judges by their gains alone
+    shown = [name for name in gains if name not in held]
     if measure.error is not None:
         verdict = "a compiled training would stop there"
     elif all(gain is None for gain in gains.values()):
-        verdict = "whether it pays is not known" + (f", and {held}" if held else "")
+        verdict = "whether it pays is not known" + (f", and {why}" if why else "")
     else:
         verdict = f"a sitting's trainings would reach {_gains_text(gains)} the steps they reach eager"
-        if held is not None:
-            verdict += f", but {held}"
-        elif wanted == "off":
-            verdict += f", under {RERUN_MIN_GAIN:g}x" + (" or not known" if None in gains.values() else "")
+        if why is not None:
+            verdict += f", but {why}" + (f" ({', '.join(held)})" if shown else "")
+        if wanted == "off" and shown:
+            # each slice with its own reason: one the suites hold back is not "under" anything
+            verdict += (f", under {RERUN_MIN_GAIN:g}x" if why is None else
+                        f", and {', '.join(shown)} under {RERUN_MIN_GAIN:g}x") + \
+                (" or not known" if any(gains[name] is None for name in shown) else "")
     return f"{key}: the plan says {said}; {measure.described()}: {verdict}: set {wanted}"
 
 
@@ -154,10 +170,9 @@ def compile_line(plan: Plan, measure: CompileMeasured | None) -> str:
         verdict = ", ".join(f"{label} {', '.join(name for name, said in verdicts.items() if said is value)}"
                             for value, label in ((True, "pays in"), (False, "not in"), (None, "not known in"))
                             if value in verdicts.values())
-    held = unproven(plan, measure, gains)
-    if held is not None:
-        eager = [name for name in gains if unproven(plan, measure, [name]) is not None]
-        verdict += f", but {held}" + (f" (kept eager: {', '.join(eager)})" if len(eager) < len(gains) else "")
+    held, why = _held(plan, measure, gains)
+    if why is not None:
+        verdict += f", but {why}" + (f" (kept eager: {', '.join(held)})" if len(held) < len(gains) else "")
     return (f"compile: {measure.described()}; a sitting's trainings would reach {_gains_text(gains)} the steps they "
             f"reach eager: {verdict}; the plan trains {trains}")
 

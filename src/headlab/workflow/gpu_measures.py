@@ -6,7 +6,7 @@ holds its speed rows (``throughput.csv``) and its runner's clock (``status-sitti
   newest sitting that measured it with the training's own clock (or its probes);
 - :func:`measured_evaluation`: what the newest sitting's evaluation took a scored row;
 - :func:`measured_compile`: what the newest sitting's probe alone measured of its model compiled,
-  and whether the CUDA suites showed a compiled model training as the eager one;
+  and which compiled cases, so which head kinds, the CUDA suites showed training as eager;
 - :func:`probe_first`: which of a later call's probes the published sittings measured longest ago;
 - :func:`side_track_line`: what the CUDA suite and the bench beside the trainings cost them.
 
@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,54 +183,69 @@ def measured_speed(published: Path | str = PUBLISHED, tables: list[SpeedTable] |
     return newest
 
 
+#: OpenNMT-py's own decoder (``decoder_type: transformer``, most presets) and encoder, as the
+#: kinds a slice's models train (:attr:`headlab.workflow.gpu_plan.Slice.compiled_kinds`): the
+#: same attention as ``8L``, but OpenNMT-py's modules, so another graph for inductor
+STOCK_DECODER = "stock decoder"
+STOCK_ENCODER = "stock encoder"
+
 #: the CUDA suite's cases (tests/gpu/test_gpu.py, tests/headcases.py's models in a sitting's
 #: fp16) that train a model compiled as a compiled sitting does (inductor) against the same
 #: model eager, as a sitting's ``cuda-suite.csv`` names them, each with the kinds and mixers
-#: it stands for. Every case also trains learned heads (its decoder) and most a gate: those are
-#: the ``learned`` case's, so each kind has one case, and a failure of paper C's kinds leaves a
-#: slice of paper A's patterns and learned heads free to compile (``tests/test_gpu_plan.py``
-#: keeps this in step with the registry and with the cases' models). A stock OpenNMT-py decoder
-#: counts as learned heads (``naming.STOCK_HEADS``): the same attention, OpenNMT-py's module.
+#: it stands for: a kind is shown to train compiled as eager once every case that stands for
+#: it has passed. Every case also trains learned heads (its decoder) and most a gate; they
+#: stand for them only where that is the case's point, so a failure of paper C's kinds leaves
+#: a slice of paper A's patterns free to compile. ``L`` needs two cases: ``learned`` (two groups
+#: and a gate, DHICM, at every site) and ``stock_decoder``, whose encoder is the plain layer (one
+#: group, no mixer) of every ``8L`` baseline and which alone trains OpenNMT-py's decoder.
+#: ``tests/test_gpu_plan.py`` keeps this in step with the registry and the cases' models. A
+#: kind no case stands for (a plugin's; :data:`STOCK_ENCODER`) keeps its slices eager.
 COMPILED_TEST = "tests/gpu/test_gpu.py::test_the_compiled_model_trains_as_the_eager_one"
 COMPILED_KINDS = {
     "fixed": ("Ftoken", "Fword"),
     "learned": ("L", "Lwide", "gate", "dhicm"),
     "syntax": ("DEA", "LPEA", "RelPos", "Local", "RHEdea", "RHElpea", "RHErel", "RHEloc"),
+    "stock_decoder": ("L", STOCK_DECODER),
 }
 COMPILED_CASES = tuple(f"{COMPILED_TEST}[cuda-{case}-fp16]" for case in COMPILED_KINDS)
+#: every kind a case stands for, in the order of :data:`COMPILED_KINDS` (the messages' order)
+_KIND_ORDER = tuple(dict.fromkeys(kind for kinds in COMPILED_KINDS.values() for kind in kinds))
 
 
 @dataclass(frozen=True)
 class CompiledSuite:
     """The newest outcome of each of :data:`COMPILED_CASES` in the published sittings'
     ``cuda-suite.csv``: case (``"fixed"``) -> (outcome, ``<slice>/<sitting>``)."""
-    newest: dict[str, tuple[str, str]] = field(default_factory=dict)
+    newest: dict[str, tuple[str, str]] = field(default_factory=dict, hash=False)
 
-    def unproven(self, kinds=None) -> str | None:
-        """Why a compiled training of these kinds and mixers should not publish rows yet (all
-        of :data:`COMPILED_KINDS` where None): the newest run of a case that stands for one of
-        them is not a pass (a failure: the compiled model computes another function than the
-        eager one on the GPU, or an error of the test), or no sitting has run it, or no case
-        trains one of them. None: each of their cases passed in its newest run."""
-        kinds = [kind for cases in COMPILED_KINDS.values() for kind in cases] if kinds is None else sorted(kinds)
-        cases = [case for case, covered in COMPILED_KINDS.items() if set(covered) & set(kinds)]
-        uncovered = [kind for kind in kinds if not any(kind in covered for covered in COMPILED_KINDS.values())]
+    def unproven(self, kinds: Iterable[str] | None = None) -> str | None:
+        """Why a compiled training of these kinds and mixers should not publish rows yet (every
+        kind a case stands for where None), each reason that holds: the newest run of a case
+        that stands for one of them is not a pass (a failure: the compiled model computes
+        another function than the eager one on the GPU, or an error of the test); no sitting
+        has run one; no case stands for one. None: each of their cases passed in its newest run."""
+        asked = set(_KIND_ORDER if kinds is None else kinds)
+        ordered = [kind for kind in _KIND_ORDER if kind in asked] + sorted(asked - set(_KIND_ORDER))
+        cases = [case for case, covered in COMPILED_KINDS.items() if asked & set(covered)]
         failed = [(case, *self.newest[case]) for case in cases if case in self.newest
                   and self.newest[case][0] != "passed"]
+        reasons = []
         if failed:
             # a failure may be another function or an error of the test (out of memory beside the
             # trainings): either way nothing shows the compiled model trains as the eager one
-            held = [kind for kind in kinds if any(kind in COMPILED_KINDS[case] for case, *_ in failed)]
-            return "; ".join(f"the CUDA suite's [cuda-{case}-fp16] {outcome or 'ended'} in {sitting}"
-                             for case, outcome, sitting in failed) + \
-                f": no compiled model of {', '.join(held)} is shown to train as the eager one on the GPU"
+            unshown = [kind for kind in ordered if any(kind in COMPILED_KINDS[case] for case, *_ in failed)]
+            reasons.append("; ".join(f"the CUDA suite's [cuda-{case}-fp16] {outcome or 'ended'} in {sitting}"
+                                     for case, outcome, sitting in failed)
+                           + f": no compiled model of {', '.join(unshown)} is shown to train as the eager one on "
+                             f"the GPU")
         missing = [f"[cuda-{case}-fp16]" for case in cases if case not in self.newest]
         if missing:
-            return (f"no published sitting's CUDA suite has run {', '.join(missing)} of {COMPILED_TEST} (a compiled "
-                    f"model against the eager one on the GPU)")
+            reasons.append(f"no published sitting's CUDA suite has run {', '.join(missing)} of {COMPILED_TEST} (a "
+                           f"compiled model against the eager one on the GPU)")
+        uncovered = [kind for kind in ordered if kind not in _KIND_ORDER]
         if uncovered:
-            return f"no compiled case of {COMPILED_TEST} trains {', '.join(uncovered)}"
-        return None
+            reasons.append(f"no compiled case of {COMPILED_TEST} trains {', '.join(uncovered)}")
+        return "; ".join(reasons) or None
 
 
 @dataclass(frozen=True)
@@ -254,7 +270,7 @@ class CompileMeasured:
     #: the GPU, kind by kind (:meth:`CompiledSuite.unproven`)
     suite: CompiledSuite = field(default_factory=CompiledSuite)
 
-    def unproven(self, kinds=None) -> str | None:
+    def unproven(self, kinds: Iterable[str] | None = None) -> str | None:
         """Why a compiled training of these kinds should not publish rows yet (None: the
         suites show it trains as the eager one)."""
         return self.suite.unproven(kinds)
@@ -302,16 +318,11 @@ def compiled_suite(published: Path | str = PUBLISHED) -> CompiledSuite:
     return CompiledSuite(newest)
 
 
-def compiled_unproven(published: Path | str = PUBLISHED, kinds=None) -> str | None:
-    """:meth:`CompiledSuite.unproven` of the published sittings' CUDA suites."""
-    return compiled_suite(published).unproven(kinds)
-
-
 def measured_compile(published: Path | str = PUBLISHED,
                      tables: list[SpeedTable] | None = None) -> CompileMeasured | None:
     """The newest published sitting's compiled probe (None: no sitting's probe compiled its
     model; of several rows in one sitting, a failed compile, else the least speedup), with
-    what the CUDA suites say of a compiled model (:func:`compiled_unproven`). ``tables``:
+    what the CUDA suites show of compiled models, kind by kind (:func:`compiled_suite`). ``tables``:
     already read (:func:`speed_tables`, oldest first)."""
     newest = None
     for table in speed_tables(published) if tables is None else tables:

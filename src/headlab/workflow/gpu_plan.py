@@ -88,10 +88,23 @@ class Slice:
     @property
     def compiled_kinds(self) -> set[str]:
         """The kinds and mixers of the models a compiled sitting of the slice trains compiled
-        (every site; its chain's fine-tunes train eager: ``gpu_runner``'s ``train_args``)."""
+        (every site; its chain's fine-tunes train eager: ``gpu_runner``'s ``train_args``), and
+        OpenNMT-py's own decoder or encoder where the preset (with the slice's overrides) keeps
+        one (``gpu_measures.STOCK_DECODER``: a headlab decoder only where a model's heads name
+        the decoder's sites, as ``engine.config`` decides)."""
+        from headlab.engine.config import resolve_preset
         from headlab.heads.spec import kinds_used
+        from headlab.naming import STOCK_HEADS, parse_heads_name
+        from headlab.workflow.gpu_measures import STOCK_DECODER, STOCK_ENCODER
 
-        return set().union(*(kinds_used(heads) for heads in self.heads))
+        options = {**resolve_preset(self.entry["preset"]), **(self.entry.get("overrides") or {})}
+        kinds = set().union(*(kinds_used(heads) for heads in self.heads))
+        if options.get("encoder_type") != "headlab":
+            kinds.add(STOCK_ENCODER)
+        if options.get("decoder_type") != "headlab" and any(
+                (specs := parse_heads_name(str(heads)))["dec"] == specs["cross"] == STOCK_HEADS for heads in self.heads):
+            kinds.add(STOCK_DECODER)
+        return kinds
 
     @property
     def chain(self) -> list[dict]:
